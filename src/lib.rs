@@ -1,0 +1,24 @@
+//! seedlog: a Kafka-compatible broker, producer and consumer whose every line runs both under a
+//! seeded deterministic simulator (madsim) and as a real broker.
+//!
+//! # Layout
+//!
+//! * [`types`]: newtypes shared by every layer.
+//! * [`protocol`]: the pure wire layer (frames, codec, RecordBatch v2, error codes).
+//! * [`config`]: Kafka-named, validated configs for broker, topics, producer and consumer.
+//! * [`broker`]: the broker as a deterministic state machine (sans-IO) over a [`runtime::storage::Storage`].
+//! * [`client`]: the producer and consumer state machines.
+//! * [`runtime`]: the only place that touches tokio, sockets, files and clocks: the driver that
+//!   runs a state machine, the connection layer (sendfile in production), `FileStorage`, and the
+//!   async client facades.
+//!
+//! The layering is one-way: `protocol` and `types` depend on nothing; `broker` and `client`
+//! depend on `protocol`, `config`, `types` and on traits from `runtime`; only `runtime` (and the
+//! `seedlog-sim` crate) touch tokio or madsim.
+
+pub mod broker;
+pub mod client;
+pub mod config;
+pub mod protocol;
+pub mod runtime;
+pub mod types;

@@ -1,0 +1,122 @@
+//! Kafka error codes, numbered 1:1 with Kafka's `Errors` enum. They are protocol outcomes placed
+//! in responses, never Rust `Err` values.
+
+/// A Kafka protocol error code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(i16)]
+#[allow(missing_docs)] // the names are Kafka's; see Kafka's `Errors.java` for each meaning
+pub enum ErrorCode {
+    UnknownServerError = -1,
+    None = 0,
+    OffsetOutOfRange = 1,
+    CorruptMessage = 2,
+    UnknownTopicOrPartition = 3,
+    InvalidFetchSize = 4,
+    LeaderNotAvailable = 5,
+    NotLeaderOrFollower = 6,
+    RequestTimedOut = 7,
+    MessageTooLarge = 10,
+    NetworkException = 13,
+    InvalidTopicException = 17,
+    RecordListTooLarge = 18,
+    NotEnoughReplicas = 19,
+    NotEnoughReplicasAfterAppend = 20,
+    InvalidRequiredAcks = 21,
+    UnsupportedVersion = 35,
+    TopicAlreadyExists = 36,
+    InvalidPartitions = 37,
+    InvalidReplicationFactor = 38,
+    InvalidReplicaAssignment = 39,
+    InvalidConfig = 40,
+    InvalidRequest = 42,
+    UnsupportedForMessageFormat = 43,
+    KafkaStorageError = 56,
+    UnknownProducerId = 59,
+    FencedLeaderEpoch = 74,
+    UnknownLeaderEpoch = 75,
+    UnknownTopicId = 100,
+    InvalidRecord = 87,
+}
+
+impl ErrorCode {
+    /// The wire value.
+    pub fn code(self) -> i16 {
+        self as i16
+    }
+
+    /// Maps a wire value back; unknown codes become `UnknownServerError`.
+    pub fn from_code(code: i16) -> ErrorCode {
+        ALL.iter().copied().find(|error| error.code() == code).unwrap_or(ErrorCode::UnknownServerError)
+    }
+
+    /// Whether a client may retry the request (Kafka's `RetriableException` subclasses).
+    pub fn is_retriable(self) -> bool {
+        matches!(
+            self,
+            ErrorCode::CorruptMessage
+                | ErrorCode::UnknownTopicOrPartition
+                | ErrorCode::LeaderNotAvailable
+                | ErrorCode::NotLeaderOrFollower
+                | ErrorCode::RequestTimedOut
+                | ErrorCode::NetworkException
+                | ErrorCode::NotEnoughReplicas
+                | ErrorCode::NotEnoughReplicasAfterAppend
+                | ErrorCode::KafkaStorageError
+                | ErrorCode::UnknownTopicId
+        )
+    }
+
+    /// Whether a failed produce with this error may nevertheless have been written (Kafka's
+    /// `NotEnoughReplicasAfterAppend`: appended on the leader, not acknowledged).
+    pub fn may_have_been_written(self) -> bool {
+        matches!(self, ErrorCode::NotEnoughReplicasAfterAppend | ErrorCode::RequestTimedOut)
+    }
+}
+
+const ALL: [ErrorCode; 30] = [
+    ErrorCode::UnknownServerError,
+    ErrorCode::None,
+    ErrorCode::OffsetOutOfRange,
+    ErrorCode::CorruptMessage,
+    ErrorCode::UnknownTopicOrPartition,
+    ErrorCode::InvalidFetchSize,
+    ErrorCode::LeaderNotAvailable,
+    ErrorCode::NotLeaderOrFollower,
+    ErrorCode::RequestTimedOut,
+    ErrorCode::MessageTooLarge,
+    ErrorCode::NetworkException,
+    ErrorCode::InvalidTopicException,
+    ErrorCode::RecordListTooLarge,
+    ErrorCode::NotEnoughReplicas,
+    ErrorCode::NotEnoughReplicasAfterAppend,
+    ErrorCode::InvalidRequiredAcks,
+    ErrorCode::UnsupportedVersion,
+    ErrorCode::TopicAlreadyExists,
+    ErrorCode::InvalidPartitions,
+    ErrorCode::InvalidReplicationFactor,
+    ErrorCode::InvalidReplicaAssignment,
+    ErrorCode::InvalidConfig,
+    ErrorCode::InvalidRequest,
+    ErrorCode::UnsupportedForMessageFormat,
+    ErrorCode::KafkaStorageError,
+    ErrorCode::UnknownProducerId,
+    ErrorCode::FencedLeaderEpoch,
+    ErrorCode::UnknownLeaderEpoch,
+    ErrorCode::UnknownTopicId,
+    ErrorCode::InvalidRecord,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_match_kafka_numbering() {
+        assert_eq!(ErrorCode::NotLeaderOrFollower.code(), 6);
+        assert_eq!(ErrorCode::NotEnoughReplicas.code(), 19);
+        assert_eq!(ErrorCode::UnsupportedVersion.code(), 35);
+        assert_eq!(ErrorCode::InvalidRecord.code(), 87);
+        assert_eq!(ErrorCode::from_code(36), ErrorCode::TopicAlreadyExists);
+        assert_eq!(ErrorCode::from_code(12_345), ErrorCode::UnknownServerError);
+    }
+}

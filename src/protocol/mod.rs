@@ -1,0 +1,11 @@
+//! The pure wire layer: frames, the request/response codec, supported versions, error codes,
+//! RecordBatch v2 and the zero-copy Fetch response. Depends on nothing else in seedlog.
+
+pub mod api_versions;
+pub mod codec;
+pub mod error_code;
+pub mod fetch_response;
+pub mod frame;
+pub mod record_batch;
+
+pub use error_code::ErrorCode;
