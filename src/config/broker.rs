@@ -1,0 +1,185 @@
+//! Broker configs (`server.properties`), Kafka names and defaults.
+
+use super::{parse_at_least, parse_bool, ConfigError, Configurable};
+
+/// A `PLAINTEXT://host:port` listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    /// Host to bind or advertise; empty means all interfaces (bind) or `localhost` (advertise).
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+}
+
+impl Listener {
+    /// Parses `PLAINTEXT://host:port` (the only security protocol seedlog speaks).
+    pub fn parse(key: &str, value: &str) -> Result<Listener, ConfigError> {
+        if value.contains(',') {
+            return Err(ConfigError::not_implemented(key, "seedlog serves exactly one listener"));
+        }
+        let Some(address) = value.trim().strip_prefix("PLAINTEXT://") else {
+            return Err(ConfigError::invalid(key, value, "expected PLAINTEXT://host:port"));
+        };
+        let (host, port) = address
+            .rsplit_once(':')
+            .ok_or_else(|| ConfigError::invalid(key, value, "missing :port"))?;
+        let port = port.parse::<u16>().map_err(|_| ConfigError::invalid(key, value, "bad port"))?;
+        Ok(Listener { host: host.trim_matches(['[', ']']).to_owned(), port })
+    }
+
+    /// `host:port` to bind (an empty host binds every interface).
+    pub fn bind_address(&self) -> String {
+        let host = if self.host.is_empty() { "0.0.0.0" } else { &self.host };
+        format!("{host}:{}", self.port)
+    }
+}
+
+/// Broker configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerConfig {
+    /// `node.id`: this broker's id (Kafka requires it in KRaft mode; seedlog defaults to 0).
+    pub node_id: i32,
+    /// `listeners`.
+    pub listeners: Listener,
+    /// `advertised.listeners`: what Metadata responses tell clients (default: `listeners`).
+    pub advertised_listeners: Option<Listener>,
+    /// `log.dirs` (or `log.dir`): the data directory. One directory for now.
+    pub log_dirs: String,
+    /// `log.flush.interval.messages`: default of the topic config `flush.messages`.
+    pub log_flush_interval_messages: i64,
+    /// `log.flush.interval.ms`: default of the topic config `flush.ms` (None: never by time).
+    pub log_flush_interval_ms: Option<i64>,
+    /// `log.segment.bytes`: default of `segment.bytes`.
+    pub log_segment_bytes: i32,
+    /// `log.index.interval.bytes`: default of `index.interval.bytes`.
+    pub log_index_interval_bytes: i32,
+    /// `message.max.bytes`: default of `max.message.bytes`.
+    pub message_max_bytes: i32,
+    /// `socket.request.max.bytes`: larger request frames close the connection.
+    pub socket_request_max_bytes: i32,
+    /// `num.partitions`: partitions of auto-created topics and of CreateTopics with -1.
+    pub num_partitions: i32,
+    /// `default.replication.factor`.
+    pub default_replication_factor: i16,
+    /// `min.insync.replicas`: default of the topic config.
+    pub min_insync_replicas: i32,
+    /// `auto.create.topics.enable`.
+    pub auto_create_topics_enable: bool,
+    /// `unclean.leader.election.enable`: default of the topic config.
+    pub unclean_leader_election_enable: bool,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            node_id: 0,
+            listeners: Listener { host: String::new(), port: 9092 },
+            advertised_listeners: None,
+            log_dirs: "/tmp/kafka-logs".to_owned(),
+            log_flush_interval_messages: i64::MAX,
+            log_flush_interval_ms: None,
+            log_segment_bytes: 1024 * 1024 * 1024,
+            log_index_interval_bytes: 4096,
+            message_max_bytes: 1_048_588,
+            socket_request_max_bytes: 104_857_600,
+            num_partitions: 1,
+            default_replication_factor: 1,
+            min_insync_replicas: 1,
+            auto_create_topics_enable: true,
+            unclean_leader_election_enable: false,
+        }
+    }
+}
+
+/// Smallest legal segment (Kafka: `LegacyRecord.RECORD_OVERHEAD_V0`).
+pub const SEGMENT_BYTES_MIN: i32 = 14;
+
+impl BrokerConfig {
+    /// The listener clients are told about.
+    pub fn advertised(&self) -> Listener {
+        let listener = self.advertised_listeners.clone().unwrap_or_else(|| self.listeners.clone());
+        if listener.host.is_empty() {
+            Listener { host: "localhost".to_owned(), port: listener.port }
+        } else {
+            listener
+        }
+    }
+}
+
+impl Configurable for BrokerConfig {
+    fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        match key {
+            "node.id" | "broker.id" => self.node_id = parse_at_least(key, value, 0)?,
+            "listeners" => self.listeners = Listener::parse(key, value)?,
+            "advertised.listeners" => self.advertised_listeners = Some(Listener::parse(key, value)?),
+            "log.dirs" | "log.dir" => {
+                if value.contains(',') {
+                    return Err(ConfigError::not_implemented(key, "seedlog uses exactly one log directory"));
+                }
+                if value.trim().is_empty() {
+                    return Err(ConfigError::invalid(key, value, "must not be empty"));
+                }
+                self.log_dirs = value.trim().to_owned();
+            }
+            "log.flush.interval.messages" => self.log_flush_interval_messages = parse_at_least(key, value, 1)?,
+            "log.flush.interval.ms" => self.log_flush_interval_ms = Some(parse_at_least(key, value, 0)?),
+            "log.segment.bytes" => self.log_segment_bytes = parse_at_least(key, value, SEGMENT_BYTES_MIN)?,
+            "log.index.interval.bytes" => self.log_index_interval_bytes = parse_at_least(key, value, 0)?,
+            "message.max.bytes" => self.message_max_bytes = parse_at_least(key, value, 0)?,
+            "socket.request.max.bytes" => self.socket_request_max_bytes = parse_at_least(key, value, 1)?,
+            "num.partitions" => self.num_partitions = parse_at_least(key, value, 1)?,
+            "default.replication.factor" => self.default_replication_factor = parse_at_least(key, value, 1)?,
+            "min.insync.replicas" => self.min_insync_replicas = parse_at_least(key, value, 1)?,
+            "auto.create.topics.enable" => self.auto_create_topics_enable = parse_bool(key, value)?,
+            "unclean.leader.election.enable" => self.unclean_leader_election_enable = parse_bool(key, value)?,
+            "process.roles" | "controller.quorum.voters" | "controller.listener.names"
+            | "log.retention.hours" | "log.retention.ms" | "log.retention.bytes" | "num.network.threads"
+            | "num.io.threads" => {
+                return Err(ConfigError::not_implemented(key, ""));
+            }
+            _ => return Err(ConfigError::unknown(key)),
+        }
+        Ok(())
+    }
+
+    fn validate(&mut self) -> Result<(), ConfigError> {
+        if self.default_replication_factor != 1 {
+            return Err(ConfigError::Conflict(format!(
+                "default.replication.factor={} needs replication, which seedlog does not implement yet",
+                self.default_replication_factor
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{apply_properties, parse_properties};
+
+    #[test]
+    fn a_server_properties_file_sets_kafka_named_fields() {
+        let text = "node.id=2\nlisteners=PLAINTEXT://127.0.0.1:19092\nlog.dirs=/data/x\nlog.flush.interval.messages=1\n";
+        let mut config = BrokerConfig::default();
+        apply_properties(&mut config, &parse_properties(text).expect("parses")).expect("valid");
+        assert_eq!(config.node_id, 2);
+        assert_eq!(config.listeners.bind_address(), "127.0.0.1:19092");
+        assert_eq!(config.advertised().host, "127.0.0.1");
+        assert_eq!(config.log_dirs, "/data/x");
+        assert_eq!(config.log_flush_interval_messages, 1);
+    }
+
+    #[test]
+    fn bad_lines_are_reported_with_their_line_number() {
+        let mut config = BrokerConfig::default();
+        let properties = parse_properties("node.id=1\nlog.segment.bytes=3\n").expect("parses");
+        let error = apply_properties(&mut config, &properties).expect_err("too small");
+        assert_eq!(error.to_string(), "line 2: invalid value '3' for 'log.segment.bytes': value must be at least 14");
+        let properties = parse_properties("\nlistener=PLAINTEXT://:1\n").expect("parses");
+        let error = apply_properties(&mut config, &properties).expect_err("typo");
+        assert_eq!(error.to_string(), "line 2: unknown config 'listener'");
+        let properties = parse_properties("listeners=SSL://:1\n").expect("parses");
+        assert!(apply_properties(&mut config, &properties).is_err());
+    }
+}

@@ -1,0 +1,108 @@
+//! Topic configs, with defaults taken from the broker's `log.*` configs as Kafka does.
+
+use std::collections::BTreeMap;
+
+use super::{parse_at_least, parse_bool, BrokerConfig, ConfigError, Configurable};
+use crate::config::broker::SEGMENT_BYTES_MIN;
+
+/// Topic configuration (Kafka's `LogConfig`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicConfig {
+    /// `flush.messages`: fsync after this many messages; the produce that crosses the threshold
+    /// is acknowledged only after the fsync completes.
+    pub flush_messages: i64,
+    /// `flush.ms`: fsync unflushed data at least this often (None: never by time).
+    pub flush_ms: Option<i64>,
+    /// `segment.bytes`: roll to a new segment past this size.
+    pub segment_bytes: i32,
+    /// `index.interval.bytes`: bytes between two offset-index entries.
+    pub index_interval_bytes: i32,
+    /// `max.message.bytes`: largest record batch accepted.
+    pub max_message_bytes: i32,
+    /// `min.insync.replicas`: with acks=all, fewer in-sync replicas means NOT_ENOUGH_REPLICAS.
+    pub min_insync_replicas: i32,
+    /// `unclean.leader.election.enable`.
+    pub unclean_leader_election_enable: bool,
+    /// The overrides as given (persisted with the topic and echoed by CreateTopics).
+    pub overrides: BTreeMap<String, String>,
+}
+
+impl TopicConfig {
+    /// The broker-wide defaults.
+    pub fn defaults(broker: &BrokerConfig) -> TopicConfig {
+        TopicConfig {
+            flush_messages: broker.log_flush_interval_messages,
+            flush_ms: broker.log_flush_interval_ms,
+            segment_bytes: broker.log_segment_bytes,
+            index_interval_bytes: broker.log_index_interval_bytes,
+            max_message_bytes: broker.message_max_bytes,
+            min_insync_replicas: broker.min_insync_replicas,
+            unclean_leader_election_enable: broker.unclean_leader_election_enable,
+            overrides: BTreeMap::new(),
+        }
+    }
+
+    /// Defaults plus `overrides`, validated.
+    pub fn with_overrides(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -> Result<TopicConfig, ConfigError> {
+        let mut config = TopicConfig::defaults(broker);
+        config.apply(overrides.iter().map(|(key, value)| (key.as_str(), value.as_str())))?;
+        Ok(config)
+    }
+}
+
+impl Configurable for TopicConfig {
+    fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        match key {
+            "flush.messages" => self.flush_messages = parse_at_least(key, value, 1)?,
+            "flush.ms" => self.flush_ms = Some(parse_at_least(key, value, 0)?),
+            "segment.bytes" => self.segment_bytes = parse_at_least(key, value, SEGMENT_BYTES_MIN)?,
+            "index.interval.bytes" => self.index_interval_bytes = parse_at_least(key, value, 0)?,
+            "max.message.bytes" => self.max_message_bytes = parse_at_least(key, value, 0)?,
+            "min.insync.replicas" => self.min_insync_replicas = parse_at_least(key, value, 1)?,
+            "unclean.leader.election.enable" => self.unclean_leader_election_enable = parse_bool(key, value)?,
+            "cleanup.policy" => {
+                if value.trim() != "delete" {
+                    return Err(ConfigError::not_implemented(key, "only cleanup.policy=delete is supported"));
+                }
+            }
+            "retention.ms" | "retention.bytes" | "segment.ms" | "segment.index.bytes" | "compression.type"
+            | "message.timestamp.type" | "min.compaction.lag.ms" | "delete.retention.ms"
+            | "file.delete.delay.ms" | "preallocate" | "message.downconversion.enable" => {
+                return Err(ConfigError::not_implemented(key, ""));
+            }
+            _ => return Err(ConfigError::unknown(key)),
+        }
+        self.overrides.insert(key.to_owned(), value.trim().to_owned());
+        Ok(())
+    }
+
+    fn validate(&mut self) -> Result<(), ConfigError> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_replace_broker_defaults_and_are_remembered() {
+        let broker = BrokerConfig { log_flush_interval_messages: 7, ..BrokerConfig::default() };
+        let overrides = BTreeMap::from([("segment.bytes".to_owned(), "1024".to_owned())]);
+        let config = TopicConfig::with_overrides(&broker, &overrides).expect("valid");
+        assert_eq!(config.flush_messages, 7);
+        assert_eq!(config.segment_bytes, 1024);
+        assert_eq!(config.overrides, overrides);
+    }
+
+    #[test]
+    fn unknown_and_unimplemented_keys_are_refused_with_distinct_messages() {
+        let mut config = TopicConfig::defaults(&BrokerConfig::default());
+        assert_eq!(config.set("flush.mesages", "1").expect_err("typo").to_string(), "unknown config 'flush.mesages'");
+        assert_eq!(
+            config.set("retention.ms", "1").expect_err("later").to_string(),
+            "'retention.ms' is a Kafka config that seedlog does not implement yet"
+        );
+        assert!(config.set("min.insync.replicas", "0").is_err());
+    }
+}
