@@ -1,0 +1,18 @@
+//! The partition log: segments, sparse offset index, recovery, flush policy.
+
+pub mod offset_index;
+pub mod partition_log;
+pub mod segment;
+
+pub use partition_log::{AppendInfo, LogConfig, LogRead, PartitionLog, RecoveryReport};
+
+/// An operating error of the log (IO or corruption found while serving).
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// The storage failed.
+    #[error("storage error: {0}")]
+    Io(#[from] std::io::Error),
+    /// Bytes that were valid on append no longer parse.
+    #[error("corrupt log: {0}")]
+    Corrupt(String),
+}
