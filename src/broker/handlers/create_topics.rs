@@ -1,0 +1,152 @@
+//! CreateTopics: validates each topic as Kafka does, appends one metadata record per new
+//! topic, and answers once those records are durable (the topics exist from then on).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::{CreateTopicsResponse, RequestKind, ResponseKind};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::broker::metadata::{validate_topic_name, MetadataRecord};
+use crate::broker::purgatory::DelayedCreateTopics;
+use crate::broker::{Broker, ConnectionId, Output, Response, ResponseBody};
+use crate::config::TopicConfig;
+use crate::protocol::codec::Request;
+use crate::protocol::ErrorCode;
+use crate::runtime::storage::Storage;
+use crate::types::Millis;
+
+/// A validated topic: its record, partition count and replication factor.
+struct NewTopic {
+    record: MetadataRecord,
+    partitions: i32,
+    replication_factor: i16,
+    topic_id: uuid::Uuid,
+}
+
+impl<S: Storage> Broker<S> {
+    pub(in crate::broker) fn on_create_topics_request(
+        &mut self,
+        now: Millis,
+        connection: ConnectionId,
+        request: Request,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let RequestKind::CreateTopics(body) = &request.body else { unreachable!("routed by api key") };
+        let api_version = request.api_version;
+        let mut seen = BTreeSet::new();
+        let duplicated: BTreeSet<String> =
+            body.topics.iter().map(|topic| topic.name.to_string()).filter(|name| !seen.insert(name.clone())).collect();
+        let mut response = CreateTopicsResponse::default();
+        let mut records = Vec::new();
+        for topic in &body.topics {
+            let mut result = CreatableTopicResult::default().with_name(topic.name.clone()).with_error_message(None);
+            let outcome = if duplicated.contains(topic.name.as_str()) {
+                Err((ErrorCode::InvalidRequest, format!("Create topics request contains multiple entries for the topic {}", topic.name.as_str())))
+            } else {
+                self.validate_new_topic(topic)
+            };
+            match outcome {
+                Ok(new_topic) => {
+                    if api_version >= 5 {
+                        result.num_partitions = new_topic.partitions;
+                        result.replication_factor = new_topic.replication_factor;
+                    }
+                    if api_version >= 7 {
+                        result.topic_id = new_topic.topic_id;
+                    }
+                    if !body.validate_only {
+                        self.pending_topics.insert(topic.name.to_string());
+                        records.push(new_topic.record);
+                    }
+                }
+                Err((error, message)) => {
+                    result.error_code = error.code();
+                    if api_version >= 1 {
+                        result.error_message = Some(StrBytes::from_string(message));
+                    }
+                }
+            }
+            response.topics.push(result);
+        }
+        if records.is_empty() {
+            let body = ResponseBody::Message(ResponseKind::CreateTopics(response));
+            let response = Response { api_key: request.api_key, api_version, correlation_id: request.correlation_id, body };
+            out.push(Output::Respond { connection, response });
+            return;
+        }
+        match self.append_metadata(now, &records, out) {
+            Ok(flush_id) => self.delayed_creations.push(DelayedCreateTopics {
+                connection,
+                api_version,
+                correlation_id: request.correlation_id,
+                response,
+                flush_id,
+            }),
+            Err(error) => {
+                tracing::error!(%error, "cannot append topic records");
+                for record in &records {
+                    let MetadataRecord::Topic { name, .. } = record;
+                    self.pending_topics.remove(name);
+                }
+                for result in &mut response.topics {
+                    if result.error_code == 0 {
+                        result.error_code = ErrorCode::KafkaStorageError.code();
+                    }
+                }
+                let body = ResponseBody::Message(ResponseKind::CreateTopics(response));
+                let response = Response { api_key: request.api_key, api_version, correlation_id: request.correlation_id, body };
+                out.push(Output::Respond { connection, response });
+            }
+        }
+    }
+
+    fn validate_new_topic(&mut self, topic: &CreatableTopic) -> Result<NewTopic, (ErrorCode, String)> {
+        let name = topic.name.to_string();
+        validate_topic_name(&name).map_err(|message| (ErrorCode::InvalidTopicException, message))?;
+        if self.metadata.topic(&name).is_some() || self.pending_topics.contains(&name) {
+            return Err((ErrorCode::TopicAlreadyExists, format!("Topic '{name}' already exists.")));
+        }
+        let (partitions, replication_factor) = if topic.assignments.is_empty() {
+            let partitions = if topic.num_partitions == -1 { self.config.num_partitions } else { topic.num_partitions };
+            let replication_factor =
+                if topic.replication_factor == -1 { self.config.default_replication_factor } else { topic.replication_factor };
+            (partitions, replication_factor)
+        } else {
+            if topic.num_partitions != -1 || topic.replication_factor != -1 {
+                return Err((
+                    ErrorCode::InvalidRequest,
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".into(),
+                ));
+            }
+            for assignment in &topic.assignments {
+                if assignment.broker_ids.iter().map(|id| id.0).collect::<Vec<_>>() != vec![self.config.node_id] {
+                    return Err((ErrorCode::InvalidReplicaAssignment, format!("Unknown broker in replica assignment {:?}", assignment.broker_ids)));
+                }
+            }
+            (topic.assignments.len() as i32, 1)
+        };
+        if partitions < 1 {
+            return Err((ErrorCode::InvalidPartitions, "Number of partitions was set to an invalid non-positive value.".into()));
+        }
+        if replication_factor < 1 {
+            return Err((ErrorCode::InvalidReplicationFactor, "Replication factor must be larger than 0.".into()));
+        }
+        if replication_factor > 1 {
+            return Err((
+                ErrorCode::InvalidReplicationFactor,
+                format!("Unable to replicate the partition {replication_factor} time(s): The target replication factor of {replication_factor} cannot be reached because only 1 broker(s) are registered."),
+            ));
+        }
+        let mut configs = BTreeMap::new();
+        for config in &topic.configs {
+            let Some(value) = &config.value else { continue };
+            configs.insert(config.name.to_string(), value.to_string());
+        }
+        TopicConfig::with_overrides(&self.config, &configs).map_err(|error| (ErrorCode::InvalidConfig, error.to_string()))?;
+        let topic_id = self.new_topic_id();
+        let record = MetadataRecord::Topic { name, topic_id: topic_id.to_string(), partitions, replication_factor, configs };
+        Ok(NewTopic { record, partitions, replication_factor, topic_id })
+    }
+}

@@ -1,0 +1,78 @@
+//! ListOffsets: earliest (-2), latest (-1), max timestamp (-3), earliest local (-4) and
+//! offsets by timestamp. "Latest" is the high watermark (also the last stable offset, as
+//! seedlog has no transactions yet).
+
+use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, ResponseKind};
+
+use crate::broker::log::LogError;
+use crate::broker::partition::Partition;
+use crate::broker::Broker;
+use crate::protocol::ErrorCode;
+use crate::runtime::storage::Storage;
+use crate::types::TopicPartition;
+
+const LATEST_TIMESTAMP: i64 = -1;
+const EARLIEST_TIMESTAMP: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
+const LATEST_TIERED_TIMESTAMP: i64 = -5;
+
+/// `(offset, timestamp)` answered for one partition.
+fn lookup<S: Storage>(partition: &Partition<S>, timestamp: i64) -> Result<(i64, i64), LogError> {
+    Ok(match timestamp {
+        LATEST_TIMESTAMP => (partition.high_watermark(), -1),
+        EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => (partition.log.log_start_offset(), -1),
+        MAX_TIMESTAMP => partition.log.offset_of_max_timestamp()?.unwrap_or((-1, -1)),
+        LATEST_TIERED_TIMESTAMP => (-1, -1),
+        target => match partition.log.offset_for_timestamp(target)? {
+            Some(offset) if offset < partition.high_watermark() => (offset, target),
+            _ => (-1, -1),
+        },
+    })
+}
+
+impl<S: Storage> Broker<S> {
+    pub(in crate::broker) fn on_list_offsets_request(&self, api_version: i16, request: &ListOffsetsRequest) -> ResponseKind {
+        let mut response = ListOffsetsResponse::default();
+        for topic in &request.topics {
+            let mut topic_response = ListOffsetsTopicResponse::default().with_name(topic.name.clone());
+            for requested in &topic.partitions {
+                let mut entry = ListOffsetsPartitionResponse::default().with_partition_index(requested.partition_index);
+                let topic_partition = TopicPartition::new(topic.name.to_string(), requested.partition_index);
+                let outcome = match self.partitions.get(&topic_partition) {
+                    None => Err(ErrorCode::UnknownTopicOrPartition),
+                    Some(partition) if partition.offline.is_some() => Err(ErrorCode::KafkaStorageError),
+                    Some(partition) if api_version >= 4 && requested.current_leader_epoch >= 0
+                        && requested.current_leader_epoch != partition.leader_epoch.0 =>
+                    {
+                        Err(if requested.current_leader_epoch < partition.leader_epoch.0 {
+                            ErrorCode::FencedLeaderEpoch
+                        } else {
+                            ErrorCode::UnknownLeaderEpoch
+                        })
+                    }
+                    Some(partition) => lookup(partition, requested.timestamp)
+                        .map(|found| (found, partition.leader_epoch.0))
+                        .map_err(|error| {
+                            tracing::error!(partition = %topic_partition, %error, "ListOffsets read failed");
+                            ErrorCode::KafkaStorageError
+                        }),
+                };
+                match outcome {
+                    Ok(((offset, timestamp), leader_epoch)) => {
+                        entry.offset = offset;
+                        entry.timestamp = timestamp;
+                        if api_version >= 4 {
+                            entry.leader_epoch = leader_epoch;
+                        }
+                    }
+                    Err(error) => entry.error_code = error.code(),
+                }
+                topic_response.partitions.push(entry);
+            }
+            response.topics.push(topic_response);
+        }
+        ResponseKind::ListOffsets(response)
+    }
+}

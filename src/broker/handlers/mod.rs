@@ -1,0 +1,8 @@
+//! One file per request type, each an `impl Broker` block with `on_<api>_request`.
+
+mod api_versions;
+mod create_topics;
+mod fetch;
+mod list_offsets;
+mod metadata;
+mod produce;

@@ -1,0 +1,524 @@
+//! The broker as a deterministic state machine (sans-IO).
+//!
+//! [`Broker::handle`] takes an [`Input`] (a decoded request, a finished fsync, a closed
+//! connection, a timer tick) and the current time, and pushes [`Output`]s (responses, fsyncs to
+//! start). It never awaits, never reads a clock and never touches a socket; appends go to the
+//! [`Storage`] synchronously (the page cache), and every fsync is an output whose completion
+//! comes back as an input. The driver in `runtime::driver` runs it on real tokio or on madsim.
+//!
+//! Request handlers live one per file in `handlers/`, named `on_<api>_request`.
+
+mod handlers;
+pub mod log;
+pub mod metadata;
+pub mod partition;
+mod purgatory;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kafka_protocol::messages::{ApiKey, ResponseKind};
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::config::{BrokerConfig, TopicConfig};
+use crate::protocol::codec::Request;
+use crate::protocol::fetch_response::{Chunk, FetchResponseParts};
+use crate::protocol::record_batch::{build_batch, decode_records, validate_batch};
+use crate::runtime::storage::{Storage, StorageFile};
+use crate::types::{BrokerId, Millis, TopicPartition};
+
+use self::log::{LogConfig, LogError, LogRead, PartitionLog, RecoveryReport};
+use self::metadata::{MetadataImage, MetadataRecord, TopicMetadata, METADATA_LOG_DIRECTORY};
+use self::partition::Partition;
+use self::purgatory::{DelayedCreateTopics, DelayedFetch, DelayedProduce, FlushTarget};
+
+/// A client connection, numbered by the network layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnectionId(pub u64);
+
+/// An fsync started by the broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FlushId(pub u64);
+
+/// What the broker reacts to.
+#[derive(Debug)]
+pub enum Input {
+    /// A decoded request. The connection sends nothing else until it gets an output for it.
+    Request {
+        /// Where it came from.
+        connection: ConnectionId,
+        /// The request.
+        request: Request,
+    },
+    /// An fsync asked for by [`Output::Flush`] finished.
+    FlushCompleted {
+        /// Which one.
+        flush_id: FlushId,
+        /// `Err` carries the IO error text.
+        result: Result<(), String>,
+    },
+    /// The connection went away; drop whatever waits on it.
+    ConnectionClosed {
+        /// Which one.
+        connection: ConnectionId,
+    },
+    /// A deadline from [`Broker::next_deadline`] passed.
+    Tick,
+}
+
+/// What the broker asks the driver to do.
+#[derive(Debug)]
+pub enum Output<F> {
+    /// Send a response on a connection.
+    Respond {
+        /// Where.
+        connection: ConnectionId,
+        /// What.
+        response: Response<F>,
+    },
+    /// The request needs no response (Produce with acks=0): read the next one.
+    NoResponse {
+        /// Which connection.
+        connection: ConnectionId,
+    },
+    /// Close the connection (Kafka closes acks=0 connections whose produce failed).
+    Close {
+        /// Which connection.
+        connection: ConnectionId,
+        /// Logged.
+        reason: String,
+    },
+    /// fsync these files, then feed back [`Input::FlushCompleted`].
+    Flush {
+        /// Echoed in the completion.
+        flush_id: FlushId,
+        /// Files to sync, in order.
+        files: Vec<F>,
+    },
+}
+
+/// A response ready to encode.
+#[derive(Debug)]
+pub struct Response<F> {
+    /// The request's API.
+    pub api_key: ApiKey,
+    /// The request's version.
+    pub api_version: i16,
+    /// The request's correlation id.
+    pub correlation_id: i32,
+    /// The body.
+    pub body: ResponseBody<F>,
+}
+
+/// A response body: a generated message, or a Fetch response whose records are file ranges.
+#[derive(Debug)]
+pub enum ResponseBody<F> {
+    /// Encoded by `kafka-protocol`.
+    Message(ResponseKind),
+    /// Encoded by hand into chunks for sendfile.
+    Fetch(FetchResponseParts<F>),
+}
+
+impl<F: Clone> Response<F> {
+    /// The frame (size prefix included) as chunks: bytes and file ranges.
+    pub fn encode(&self) -> Result<Vec<Chunk<F>>, crate::protocol::codec::CodecError> {
+        match &self.body {
+            ResponseBody::Message(body) => {
+                let frame = crate::protocol::codec::encode_response(self.api_key, self.api_version, self.correlation_id, body)?;
+                Ok(vec![Chunk::Bytes(frame.freeze())])
+            }
+            ResponseBody::Fetch(parts) => Ok(parts.encode(self.api_version, self.correlation_id)),
+        }
+    }
+}
+
+/// An operating error that stops the broker from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    /// The log could not be opened or recovered.
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// The data directory belongs to another node or is unreadable.
+    #[error("{0}")]
+    DataDirectory(String),
+}
+
+/// What startup found and did.
+#[derive(Debug)]
+pub struct StartupReport<F> {
+    /// Cluster id (new or from `meta.properties`).
+    pub cluster_id: String,
+    /// Topics known.
+    pub topics: usize,
+    /// Partition logs opened.
+    pub partitions: usize,
+    /// Recovery totals over every log.
+    pub recovery: RecoveryReport,
+    /// Files of partitions without a topic record, deleted.
+    pub stray_files_removed: usize,
+    /// Files the driver must fsync before serving (new `meta.properties`, truncations).
+    pub files_to_sync: Vec<F>,
+}
+
+/// The broker state machine.
+#[derive(Debug)]
+pub struct Broker<S: Storage> {
+    config: BrokerConfig,
+    storage: S,
+    cluster_id: String,
+    rng: ChaCha8Rng,
+    metadata: MetadataImage,
+    metadata_log: PartitionLog<S>,
+    partitions: BTreeMap<TopicPartition, Partition<S>>,
+    /// Topics whose record is appended but not yet durable.
+    pending_topics: BTreeSet<String>,
+    next_flush_id: u64,
+    flushes: BTreeMap<FlushId, FlushTarget>,
+    delayed_produces: Vec<DelayedProduce>,
+    delayed_fetches: Vec<DelayedFetch>,
+    delayed_creations: Vec<DelayedCreateTopics>,
+}
+
+const META_PROPERTIES: &str = "meta.properties";
+
+fn metadata_log_config() -> LogConfig {
+    LogConfig { segment_bytes: 1 << 30, index_interval_bytes: 4096, flush_messages: 1, flush_ms: None }
+}
+
+fn log_config(config: &TopicConfig) -> LogConfig {
+    LogConfig {
+        segment_bytes: config.segment_bytes as u64,
+        index_interval_bytes: config.index_interval_bytes as u64,
+        flush_messages: config.flush_messages,
+        flush_ms: config.flush_ms.map(|ms| ms as u64),
+    }
+}
+
+/// Kafka-style cluster id: 16 random bytes, URL-safe base64 without padding (22 characters).
+fn new_cluster_id(rng: &mut ChaCha8Rng) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let bits = (u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64());
+    (0..22).map(|index| ALPHABET[((bits >> (index * 6)) & 0x3f) as usize] as char).collect()
+}
+
+impl<S: Storage> Broker<S> {
+    /// Opens the data directory: reads or writes `meta.properties`, replays the metadata log,
+    /// deletes stray partition files, and recovers every partition log.
+    pub fn open(config: BrokerConfig, storage: S, seed: u64, now: Millis) -> Result<(Self, StartupReport<S::File>), BrokerError> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut report = StartupReport {
+            cluster_id: String::new(),
+            topics: 0,
+            partitions: 0,
+            recovery: RecoveryReport::default(),
+            stray_files_removed: 0,
+            files_to_sync: Vec::new(),
+        };
+        let cluster_id = Self::load_meta_properties(&config, &storage, &mut rng, &mut report)?;
+        let (metadata_log, recovery) = PartitionLog::open(storage.clone(), METADATA_LOG_DIRECTORY, metadata_log_config(), now)?;
+        add_recovery(&mut report.recovery, recovery);
+        let mut broker = Broker {
+            config,
+            storage,
+            cluster_id: cluster_id.clone(),
+            rng,
+            metadata: MetadataImage::default(),
+            metadata_log,
+            partitions: BTreeMap::new(),
+            pending_topics: BTreeSet::new(),
+            next_flush_id: 0,
+            flushes: BTreeMap::new(),
+            delayed_produces: Vec::new(),
+            delayed_fetches: Vec::new(),
+            delayed_creations: Vec::new(),
+        };
+        for record in broker.read_metadata_records()? {
+            broker.metadata.apply(&record, &broker.config).map_err(BrokerError::DataDirectory)?;
+        }
+        report.stray_files_removed = broker.remove_stray_files()?;
+        let topics: Vec<TopicMetadata> = broker.metadata.topics().cloned().collect();
+        for topic in &topics {
+            for partition in 0..topic.partitions {
+                let recovery = broker.open_partition(topic, partition, now)?;
+                add_recovery(&mut report.recovery, recovery);
+            }
+        }
+        if let Some((files, offset)) = broker.metadata_log.start_flush(now) {
+            report.files_to_sync.extend(files);
+            broker.metadata_log.flush_completed(offset);
+        }
+        for partition in broker.partitions.values_mut() {
+            if let Some((files, offset)) = partition.log.start_flush(now) {
+                report.files_to_sync.extend(files);
+                partition.log.flush_completed(offset);
+            }
+        }
+        report.cluster_id = cluster_id;
+        report.topics = topics.len();
+        report.partitions = broker.partitions.len();
+        broker.check_invariants();
+        Ok((broker, report))
+    }
+
+    fn load_meta_properties(
+        config: &BrokerConfig,
+        storage: &S,
+        rng: &mut ChaCha8Rng,
+        report: &mut StartupReport<S::File>,
+    ) -> Result<String, BrokerError> {
+        let file = storage.open(META_PROPERTIES).map_err(LogError::from)?;
+        let len = file.len().map_err(LogError::from)?;
+        if len == 0 {
+            let cluster_id = new_cluster_id(rng);
+            let text = format!("#seedlog meta.properties\nversion=1\ncluster.id={cluster_id}\nnode.id={}\n", config.node_id);
+            file.write_all_at(text.as_bytes(), 0).map_err(LogError::from)?;
+            report.files_to_sync.push(file);
+            return Ok(cluster_id);
+        }
+        let mut bytes = vec![0; len as usize];
+        file.read_exact_at(&mut bytes, 0).map_err(LogError::from)?;
+        let text = String::from_utf8_lossy(&bytes);
+        let properties = crate::config::parse_properties(&text)
+            .map_err(|error| BrokerError::DataDirectory(format!("{META_PROPERTIES}: {error}")))?;
+        let value = |key: &str| properties.iter().find(|property| property.key == key).map(|property| property.value.clone());
+        let stored_node = value("node.id").unwrap_or_default();
+        if stored_node != config.node_id.to_string() {
+            return Err(BrokerError::DataDirectory(format!(
+                "Stored node id {stored_node} doesn't match previous node id {} in {META_PROPERTIES}",
+                config.node_id
+            )));
+        }
+        value("cluster.id").ok_or_else(|| BrokerError::DataDirectory(format!("{META_PROPERTIES} has no cluster.id")))
+    }
+
+    fn read_metadata_records(&self) -> Result<Vec<MetadataRecord>, BrokerError> {
+        let mut records = Vec::new();
+        let mut offset = self.metadata_log.log_start_offset();
+        let end = self.metadata_log.log_end_offset();
+        while offset < end {
+            let LogRead::Records { file, position, len } = self.metadata_log.read(offset, end, 1 << 20)? else { break };
+            let mut bytes = vec![0; len as usize];
+            file.read_exact_at(&mut bytes, position).map_err(LogError::from)?;
+            let decoded = decode_records(&bytes.into()).map_err(|error| BrokerError::DataDirectory(error.to_string()))?;
+            for record in &decoded {
+                let value = record.value.as_deref().unwrap_or_default();
+                records.push(MetadataRecord::from_bytes(value).map_err(BrokerError::DataDirectory)?);
+                offset = record.offset + 1;
+            }
+        }
+        Ok(records)
+    }
+
+    fn remove_stray_files(&self) -> Result<usize, BrokerError> {
+        let mut removed = 0;
+        for name in self.storage.list("").map_err(LogError::from)? {
+            let Some((directory, _)) = name.split_once('/') else { continue };
+            let known = directory == METADATA_LOG_DIRECTORY
+                || TopicPartition::parse(directory).is_some_and(|partition| {
+                    self.metadata.topic(&partition.topic).is_some_and(|topic| partition.partition < topic.partitions)
+                });
+            if !known {
+                self.storage.remove(&name).map_err(LogError::from)?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    fn open_partition(&mut self, topic: &TopicMetadata, partition: i32, now: Millis) -> Result<RecoveryReport, LogError> {
+        let topic_partition = TopicPartition::new(topic.name.clone(), partition);
+        let (log, recovery) = PartitionLog::open(self.storage.clone(), &topic_partition.to_string(), log_config(&topic.config), now)?;
+        let replica = Partition::new_local_leader(topic_partition.clone(), log, BrokerId(self.config.node_id));
+        self.partitions.insert(topic_partition, replica);
+        Ok(recovery)
+    }
+
+    /// This broker's id.
+    pub fn node_id(&self) -> BrokerId {
+        BrokerId(self.config.node_id)
+    }
+
+    /// The cluster id.
+    pub fn cluster_id(&self) -> &str {
+        &self.cluster_id
+    }
+
+    /// A partition's replica state (for tests and the simulator's invariant checks).
+    pub fn partition(&self, topic_partition: &TopicPartition) -> Option<&Partition<S>> {
+        self.partitions.get(topic_partition)
+    }
+
+    /// Reacts to one input. Runs to completion; never blocks.
+    pub fn handle(&mut self, now: Millis, input: Input, out: &mut Vec<Output<S::File>>) {
+        match input {
+            Input::Request { connection, request } => self.on_request(now, connection, request, out),
+            Input::FlushCompleted { flush_id, result } => self.on_flush_completed(now, flush_id, result, out),
+            Input::ConnectionClosed { connection } => {
+                self.delayed_produces.retain(|delayed| delayed.connection != connection);
+                self.delayed_fetches.retain(|delayed| delayed.connection != connection);
+                self.delayed_creations.retain(|delayed| delayed.connection != connection);
+            }
+            Input::Tick => self.on_tick(now, out),
+        }
+    }
+
+    fn on_request(&mut self, now: Millis, connection: ConnectionId, request: Request, out: &mut Vec<Output<S::File>>) {
+        use kafka_protocol::messages::RequestKind;
+        let reply = |body: ResponseKind| Response {
+            api_key: request.api_key,
+            api_version: request.api_version,
+            correlation_id: request.correlation_id,
+            body: ResponseBody::Message(body),
+        };
+        match &request.body {
+            RequestKind::ApiVersions(body) => {
+                let response = reply(self.on_api_versions_request(request.api_version, body));
+                out.push(Output::Respond { connection, response });
+            }
+            RequestKind::Metadata(body) => {
+                let response = reply(self.on_metadata_request(now, request.api_version, body, out));
+                out.push(Output::Respond { connection, response });
+            }
+            RequestKind::ListOffsets(body) => {
+                let response = reply(self.on_list_offsets_request(request.api_version, body));
+                out.push(Output::Respond { connection, response });
+            }
+            RequestKind::CreateTopics(_) => self.on_create_topics_request(now, connection, request, out),
+            RequestKind::Produce(_) => self.on_produce_request(now, connection, request, out),
+            RequestKind::Fetch(_) => self.on_fetch_request(now, connection, request, out),
+            other => {
+                // The codec only lets supported APIs through, so this is a bug in the table.
+                let reason = format!("no handler for {:?}", request.api_key);
+                debug_assert!(false, "{reason}: {other:?}");
+                out.push(Output::Close { connection, reason });
+            }
+        }
+    }
+
+    fn new_flush_id(&mut self) -> FlushId {
+        self.next_flush_id += 1;
+        FlushId(self.next_flush_id)
+    }
+
+    /// Starts a flush of one partition; returns its id if there was anything to flush.
+    fn flush_partition(&mut self, now: Millis, topic_partition: &TopicPartition, out: &mut Vec<Output<S::File>>) -> Option<FlushId> {
+        let partition = self.partitions.get_mut(topic_partition)?;
+        let (files, offset) = partition.log.start_flush(now)?;
+        let flush_id = self.new_flush_id();
+        self.flushes.insert(flush_id, FlushTarget::Partition { topic_partition: topic_partition.clone(), offset });
+        out.push(Output::Flush { flush_id, files });
+        Some(flush_id)
+    }
+
+    /// Appends metadata records and flushes them; the caller parks its work on the flush.
+    fn append_metadata(&mut self, now: Millis, records: &[MetadataRecord], out: &mut Vec<Output<S::File>>) -> Result<FlushId, LogError> {
+        let values: Vec<Vec<u8>> = records.iter().map(MetadataRecord::to_bytes).collect();
+        let entries: Vec<(Option<&[u8]>, Option<&[u8]>)> = values.iter().map(|value| (None, Some(value.as_slice()))).collect();
+        let mut batch = build_batch(&entries, 0).to_vec();
+        let header = validate_batch(&batch).expect("a freshly built batch is valid");
+        self.metadata_log.append(&mut batch, &header, 0)?;
+        let (files, offset) = self.metadata_log.start_flush(now).expect("just appended");
+        let flush_id = self.new_flush_id();
+        self.flushes.insert(flush_id, FlushTarget::Metadata { offset, records: records.to_vec() });
+        out.push(Output::Flush { flush_id, files });
+        Ok(flush_id)
+    }
+
+    fn on_flush_completed(&mut self, now: Millis, flush_id: FlushId, result: Result<(), String>, out: &mut Vec<Output<S::File>>) {
+        let target = self.flushes.remove(&flush_id).expect("completion of an unknown flush");
+        match (&target, &result) {
+            (FlushTarget::Partition { topic_partition, offset }, Ok(())) => {
+                if let Some(partition) = self.partitions.get_mut(topic_partition) {
+                    partition.log.flush_completed(*offset);
+                }
+            }
+            (FlushTarget::Partition { topic_partition, .. }, Err(error)) => {
+                if let Some(partition) = self.partitions.get_mut(topic_partition) {
+                    tracing::error!(partition = %topic_partition, %error, "fsync failed: partition offline");
+                    partition.offline = Some(format!("fsync failed: {error}"));
+                }
+            }
+            (FlushTarget::Metadata { offset, records }, Ok(())) => {
+                self.metadata_log.flush_completed(*offset);
+                self.apply_durable_metadata(now, records);
+            }
+            (FlushTarget::Metadata { records, .. }, Err(error)) => {
+                // The records may or may not be on disk: this process must not guess. Kafka halts.
+                panic!("fsync of the metadata log failed ({error}) with {} records pending", records.len());
+            }
+        }
+        self.complete_delayed_produces(flush_id, result.is_ok(), out);
+        self.complete_topic_creations(flush_id, out);
+    }
+
+    fn apply_durable_metadata(&mut self, now: Millis, records: &[MetadataRecord]) {
+        for record in records {
+            if let Err(error) = self.metadata.apply(record, &self.config) {
+                panic!("a metadata record that validated on append failed to apply: {error}");
+            }
+            let MetadataRecord::Topic { name, .. } = record;
+            self.pending_topics.remove(name);
+            let topic = self.metadata.topic(name).expect("just applied").clone();
+            for partition in 0..topic.partitions {
+                if let Err(error) = self.open_partition(&topic, partition, now) {
+                    tracing::error!(topic = %name, partition, %error, "cannot create partition log");
+                }
+            }
+        }
+    }
+
+    fn on_tick(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+        let due: Vec<TopicPartition> = self
+            .partitions
+            .iter()
+            .filter(|(_, partition)| partition.log.next_flush_deadline().is_some_and(|deadline| deadline <= now))
+            .map(|(topic_partition, _)| topic_partition.clone())
+            .collect();
+        for topic_partition in due {
+            self.flush_partition(now, &topic_partition, out);
+        }
+        self.complete_delayed_fetches(now, out);
+    }
+
+    /// The earliest time at which `handle(now, Input::Tick)` must run.
+    pub fn next_deadline(&self) -> Option<Millis> {
+        let flushes = self.partitions.values().filter_map(|partition| partition.log.next_flush_deadline());
+        let fetches = self.delayed_fetches.iter().map(|delayed| delayed.deadline);
+        flushes.chain(fetches).min()
+    }
+
+    /// Cross-field invariants over every partition; the driver calls this after every input.
+    pub fn check_invariants(&self) {
+        self.metadata_log.check_invariants();
+        for (topic_partition, partition) in &self.partitions {
+            assert_eq!(topic_partition, &partition.topic_partition, "partition keyed by itself");
+            partition.check_invariants();
+            let topic = self.metadata.topic(&topic_partition.topic).expect("a partition belongs to a known topic");
+            assert!(topic_partition.partition < topic.partitions, "partition index within the topic");
+        }
+        for delayed in &self.delayed_produces {
+            for flush_id in &delayed.waiting {
+                assert!(self.flushes.contains_key(flush_id), "a delayed produce waits on a live flush");
+            }
+        }
+    }
+
+    fn new_topic_id(&mut self) -> uuid::Uuid {
+        loop {
+            let id = uuid::Uuid::from_u64_pair(self.rng.next_u64(), self.rng.next_u64());
+            if !id.is_nil() && self.metadata.topic_by_id(id).is_none() {
+                return id;
+            }
+        }
+    }
+}
+
+fn add_recovery(total: &mut RecoveryReport, one: RecoveryReport) {
+    total.segments += one.segments;
+    total.batches += one.batches;
+    total.truncated_bytes += one.truncated_bytes;
+    total.deleted_segments += one.deleted_segments;
+}
+
+#[cfg(test)]
+mod tests;

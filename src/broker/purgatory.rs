@@ -1,0 +1,129 @@
+//! Work parked until something happens (Kafka's purgatory): produce responses waiting for an
+//! fsync, CreateTopics responses waiting for their metadata record to be durable, and fetches
+//! waiting for data (`min.bytes`) or for `max.wait.ms`.
+
+use std::collections::BTreeSet;
+
+use kafka_protocol::messages::{CreateTopicsResponse, FetchRequest, ProduceResponse, ResponseKind};
+
+use crate::protocol::ErrorCode;
+use crate::runtime::storage::Storage;
+use crate::types::{Millis, TopicPartition};
+
+use super::metadata::MetadataRecord;
+use super::{Broker, ConnectionId, FlushId, Output, Response, ResponseBody};
+
+/// What a flush makes durable.
+#[derive(Debug)]
+pub(super) enum FlushTarget {
+    /// A partition log up to `offset`.
+    Partition { topic_partition: TopicPartition, offset: i64 },
+    /// The metadata log up to `offset`; `records` apply once durable.
+    Metadata { offset: i64, records: Vec<MetadataRecord> },
+}
+
+/// A produce response waiting for fsyncs (the append crossed `flush.messages`).
+#[derive(Debug)]
+pub(super) struct DelayedProduce {
+    pub(super) connection: ConnectionId,
+    pub(super) api_version: i16,
+    pub(super) correlation_id: i32,
+    pub(super) response: ProduceResponse,
+    pub(super) waiting: BTreeSet<FlushId>,
+    /// `(flush, topic index, partition index)`: which response slot a failed flush turns into
+    /// KAFKA_STORAGE_ERROR.
+    pub(super) slots: Vec<(FlushId, usize, usize)>,
+}
+
+/// A CreateTopics response waiting for its metadata records to be durable.
+#[derive(Debug)]
+pub(super) struct DelayedCreateTopics {
+    pub(super) connection: ConnectionId,
+    pub(super) api_version: i16,
+    pub(super) correlation_id: i32,
+    pub(super) response: CreateTopicsResponse,
+    pub(super) flush_id: FlushId,
+}
+
+/// A fetch waiting for `min.bytes` of data or for its deadline.
+#[derive(Debug)]
+pub(super) struct DelayedFetch {
+    pub(super) connection: ConnectionId,
+    pub(super) api_version: i16,
+    pub(super) correlation_id: i32,
+    pub(super) request: FetchRequest,
+    pub(super) deadline: Millis,
+}
+
+impl<S: Storage> Broker<S> {
+    pub(super) fn complete_delayed_produces(&mut self, flush_id: FlushId, succeeded: bool, out: &mut Vec<Output<S::File>>) {
+        let mut index = 0;
+        while index < self.delayed_produces.len() {
+            let delayed = &mut self.delayed_produces[index];
+            if !delayed.waiting.remove(&flush_id) {
+                index += 1;
+                continue;
+            }
+            if !succeeded {
+                for &(_, topic, partition) in delayed.slots.iter().filter(|(slot, _, _)| *slot == flush_id) {
+                    let slot = &mut delayed.response.responses[topic].partition_responses[partition];
+                    slot.error_code = ErrorCode::KafkaStorageError.code();
+                    slot.base_offset = -1;
+                }
+            }
+            if delayed.waiting.is_empty() {
+                let delayed = self.delayed_produces.swap_remove(index);
+                out.push(Output::Respond {
+                    connection: delayed.connection,
+                    response: Response {
+                        api_key: kafka_protocol::messages::ApiKey::Produce,
+                        api_version: delayed.api_version,
+                        correlation_id: delayed.correlation_id,
+                        body: ResponseBody::Message(ResponseKind::Produce(delayed.response)),
+                    },
+                });
+            } else {
+                index += 1;
+            }
+        }
+    }
+
+    pub(super) fn complete_topic_creations(&mut self, flush_id: FlushId, out: &mut Vec<Output<S::File>>) {
+        let (ready, waiting): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.delayed_creations).into_iter().partition(|delayed| delayed.flush_id == flush_id);
+        self.delayed_creations = waiting;
+        for delayed in ready {
+            out.push(Output::Respond {
+                connection: delayed.connection,
+                response: Response {
+                    api_key: kafka_protocol::messages::ApiKey::CreateTopics,
+                    api_version: delayed.api_version,
+                    correlation_id: delayed.correlation_id,
+                    body: ResponseBody::Message(ResponseKind::CreateTopics(delayed.response)),
+                },
+            });
+        }
+    }
+
+    /// Answers every parked fetch that now has `min.bytes` of data or whose deadline passed.
+    pub(super) fn complete_delayed_fetches(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+        let parked = std::mem::take(&mut self.delayed_fetches);
+        for delayed in parked {
+            let (parts, bytes) = self.read_for_fetch(delayed.api_version, &delayed.request);
+            let min_bytes = delayed.request.min_bytes.max(1) as usize;
+            if bytes >= min_bytes || now >= delayed.deadline {
+                out.push(Output::Respond {
+                    connection: delayed.connection,
+                    response: Response {
+                        api_key: kafka_protocol::messages::ApiKey::Fetch,
+                        api_version: delayed.api_version,
+                        correlation_id: delayed.correlation_id,
+                        body: ResponseBody::Fetch(parts),
+                    },
+                });
+            } else {
+                self.delayed_fetches.push(delayed);
+            }
+        }
+    }
+}
