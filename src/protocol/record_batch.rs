@@ -236,18 +236,21 @@ pub fn build_batch(records: &[(Option<&[u8]>, Option<&[u8]>)], timestamp_ms: i64
 pub fn decode_records(records: &Bytes) -> Result<Vec<Record>, BatchError> {
     let mut decoded = Vec::new();
     for (header, range) in split_batches(records)? {
-        if header.is_control() {
-            continue;
-        }
-        if header.compression() != 0 {
-            return Err(BatchError::Invalid("compressed batches are not supported by the seedlog client yet"));
-        }
-        let mut cursor = Cursor { bytes: &records[range.start + RECORD_BATCH_HEADER_BYTES..range.end], at: 0 };
-        for _ in 0..header.records_count {
-            decoded.push(cursor.record(&header, records, range.start)?);
-        }
+        decoded.extend(decode_batch(records, &header, range)?);
     }
     Ok(decoded)
+}
+
+/// Decodes the records of the one batch at `range` of `records` (already validated).
+pub fn decode_batch(records: &Bytes, header: &RecordBatchHeader, range: std::ops::Range<usize>) -> Result<Vec<Record>, BatchError> {
+    if header.is_control() {
+        return Ok(Vec::new());
+    }
+    if header.compression() != 0 {
+        return Err(BatchError::Invalid("compressed batches are not supported by the seedlog client yet"));
+    }
+    let mut cursor = Cursor { bytes: &records[range.start + RECORD_BATCH_HEADER_BYTES..range.end], at: 0 };
+    (0..header.records_count).map(|_| cursor.record(header, records, range.start)).collect()
 }
 
 struct Cursor<'a> {

@@ -1,4 +1,10 @@
 //! The only layer that touches tokio, sockets, files and clocks.
 
+pub mod admin;
+pub mod client;
+pub mod consumer;
 pub mod memory_storage;
+pub mod net;
+pub mod producer;
+pub mod server;
 pub mod storage;

@@ -1,0 +1,254 @@
+//! `seedlog`: run a broker, manage topics, and produce or consume from the shell.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use bytes::Bytes;
+use clap::{Parser, Subcommand};
+use seedlog::client::partitioner::partition_for_key;
+use seedlog::client::producer::ProducerRecord;
+use seedlog::config::{apply_properties, parse_properties, BrokerConfig, Configurable, ConsumerConfig, ProducerConfig};
+use seedlog::runtime::admin::{create_topics, metadata, partition_count, NewTopic};
+use seedlog::runtime::client::ClientConnection;
+use seedlog::runtime::consumer::Consumer;
+use seedlog::runtime::producer::Producer;
+use seedlog::runtime::server::{run_broker, ServerOptions};
+use seedlog::runtime::storage::FileStorage;
+use seedlog::types::TopicPartition;
+
+#[derive(Parser)]
+#[command(name = "seedlog", version, about = "A Kafka-compatible broker that also runs under a deterministic simulator")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a broker from a server.properties-style file.
+    Broker {
+        /// Config file (`node.id`, `listeners`, `log.dirs`, `log.flush.interval.messages`, ...).
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Create or list topics.
+    Topics {
+        #[command(subcommand)]
+        action: TopicsAction,
+    },
+    /// Send each line of stdin as a record value (`key<TAB>value` with --keyed).
+    Produce {
+        #[arg(long, default_value = "localhost:9092")]
+        bootstrap_server: String,
+        #[arg(long)]
+        topic: String,
+        /// Fixed partition; default: murmur2 of the key, or round-robin for unkeyed lines.
+        #[arg(long)]
+        partition: Option<i32>,
+        /// Lines are `key<TAB>value`.
+        #[arg(long)]
+        keyed: bool,
+        /// Producer configs as key=value (e.g. acks=1). enable.idempotence defaults to false here.
+        #[arg(long = "producer-property", value_name = "KEY=VALUE")]
+        properties: Vec<String>,
+    },
+    /// Print record values (one per line) from assigned partitions.
+    Consume {
+        #[arg(long, default_value = "localhost:9092")]
+        bootstrap_server: String,
+        #[arg(long)]
+        topic: String,
+        /// Only this partition (default: all).
+        #[arg(long)]
+        partition: Option<i32>,
+        /// Start at the log start offset instead of the end.
+        #[arg(long)]
+        from_beginning: bool,
+        /// Stop after this many records.
+        #[arg(long)]
+        max_messages: Option<usize>,
+        /// Stop after this long without a record.
+        #[arg(long, default_value_t = 5000)]
+        timeout_ms: u64,
+        /// Prefix each value with `partition:offset<TAB>`.
+        #[arg(long)]
+        print_offsets: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum TopicsAction {
+    /// Create a topic.
+    Create {
+        #[arg(long, default_value = "localhost:9092")]
+        bootstrap_server: String,
+        #[arg(long)]
+        topic: String,
+        #[arg(long, default_value_t = 1)]
+        partitions: i32,
+        #[arg(long, default_value_t = 1)]
+        replication_factor: i16,
+        /// Topic configs as key=value.
+        #[arg(long = "config", value_name = "KEY=VALUE")]
+        configs: Vec<String>,
+    },
+    /// List topics with their partition counts.
+    List {
+        #[arg(long, default_value = "localhost:9092")]
+        bootstrap_server: String,
+    },
+}
+
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn key_values(pairs: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+    pairs
+        .iter()
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').with_context(|| format!("expected KEY=VALUE, got '{pair}'"))?;
+            Ok((key.trim().to_owned(), value.trim().to_owned()))
+        })
+        .collect()
+}
+
+fn init_logging() {
+    let level = std::env::var("SEEDLOG_LOG").ok().and_then(|level| level.parse().ok()).unwrap_or(tracing::Level::INFO);
+    use std::io::IsTerminal;
+    let ansi = std::io::stderr().is_terminal();
+    tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).with_target(false).with_ansi(ansi).init();
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    init_logging();
+    match Cli::parse().command {
+        Command::Broker { config } => broker(config).await,
+        Command::Topics { action: TopicsAction::Create { bootstrap_server, topic, partitions, replication_factor, configs } } => {
+            let mut connection = ClientConnection::connect(&bootstrap_server, "seedlog-cli").await?;
+            let new_topic = NewTopic { name: topic.clone(), partitions, replication_factor, configs: key_values(&configs)? };
+            for (name, outcome) in create_topics(&mut connection, &[new_topic], ADMIN_TIMEOUT).await? {
+                outcome.with_context(|| format!("creating {name}"))?;
+                println!("Created topic {name}.");
+            }
+            Ok(())
+        }
+        Command::Topics { action: TopicsAction::List { bootstrap_server } } => {
+            let mut connection = ClientConnection::connect(&bootstrap_server, "seedlog-cli").await?;
+            for topic in metadata(&mut connection, None, ADMIN_TIMEOUT).await?.topics {
+                let name = topic.name.map(|name| name.to_string()).unwrap_or_default();
+                println!("{name}\tpartitions={}", topic.partitions.len());
+            }
+            Ok(())
+        }
+        Command::Produce { bootstrap_server, topic, partition, keyed, properties } => {
+            produce(bootstrap_server, topic, partition, keyed, &properties).await
+        }
+        Command::Consume { bootstrap_server, topic, partition, from_beginning, max_messages, timeout_ms, print_offsets } => {
+            consume(ConsumeArgs { bootstrap_server, topic, partition, from_beginning, max_messages, timeout_ms, print_offsets }).await
+        }
+    }
+}
+
+async fn broker(path: PathBuf) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let mut config = BrokerConfig::default();
+    let properties = parse_properties(&text).with_context(|| format!("{}", path.display()))?;
+    apply_properties(&mut config, &properties).with_context(|| format!("{}", path.display()))?;
+    let storage = FileStorage::new(&config.log_dirs).with_context(|| format!("opening log.dirs={}", config.log_dirs))?;
+    let seed = madsim::rand::random::<u64>();
+    run_broker(config, storage, ServerOptions { seed, faults: None }).await?;
+    Ok(())
+}
+
+async fn produce(bootstrap: String, topic: String, partition: Option<i32>, keyed: bool, properties: &[String]) -> anyhow::Result<()> {
+    let mut config = ProducerConfig::default();
+    let mut pairs = vec![("bootstrap.servers".to_owned(), bootstrap.clone()), ("enable.idempotence".to_owned(), "false".to_owned())];
+    pairs.extend(key_values(properties)?);
+    config.apply(pairs.iter().map(|(key, value)| (key.as_str(), value.as_str())))?;
+    let partitions = match partition {
+        Some(_) => 0,
+        None => partition_count(&mut ClientConnection::connect(&bootstrap, "seedlog-cli").await?, &topic, ADMIN_TIMEOUT).await?,
+    };
+    let producer = Producer::start(config)?;
+    let mut deliveries = Vec::new();
+    let stdin = std::io::stdin();
+    for (index, line) in stdin.lock().lines().enumerate() {
+        let line = line?;
+        let (key, value) = match (keyed, line.split_once('\t')) {
+            (true, Some((key, value))) => (Some(Bytes::from(key.to_owned())), Bytes::from(value.to_owned())),
+            (true, None) => bail!("line {}: expected key<TAB>value", index + 1),
+            (false, _) => (None, Bytes::from(line)),
+        };
+        let target = partition.unwrap_or_else(|| match &key {
+            Some(key) => partition_for_key(key, partitions),
+            None => index as i32 % partitions,
+        });
+        let record = ProducerRecord { topic_partition: TopicPartition::new(topic.clone(), target), key, value: Some(value), timestamp_ms: 0 };
+        deliveries.push(producer.send(record).await);
+    }
+    let mut failed = 0;
+    let total = deliveries.len();
+    for delivery in deliveries {
+        if let Err(error) = delivery.wait().await {
+            failed += 1;
+            eprintln!("send failed: {error}");
+        }
+    }
+    producer.close().await;
+    eprintln!("{} records sent, {failed} failed", total - failed);
+    if failed > 0 {
+        bail!("{failed} of {total} records failed");
+    }
+    Ok(())
+}
+
+struct ConsumeArgs {
+    bootstrap_server: String,
+    topic: String,
+    partition: Option<i32>,
+    from_beginning: bool,
+    max_messages: Option<usize>,
+    timeout_ms: u64,
+    print_offsets: bool,
+}
+
+async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
+    let mut config = ConsumerConfig::default();
+    let reset = if args.from_beginning { "earliest" } else { "latest" };
+    config.apply([("bootstrap.servers", args.bootstrap_server.as_str()), ("auto.offset.reset", reset)])?;
+    let partitions: Vec<TopicPartition> = match args.partition {
+        Some(partition) => vec![TopicPartition::new(args.topic.clone(), partition)],
+        None => {
+            let mut connection = ClientConnection::connect(&args.bootstrap_server, "seedlog-cli").await?;
+            let count = partition_count(&mut connection, &args.topic, ADMIN_TIMEOUT).await?;
+            (0..count).map(|partition| TopicPartition::new(args.topic.clone(), partition)).collect()
+        }
+    };
+    let mut consumer = Consumer::new(config)?;
+    consumer.assign(&partitions);
+    let mut printed = 0;
+    let stdout = std::io::stdout();
+    loop {
+        let records = consumer.poll(Duration::from_millis(args.timeout_ms)).await?;
+        if records.is_empty() {
+            break;
+        }
+        let mut out = stdout.lock();
+        for record in records {
+            let value = record.value.as_deref().map(String::from_utf8_lossy).unwrap_or_default();
+            if args.print_offsets {
+                writeln!(out, "{}:{}\t{value}", record.topic_partition.partition, record.offset)?;
+            } else {
+                writeln!(out, "{value}")?;
+            }
+            printed += 1;
+            if args.max_messages.is_some_and(|max| printed >= max) {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}

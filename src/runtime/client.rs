@@ -1,0 +1,185 @@
+//! A client connection: connect, negotiate versions with ApiVersions, then send requests and
+//! read their responses in order. Shared by the producer, the consumer, the admin helpers, the
+//! CLI and the simulator's clients.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestKind, ResponseKind};
+use kafka_protocol::protocol::StrBytes;
+use tokio::net::TcpStream;
+
+use crate::protocol::codec::{decode_response, encode_request, CodecError, RequestApiKey};
+use crate::protocol::ErrorCode;
+use crate::runtime::net::{Connection, ConnectionError};
+
+/// The versions this client can speak: `(api, min, max)`. Fetch stops at v12 (topics by name).
+const CLIENT_VERSIONS: [(ApiKey, i16, i16); 6] = [
+    (ApiKey::Produce, 3, 9),
+    (ApiKey::Fetch, 4, 12),
+    (ApiKey::ListOffsets, 1, 7),
+    (ApiKey::Metadata, 1, 12),
+    (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::CreateTopics, 2, 7),
+];
+
+/// Largest response frame accepted.
+const RESPONSE_BYTES_MAX: usize = 256 * 1024 * 1024;
+/// Kafka's `socket.connection.setup.timeout.ms` default.
+pub const CONNECTION_SETUP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a client call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// Connecting or the socket failed.
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+    /// The connection broke.
+    #[error(transparent)]
+    Connection(#[from] ConnectionError),
+    /// A frame did not encode or decode.
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    /// The broker broke the protocol (for example a correlation id mismatch).
+    #[error("protocol: {0}")]
+    Protocol(String),
+    /// The broker does not support a version this client can speak.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// The call did not finish in time.
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    /// The broker answered with an error.
+    #[error("{error:?}: {message}")]
+    Kafka {
+        /// The Kafka error.
+        error: ErrorCode,
+        /// Details.
+        message: String,
+    },
+}
+
+/// A negotiated connection to one broker.
+#[derive(Debug)]
+pub struct ClientConnection {
+    conn: Connection,
+    client_id: String,
+    next_correlation_id: i32,
+    in_flight: VecDeque<(i32, ApiKey, i16)>,
+    versions: BTreeMap<i16, i16>,
+}
+
+impl ClientConnection {
+    /// Connects (within [`CONNECTION_SETUP_TIMEOUT`]) and negotiates API versions.
+    pub async fn connect(address: &str, client_id: &str) -> Result<ClientConnection, ClientError> {
+        let stream = tokio::time::timeout(CONNECTION_SETUP_TIMEOUT, TcpStream::connect(address))
+            .await
+            .map_err(|_| ClientError::Timeout(CONNECTION_SETUP_TIMEOUT))??;
+        stream.set_nodelay(true)?;
+        let mut connection = ClientConnection {
+            conn: Connection::new(stream),
+            client_id: client_id.to_owned(),
+            next_correlation_id: 0,
+            in_flight: VecDeque::new(),
+            versions: BTreeMap::new(),
+        };
+        connection.negotiate().await?;
+        Ok(connection)
+    }
+
+    async fn negotiate(&mut self) -> Result<(), ClientError> {
+        let request = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("seedlog"))
+            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+        let mut response = self.call_at(3, RequestKind::ApiVersions(request.clone())).await;
+        if matches!(&response, Ok(ResponseKind::ApiVersions(body)) if body.error_code == ErrorCode::UnsupportedVersion.code())
+            || response.is_err()
+        {
+            response = self.call_at(0, RequestKind::ApiVersions(request)).await;
+        }
+        let ResponseKind::ApiVersions(body) = response? else {
+            return Err(ClientError::Protocol("ApiVersions answered with another API".into()));
+        };
+        if body.error_code != 0 {
+            return Err(ClientError::Kafka { error: ErrorCode::from_code(body.error_code), message: "ApiVersions".into() });
+        }
+        for (api, client_min, client_max) in CLIENT_VERSIONS {
+            let Some(broker) = body.api_keys.iter().find(|entry| entry.api_key == api as i16) else { continue };
+            let version = client_max.min(broker.max_version);
+            if version >= client_min.max(broker.min_version) {
+                self.versions.insert(api as i16, version);
+            }
+        }
+        Ok(())
+    }
+
+    /// The negotiated version of `api`.
+    pub fn version(&self, api: ApiKey) -> Result<i16, ClientError> {
+        self.versions
+            .get(&(api as i16))
+            .copied()
+            .ok_or_else(|| ClientError::Unsupported(format!("the broker and seedlog share no version of {api:?}")))
+    }
+
+    async fn send_at(&mut self, api_version: i16, body: &RequestKind) -> Result<(), ClientError> {
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
+        let correlation_id = self.next_correlation_id;
+        let frame = encode_request(api_version, correlation_id, &self.client_id, body)?;
+        self.conn.write_frame(&frame).await?;
+        self.in_flight.push_back((correlation_id, body.api_key(), api_version));
+        Ok(())
+    }
+
+    /// Sends a request at the negotiated version without waiting for its response.
+    pub async fn send(&mut self, body: &RequestKind) -> Result<(), ClientError> {
+        let version = self.version(body.api_key())?;
+        self.send_at(version, body).await
+    }
+
+    /// Sends a request that gets no response (Produce with acks=0).
+    pub async fn send_one_way(&mut self, body: &RequestKind) -> Result<(), ClientError> {
+        self.send(body).await?;
+        self.in_flight.pop_back();
+        Ok(())
+    }
+
+    /// Whether a response is awaited.
+    pub fn has_in_flight(&self) -> bool {
+        !self.in_flight.is_empty()
+    }
+
+    /// Reads the response to the oldest request in flight. Cancel-safe.
+    pub async fn receive(&mut self) -> Result<ResponseKind, ClientError> {
+        let Some(&(correlation_id, api_key, api_version)) = self.in_flight.front() else {
+            return Err(ClientError::Protocol("receive with nothing in flight".into()));
+        };
+        let frame = self
+            .conn
+            .read_frame(RESPONSE_BYTES_MAX)
+            .await?
+            .ok_or_else(|| ClientError::Protocol("connection closed by the broker".into()))?;
+        self.in_flight.pop_front();
+        let (answered, body) = decode_response(frame, api_key, api_version)?;
+        if answered != correlation_id {
+            return Err(ClientError::Protocol(format!("correlation id {answered} answered, {correlation_id} expected")));
+        }
+        Ok(body)
+    }
+
+    async fn call_at(&mut self, api_version: i16, body: RequestKind) -> Result<ResponseKind, ClientError> {
+        self.send_at(api_version, &body).await?;
+        self.receive().await
+    }
+
+    /// Sends a request and waits for its response (nothing else may be in flight).
+    pub async fn call(&mut self, body: RequestKind) -> Result<ResponseKind, ClientError> {
+        assert!(self.in_flight.is_empty(), "call() with requests already in flight");
+        self.send(&body).await?;
+        self.receive().await
+    }
+
+    /// [`call`](Self::call) within `timeout`.
+    pub async fn call_within(&mut self, timeout: Duration, body: RequestKind) -> Result<ResponseKind, ClientError> {
+        tokio::time::timeout(timeout, self.call(body)).await.map_err(|_| ClientError::Timeout(timeout))?
+    }
+}

@@ -1,0 +1,165 @@
+//! The connection seam (`Conn`): length-prefixed frames in, response chunks out.
+//!
+//! One request at a time per connection, as Kafka does (its processor mutes a channel until
+//! the response is sent), so responses leave in request order. File chunks of a Fetch response
+//! go out with `sendfile(2)` in production and are copied in simulation (madsim's TCP has no
+//! file descriptors). The optional [`ConnectionFaults`] hook is how the simulator drops a
+//! request, drops a response after the broker applied the request (a dropped ack), or resets a
+//! connection in the middle of a response frame; production passes `None`.
+
+use std::io;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::ApiKey;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::protocol::fetch_response::Chunk;
+use crate::protocol::frame::{parse_frame, FrameError};
+use crate::runtime::storage::StorageFile;
+
+/// What the fault hook decides for one request or response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultAction {
+    /// Deliver normally.
+    Pass,
+    /// Close the connection instead (for a response: after the broker applied the request).
+    Drop,
+    /// Write the first half of the response frame, then close (a reset mid-frame).
+    Truncate,
+}
+
+/// Network faults injected per connection (simulation only).
+pub trait ConnectionFaults: Send + Sync {
+    /// Called for each decoded request before the broker sees it.
+    fn on_request(&self, api_key: ApiKey) -> FaultAction;
+    /// Called for each response after the broker produced it.
+    fn on_response(&self, api_key: ApiKey) -> FaultAction;
+}
+
+/// Why a connection ended abnormally.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionError {
+    /// The socket failed.
+    #[error("io: {0}")]
+    Io(#[from] io::Error),
+    /// The peer sent an invalid frame.
+    #[error("bad frame: {0}")]
+    Frame(#[from] FrameError),
+    /// The peer closed in the middle of a frame.
+    #[error("connection closed mid-frame with {0} bytes buffered")]
+    ClosedMidFrame(usize),
+}
+
+/// A framed TCP connection.
+#[derive(Debug)]
+pub struct Connection {
+    stream: TcpStream,
+    buffer: BytesMut,
+}
+
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+impl Connection {
+    /// Wraps a connected stream.
+    pub fn new(stream: TcpStream) -> Connection {
+        Connection { stream, buffer: BytesMut::with_capacity(READ_CHUNK_BYTES) }
+    }
+
+    /// Reads the next frame payload. `Ok(None)` on a clean close between frames. Cancel-safe:
+    /// bytes already read stay buffered.
+    pub async fn read_frame(&mut self, max_bytes: usize) -> Result<Option<Bytes>, ConnectionError> {
+        loop {
+            if let Some(frame) = parse_frame(&mut self.buffer, max_bytes)? {
+                return Ok(Some(frame));
+            }
+            if self.buffer.capacity() - self.buffer.len() < READ_CHUNK_BYTES {
+                self.buffer.reserve(READ_CHUNK_BYTES);
+            }
+            if self.stream.read_buf(&mut self.buffer).await? == 0 {
+                return if self.buffer.is_empty() { Ok(None) } else { Err(ConnectionError::ClosedMidFrame(self.buffer.len())) };
+            }
+        }
+    }
+
+    /// Writes one whole frame and flushes it.
+    pub async fn write_frame(&mut self, frame: &[u8]) -> io::Result<()> {
+        self.stream.write_all(frame).await?;
+        self.stream.flush().await
+    }
+
+    /// Writes a response made of chunks: bytes directly, file ranges with sendfile (production)
+    /// or by copying (simulation). Then flushes (madsim delivers only on flush).
+    pub async fn write_chunks<F: StorageFile>(&mut self, chunks: &[Chunk<F>]) -> io::Result<()> {
+        for chunk in chunks {
+            match chunk {
+                Chunk::Bytes(bytes) => self.stream.write_all(bytes).await?,
+                Chunk::File { file, position, len } => self.send_file(file, *position, *len).await?,
+            }
+        }
+        self.stream.flush().await
+    }
+
+    /// Writes the first `len` bytes of a response, flushes, and gives up (fault injection).
+    pub async fn write_truncated<F: StorageFile>(&mut self, chunks: &[Chunk<F>]) -> io::Result<()> {
+        let total: usize = chunks.iter().map(Chunk::len).sum();
+        let mut remaining = total / 2;
+        for chunk in chunks {
+            if remaining == 0 {
+                break;
+            }
+            let bytes = chunk_bytes(chunk)?;
+            let take = remaining.min(bytes.len());
+            self.stream.write_all(&bytes[..take]).await?;
+            remaining -= take;
+        }
+        self.stream.flush().await
+    }
+
+    async fn send_file<F: StorageFile>(&mut self, file: &F, position: u64, len: u64) -> io::Result<()> {
+        #[cfg(not(madsim))]
+        if let Some(os_file) = file.os_file() {
+            return sendfile_all(&self.stream, os_file, position, len).await;
+        }
+        let mut buffer = vec![0; READ_CHUNK_BYTES.min(len as usize)];
+        let mut done = 0;
+        while done < len {
+            let take = (len - done).min(buffer.len() as u64) as usize;
+            file.read_exact_at(&mut buffer[..take], position + done)?;
+            self.stream.write_all(&buffer[..take]).await?;
+            done += take as u64;
+        }
+        Ok(())
+    }
+}
+
+fn chunk_bytes<F: StorageFile>(chunk: &Chunk<F>) -> io::Result<Bytes> {
+    match chunk {
+        Chunk::Bytes(bytes) => Ok(bytes.clone()),
+        Chunk::File { file, position, len } => {
+            let mut buffer = vec![0; *len as usize];
+            file.read_exact_at(&mut buffer, *position)?;
+            Ok(buffer.into())
+        }
+    }
+}
+
+/// `sendfile(2)` the whole range from `file` to the socket, waiting for writability.
+#[cfg(not(madsim))]
+async fn sendfile_all(stream: &TcpStream, file: &std::fs::File, mut position: u64, len: u64) -> io::Result<()> {
+    let end = position + len;
+    while position < end {
+        stream.writable().await?;
+        let remaining = (end - position) as usize;
+        let sent = stream.try_io(tokio::io::Interest::WRITABLE, || {
+            rustix::fs::sendfile(stream, file, Some(&mut position), remaining).map_err(io::Error::from)
+        });
+        match sent {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "segment file shorter than the fetch range")),
+            Ok(_) => {}
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,190 @@
+//! The async producer: a background task that owns a [`ProducerCore`] and one connection, and
+//! turns the core's outputs into socket writes and completions.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use kafka_protocol::messages::{RequestKind, ResponseKind};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::client::producer::{ProduceError, ProducerCore, ProducerInput, ProducerOutput, ProducerRecord, RecordId};
+use crate::config::{ConfigError, ProducerConfig};
+use crate::runtime::client::ClientConnection;
+use crate::types::Millis;
+
+enum Command {
+    Send { record: ProducerRecord, reply: oneshot::Sender<Result<i64, ProduceError>> },
+    Close { done: oneshot::Sender<()> },
+}
+
+/// A handle to the producer task. Dropping every handle lets the task finish what is queued.
+#[derive(Debug, Clone)]
+pub struct Producer {
+    commands: mpsc::Sender<Command>,
+}
+
+/// The outcome of one send, to await.
+#[derive(Debug)]
+pub struct Delivery(oneshot::Receiver<Result<i64, ProduceError>>);
+
+impl Delivery {
+    /// Waits for the broker's answer: the record's offset (-1 with acks=0) or why it failed.
+    pub async fn wait(self) -> Result<i64, ProduceError> {
+        self.0.await.unwrap_or_else(|_| Err(ProduceError::Indeterminate { reason: "the producer stopped".into() }))
+    }
+}
+
+impl Producer {
+    /// Starts a producer talking to the first of `bootstrap.servers`.
+    pub fn start(config: ProducerConfig) -> Result<Producer, ConfigError> {
+        let bootstrap = config
+            .bootstrap_servers
+            .first()
+            .cloned()
+            .ok_or_else(|| ConfigError::invalid("bootstrap.servers", "", "at least one host:port is required"))?;
+        let client_id = config.client_id.clone();
+        let core = ProducerCore::new(config)?;
+        let (commands, inbox) = mpsc::channel(1024);
+        let task = Task {
+            core,
+            bootstrap,
+            client_id,
+            connection: None,
+            replies: BTreeMap::new(),
+            next_id: 0,
+            start: tokio::time::Instant::now(),
+        };
+        tokio::spawn(task.run(inbox));
+        Ok(Producer { commands })
+    }
+
+    /// Queues a record; await the returned [`Delivery`] for its outcome.
+    pub async fn send(&self, record: ProducerRecord) -> Delivery {
+        let (reply, delivered) = oneshot::channel();
+        if let Err(mpsc::error::SendError(Command::Send { reply, .. })) = self.commands.send(Command::Send { record, reply }).await {
+            let _ = reply.send(Err(ProduceError::Indeterminate { reason: "the producer stopped".into() }));
+        }
+        Delivery(delivered)
+    }
+
+    /// Waits until every queued record completed, then stops the task.
+    pub async fn close(self) {
+        let (done, closed) = oneshot::channel();
+        if self.commands.send(Command::Close { done }).await.is_ok() {
+            let _ = closed.await;
+        }
+    }
+}
+
+struct Task {
+    core: ProducerCore,
+    bootstrap: String,
+    client_id: String,
+    connection: Option<ClientConnection>,
+    replies: BTreeMap<RecordId, oneshot::Sender<Result<i64, ProduceError>>>,
+    next_id: u64,
+    start: tokio::time::Instant,
+}
+
+impl Task {
+    fn now(&self) -> Millis {
+        Millis(self.start.elapsed().as_millis() as u64)
+    }
+
+    async fn run(mut self, mut inbox: mpsc::Receiver<Command>) {
+        let mut closing: Vec<oneshot::Sender<()>> = Vec::new();
+        let mut handles_dropped = false;
+        loop {
+            let finishing = handles_dropped || !closing.is_empty();
+            if finishing && self.core.pending() == 0 {
+                for done in closing {
+                    let _ = done.send(());
+                }
+                return;
+            }
+            let deadline = self.core.next_deadline();
+            let awaiting = self.connection.as_ref().is_some_and(ClientConnection::has_in_flight);
+            let input = tokio::select! {
+                biased;
+                response = receive(&mut self.connection), if awaiting => match response {
+                    Ok(ResponseKind::Produce(response)) => ProducerInput::Response(response),
+                    Ok(_) => self.lost("a response of another API"),
+                    Err(reason) => self.lost(&reason),
+                },
+                command = inbox.recv(), if !finishing => match command {
+                    Some(Command::Send { record, reply }) => {
+                        self.next_id += 1;
+                        let id = RecordId(self.next_id);
+                        self.replies.insert(id, reply);
+                        ProducerInput::Send { id, record }
+                    }
+                    Some(Command::Close { done }) => {
+                        closing.push(done);
+                        continue;
+                    }
+                    None => {
+                        handles_dropped = true;
+                        continue;
+                    }
+                },
+                () = sleep_until(self.start, deadline), if deadline.is_some() => ProducerInput::Tick,
+            };
+            self.step(input).await;
+        }
+    }
+
+    fn lost(&mut self, reason: &str) -> ProducerInput {
+        self.connection = None;
+        ProducerInput::Disconnected { reason: reason.to_owned() }
+    }
+
+    /// Feeds one input, then executes outputs (which may produce further inputs) until quiet.
+    async fn step(&mut self, input: ProducerInput) {
+        let mut inputs = VecDeque::from([input]);
+        while let Some(input) = inputs.pop_front() {
+            let mut outputs = Vec::new();
+            self.core.handle(self.now(), input, &mut outputs);
+            self.core.check_invariants();
+            for output in outputs {
+                match output {
+                    ProducerOutput::Complete { id, result } => {
+                        if let Some(reply) = self.replies.remove(&id) {
+                            let _ = reply.send(result);
+                        }
+                    }
+                    ProducerOutput::Connect => match ClientConnection::connect(&self.bootstrap, &self.client_id).await {
+                        Ok(connection) => {
+                            self.connection = Some(connection);
+                            inputs.push_back(ProducerInput::Connected);
+                        }
+                        Err(error) => inputs.push_back(ProducerInput::ConnectFailed { reason: error.to_string() }),
+                    },
+                    ProducerOutput::Disconnect { reason } => {
+                        tracing::debug!(%reason, "producer closes its connection");
+                        self.connection = None;
+                    }
+                    ProducerOutput::Request { request, expects_response } => {
+                        // No connection: a Disconnected input is already queued and covers this request.
+                        let Some(connection) = self.connection.as_mut() else { continue };
+                        let body = RequestKind::Produce(request);
+                        let written = if expects_response { connection.send(&body).await } else { connection.send_one_way(&body).await };
+                        match written {
+                            Ok(()) if !expects_response => inputs.push_back(ProducerInput::Written),
+                            Ok(()) => {}
+                            Err(error) => inputs.push_back(self.lost(&error.to_string())),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn receive(connection: &mut Option<ClientConnection>) -> Result<ResponseKind, String> {
+    let connection = connection.as_mut().expect("guarded by the select precondition");
+    connection.receive().await.map_err(|error| error.to_string())
+}
+
+async fn sleep_until(start: tokio::time::Instant, deadline: Option<Millis>) {
+    let deadline = deadline.expect("guarded by the select precondition");
+    tokio::time::sleep_until(start + std::time::Duration::from_millis(deadline.0)).await;
+}

@@ -1,0 +1,255 @@
+//! The broker shell: opens storage, recovers, syncs, listens, and runs the [`Broker`] state
+//! machine in one driver task fed by the connection tasks. The same code runs on real tokio
+//! (`seedlog broker`) and on madsim (the simulator's broker nodes).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::messages::ApiKey;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::broker::{Broker, BrokerError, ConnectionId, FlushId, Input, Output, Response};
+use crate::config::BrokerConfig;
+use crate::protocol::codec::{decode_request, encode_api_versions_fallback, Decoded, Request};
+use crate::runtime::net::{Connection, ConnectionFaults, FaultAction};
+use crate::runtime::storage::{Storage, StorageFile};
+use crate::types::Millis;
+
+/// Knobs the embedding world sets.
+#[derive(Clone, Default)]
+pub struct ServerOptions {
+    /// Seeds the broker's RNG (topic and cluster ids).
+    pub seed: u64,
+    /// Network fault hook (simulation only).
+    pub faults: Option<Arc<dyn ConnectionFaults>>,
+}
+
+/// Why the broker stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// Startup failed.
+    #[error(transparent)]
+    Broker(#[from] BrokerError),
+    /// The listener or an fsync failed.
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What a connection task hears back for its request.
+enum Reply<F> {
+    Respond(Response<F>),
+    NoResponse,
+    Close(String),
+}
+
+/// Messages into the driver task.
+enum DriverMessage<F> {
+    Request { connection: ConnectionId, request: Request, reply: oneshot::Sender<Reply<F>> },
+    Closed { connection: ConnectionId },
+    FlushDone { flush_id: FlushId, result: Result<(), String> },
+}
+
+/// The broker's clock: milliseconds since start (simulated under madsim).
+#[derive(Debug, Clone, Copy)]
+struct Clock {
+    start: tokio::time::Instant,
+}
+
+impl Clock {
+    fn now(self) -> Millis {
+        Millis(self.start.elapsed().as_millis() as u64)
+    }
+}
+
+/// Runs a broker until the process (or simulated node) dies.
+pub async fn run_broker<S: Storage>(config: BrokerConfig, storage: S, options: ServerOptions) -> Result<(), ServerError> {
+    let clock = Clock { start: tokio::time::Instant::now() };
+    let max_request_bytes = config.socket_request_max_bytes as usize;
+    let bind_address = config.listeners.bind_address();
+    let (broker, report) = Broker::open(config, storage, options.seed, clock.now())?;
+    for file in &report.files_to_sync {
+        file.sync().await?;
+    }
+    tracing::info!(
+        cluster_id = %report.cluster_id,
+        topics = report.topics,
+        partitions = report.partitions,
+        batches = report.recovery.batches,
+        truncated_bytes = report.recovery.truncated_bytes,
+        stray_files_removed = report.stray_files_removed,
+        "log recovered"
+    );
+    let listener = TcpListener::bind(&bind_address).await?;
+    tracing::info!(address = %bind_address, node_id = broker.node_id().0, "listening");
+    let (to_driver, inbox) = mpsc::channel(1024);
+    let accept_sender = to_driver.clone();
+    tokio::spawn(async move {
+        let mut next_connection = 0u64;
+        loop {
+            match listener.accept().await {
+                Ok((stream, peer)) => {
+                    next_connection += 1;
+                    let connection = ConnectionId(next_connection);
+                    let _ = stream.set_nodelay(true);
+                    tracing::debug!(%peer, connection = connection.0, "accepted");
+                    let task = serve_connection(stream, connection, accept_sender.clone(), max_request_bytes, options.faults.clone());
+                    tokio::spawn(task);
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+            }
+        }
+    });
+    drive(broker, clock, inbox, to_driver).await;
+    Ok(())
+}
+
+/// The driver loop: one input at a time into the state machine, outputs executed in order.
+async fn drive<S: Storage>(
+    mut broker: Broker<S>,
+    clock: Clock,
+    mut inbox: mpsc::Receiver<DriverMessage<S::File>>,
+    to_driver: mpsc::Sender<DriverMessage<S::File>>,
+) {
+    let mut replies: BTreeMap<ConnectionId, oneshot::Sender<Reply<S::File>>> = BTreeMap::new();
+    let mut outputs = Vec::new();
+    loop {
+        let deadline = broker.next_deadline();
+        let input = tokio::select! {
+            biased;
+            message = inbox.recv() => match message.expect("the accept loop keeps a sender alive") {
+                DriverMessage::Request { connection, request, reply } => {
+                    replies.insert(connection, reply);
+                    Input::Request { connection, request }
+                }
+                DriverMessage::Closed { connection } => {
+                    replies.remove(&connection);
+                    Input::ConnectionClosed { connection }
+                }
+                DriverMessage::FlushDone { flush_id, result } => Input::FlushCompleted { flush_id, result },
+            },
+            () = sleep_until(clock, deadline), if deadline.is_some() => Input::Tick,
+        };
+        broker.handle(clock.now(), input, &mut outputs);
+        broker.check_invariants();
+        for output in outputs.drain(..) {
+            execute(output, &mut replies, &to_driver);
+        }
+    }
+}
+
+async fn sleep_until(clock: Clock, deadline: Option<Millis>) {
+    let deadline = deadline.expect("guarded by the select precondition");
+    tokio::time::sleep_until(clock.start + std::time::Duration::from_millis(deadline.0)).await;
+}
+
+fn execute<F: StorageFile>(
+    output: Output<F>,
+    replies: &mut BTreeMap<ConnectionId, oneshot::Sender<Reply<F>>>,
+    to_driver: &mpsc::Sender<DriverMessage<F>>,
+) {
+    let reply = |replies: &mut BTreeMap<ConnectionId, oneshot::Sender<Reply<F>>>, connection, reply| {
+        if let Some(sender) = replies.remove(&connection) {
+            let _ = sender.send(reply);
+        }
+    };
+    match output {
+        Output::Respond { connection, response } => reply(replies, connection, Reply::Respond(response)),
+        Output::NoResponse { connection } => reply(replies, connection, Reply::NoResponse),
+        Output::Close { connection, reason } => reply(replies, connection, Reply::Close(reason)),
+        Output::Flush { flush_id, files } => {
+            let to_driver = to_driver.clone();
+            tokio::spawn(async move {
+                let mut result = Ok(());
+                for file in files {
+                    if let Err(error) = file.sync().await {
+                        result = Err(format!("{file:?}: {error}"));
+                        break;
+                    }
+                }
+                let _ = to_driver.send(DriverMessage::FlushDone { flush_id, result }).await;
+            });
+        }
+    }
+}
+
+/// Serves one connection: read a request, hand it to the driver, write its response, repeat.
+async fn serve_connection<F: StorageFile>(
+    stream: TcpStream,
+    connection: ConnectionId,
+    to_driver: mpsc::Sender<DriverMessage<F>>,
+    max_request_bytes: usize,
+    faults: Option<Arc<dyn ConnectionFaults>>,
+) {
+    let peer = stream.peer_addr().map(|address| address.to_string()).unwrap_or_default();
+    let mut conn = Connection::new(stream);
+    let outcome = serve_requests(&mut conn, connection, &to_driver, max_request_bytes, faults.as_deref()).await;
+    match outcome {
+        Ok(()) => tracing::debug!(%peer, connection = connection.0, "closed by peer"),
+        Err(reason) => tracing::info!(%peer, connection = connection.0, %reason, "closing connection"),
+    }
+    let _ = to_driver.send(DriverMessage::Closed { connection }).await;
+}
+
+async fn serve_requests<F: StorageFile>(
+    conn: &mut Connection,
+    connection: ConnectionId,
+    to_driver: &mpsc::Sender<DriverMessage<F>>,
+    max_request_bytes: usize,
+    faults: Option<&dyn ConnectionFaults>,
+) -> Result<(), String> {
+    let fault = |decide: &dyn Fn(&dyn ConnectionFaults) -> FaultAction| faults.map_or(FaultAction::Pass, decide);
+    loop {
+        let Some(frame) = conn.read_frame(max_request_bytes).await.map_err(|error| error.to_string())? else {
+            return Ok(());
+        };
+        let request = match decode_request(frame).map_err(|error| error.to_string())? {
+            Decoded::Request(request) => request,
+            Decoded::UnsupportedApiVersions { correlation_id, api_version } => {
+                tracing::debug!(api_version, "ApiVersions at an unsupported version: answering in v0 (KIP-511)");
+                let frame = encode_api_versions_fallback(correlation_id);
+                conn.write_frame(&frame).await.map_err(|error| error.to_string())?;
+                continue;
+            }
+        };
+        let api_key = request.api_key;
+        if fault(&|hook| hook.on_request(api_key)) != FaultAction::Pass {
+            return Err(format!("fault injection: {api_key:?} request dropped"));
+        }
+        let (reply, replied) = oneshot::channel();
+        to_driver
+            .send(DriverMessage::Request { connection, request, reply })
+            .await
+            .map_err(|_| "broker driver stopped".to_owned())?;
+        let response = match replied.await.map_err(|_| "broker driver dropped the request".to_owned())? {
+            Reply::Respond(response) => response,
+            Reply::NoResponse => continue,
+            Reply::Close(reason) => return Err(reason),
+        };
+        let chunks = response.encode().map_err(|error| error.to_string())?;
+        match fault(&|hook| hook.on_response(api_key)) {
+            FaultAction::Pass => conn.write_chunks(&chunks).await.map_err(|error| error.to_string())?,
+            FaultAction::Drop => return Err(format!("fault injection: {api_key:?} response dropped after apply")),
+            FaultAction::Truncate => {
+                let _ = conn.write_truncated(&chunks).await;
+                return Err(format!("fault injection: {api_key:?} response cut mid-frame"));
+            }
+        }
+    }
+}
+
+/// Whether a response API is one the fault hook may target by name.
+pub fn api_by_name(name: &str) -> Option<ApiKey> {
+    match name {
+        "produce" => Some(ApiKey::Produce),
+        "fetch" => Some(ApiKey::Fetch),
+        "list_offsets" => Some(ApiKey::ListOffsets),
+        "metadata" => Some(ApiKey::Metadata),
+        "api_versions" => Some(ApiKey::ApiVersions),
+        "create_topics" => Some(ApiKey::CreateTopics),
+        _ => None,
+    }
+}
