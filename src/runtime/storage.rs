@@ -10,7 +10,9 @@
 
 use std::future::Future;
 use std::io;
+#[cfg(not(madsim))]
 use std::path::{Path, PathBuf};
+#[cfg(not(madsim))]
 use std::sync::Arc;
 
 /// A directory of named files.
@@ -44,12 +46,15 @@ pub trait StorageFile: Clone + Send + Sync + std::fmt::Debug + 'static {
     }
 }
 
-/// Real files under a root directory.
+/// Real files under a root directory. Production only: under madsim, `std::fs` would reach the
+/// real disk, outside the simulation, so this type does not exist there.
+#[cfg(not(madsim))]
 #[derive(Debug, Clone)]
 pub struct FileStorage {
     root: PathBuf,
 }
 
+#[cfg(not(madsim))]
 impl FileStorage {
     /// Storage rooted at `root` (created if missing).
     pub fn new(root: impl Into<PathBuf>) -> io::Result<FileStorage> {
@@ -68,11 +73,13 @@ impl FileStorage {
     }
 }
 
+#[cfg(not(madsim))]
 /// Syncs a directory so that a new entry in it survives power loss.
 fn sync_directory(path: &Path) -> io::Result<()> {
     std::fs::File::open(path)?.sync_all()
 }
 
+#[cfg(not(madsim))]
 impl Storage for FileStorage {
     type File = RealFile;
 
@@ -119,12 +126,14 @@ impl Storage for FileStorage {
 }
 
 /// A real file shared between the log and in-flight fetches.
+#[cfg(not(madsim))]
 #[derive(Debug, Clone)]
 pub struct RealFile {
     file: Arc<std::fs::File>,
     name: String,
 }
 
+#[cfg(not(madsim))]
 impl StorageFile for RealFile {
     fn len(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len())

@@ -280,7 +280,7 @@ impl<S: Storage> PartitionLog<S> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(madsim)))]
 mod tests {
     use super::*;
     use crate::protocol::record_batch::{build_batch, validate_batch};

@@ -1,4 +1,4 @@
-//! `seedlog`: run a broker, manage topics, and produce or consume from the shell.
+//! The real-world command line (not built for the simulator).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
@@ -121,8 +121,7 @@ fn init_logging() {
     tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).with_target(false).with_ansi(ansi).init();
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+pub(crate) async fn main() -> anyhow::Result<()> {
     init_logging();
     match Cli::parse().command {
         Command::Broker { config } => broker(config).await,

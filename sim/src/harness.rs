@@ -1,0 +1,355 @@
+//! The seed harness: one madsim runtime per seed (with the [`SimDisks`] plugin), on a fresh OS
+//! thread, running brokers, clients and the nemesis as simulated nodes, then the checkers.
+//!
+//! A run has a safety phase (the workload with the scripted faults) and a liveness phase
+//! (faults healed, crashed nodes restarted, producers finish, then a final read of every
+//! partition), as in TigerBeetle's simulator.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use madsim::net::NetSim;
+use madsim::runtime::{Handle, Runtime};
+use madsim::task::NodeId;
+use seedlog::config::{BrokerConfig, Configurable};
+use seedlog::runtime::memory_storage::{CrashLevel, DiskFaults};
+use seedlog::runtime::server::{run_broker, ServerOptions};
+use seedlog::types::TopicPartition;
+use serde_json::json;
+
+use crate::connection_faults::ConnectionRules;
+use crate::disk::SimDisks;
+use crate::history::History;
+use crate::scenario::{FaultAction, Scenario};
+use crate::workload::{consumer_incarnation, final_read, finished, producer_incarnation, setup_topics, Env, SharedProgress};
+
+/// The result of one seed.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// The seed.
+    pub seed: u64,
+    /// What happened.
+    pub history: History,
+    /// Simulated time the run took.
+    pub simulated: Duration,
+    /// A panic (invariant violation, time limit) that ended the run early.
+    pub error: Option<String>,
+}
+
+const BROKER_PORT: u16 = 9092;
+const SETUP_MARGIN: Duration = Duration::from_secs(60);
+
+fn broker_ip(index: u32) -> IpAddr {
+    IpAddr::from([10, 0, 0, (index + 1) as u8])
+}
+
+thread_local! {
+    static LAST_PANIC: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Installs a panic hook that keeps the message of a seed thread's panic for its report
+/// instead of printing it (a sweep of failing seeds would drown the terminal).
+pub fn install_quiet_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let message = format!("{info}");
+        LAST_PANIC.with(|last| *last.borrow_mut() = Some(message));
+    }));
+}
+
+/// Runs `scenario` under `seed` on a fresh thread (std caches hash keys per thread, and madsim
+/// state must not leak between seeds). `log` prints the broker and client logs to stderr.
+pub fn run_seed(scenario: &Scenario, seed: u64, log: bool) -> RunOutcome {
+    let scenario = scenario.clone();
+    std::thread::Builder::new()
+        .name(format!("seed-{seed}"))
+        .spawn(move || run_on_this_thread(&scenario, seed, log))
+        .expect("spawn a seed thread")
+        .join()
+        .expect("the seed thread catches its own panics")
+}
+
+fn run_on_this_thread(scenario: &Scenario, seed: u64, log: bool) -> RunOutcome {
+    let _guard = log.then(|| {
+        let subscriber = tracing_subscriber::fmt().with_max_level(tracing::Level::DEBUG).with_writer(std::io::stderr).finish();
+        tracing::subscriber::set_default(subscriber)
+    });
+    let mut config = madsim::Config::default();
+    config.net.send_latency = Duration::from_millis(scenario.latency_ms.0)..Duration::from_millis(scenario.latency_ms.1.max(scenario.latency_ms.0 + 1));
+    config.net.packet_loss_rate = scenario.packet_loss_rate;
+    let mut runtime = Runtime::with_seed_and_config(seed, config);
+    runtime.add_simulator::<SimDisks>();
+    runtime.set_time_limit(Duration::from_millis(scenario.duration_ms + 2 * scenario.liveness_ms) + SETUP_MARGIN);
+    let outcome: Arc<Mutex<Option<(History, Duration)>>> = Arc::default();
+    let slot = Arc::clone(&outcome);
+    let scenario_copy = scenario.clone();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(async move {
+            let run = supervise(&scenario_copy).await;
+            *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(run);
+        });
+    }));
+    let error = result.err().map(|payload| {
+        LAST_PANIC.with(|last| last.borrow_mut().take()).unwrap_or_else(|| {
+            payload.downcast_ref::<String>().cloned().or_else(|| payload.downcast_ref::<&str>().map(|text| (*text).to_owned())).unwrap_or_default()
+        })
+    });
+    let (history, simulated) = outcome.lock().unwrap_or_else(PoisonError::into_inner).take().unwrap_or_default();
+    RunOutcome { seed, history, simulated, error }
+}
+
+/// Everything the nemesis can reach.
+struct Cluster {
+    handle: Handle,
+    net: Arc<NetSim>,
+    env: Env,
+    nodes: BTreeMap<String, NodeId>,
+    rules: BTreeMap<String, ConnectionRules>,
+    down: Mutex<BTreeSet<String>>,
+    clogged: Mutex<BTreeSet<(NodeId, NodeId)>>,
+}
+
+impl Cluster {
+    fn id(&self, name: &str) -> NodeId {
+        *self.nodes.get(name).expect("the loader checked every node name")
+    }
+
+    fn crash(&self, target: &str, level: CrashLevel) {
+        let id = self.id(target);
+        madsim::plugin::simulator::<SimDisks>().set_next_crash(id, level);
+        self.handle.kill(id);
+        self.down.lock().unwrap_or_else(PoisonError::into_inner).insert(target.to_owned());
+        let level = if level == CrashLevel::PowerLoss { "power-loss" } else { "process" };
+        self.env.event("nemesis", "crash", json!({"node": target, "level": level}));
+    }
+
+    fn restart(&self, target: &str) {
+        let id = self.id(target);
+        let was_down = self.down.lock().unwrap_or_else(PoisonError::into_inner).remove(target);
+        if !was_down {
+            madsim::plugin::simulator::<SimDisks>().set_next_crash(id, CrashLevel::Process);
+            self.handle.kill(id);
+        }
+        self.handle.restart(id);
+        self.env.event("nemesis", "restart", json!({"node": target}));
+    }
+
+    fn clog(&self, from: NodeId, to: NodeId) {
+        self.net.clog_link(from, to);
+        self.clogged.lock().unwrap_or_else(PoisonError::into_inner).insert((from, to));
+    }
+
+    fn unclog(&self, links: &[(NodeId, NodeId)]) {
+        let mut clogged = self.clogged.lock().unwrap_or_else(PoisonError::into_inner);
+        for link in links {
+            if clogged.remove(link) {
+                self.net.unclog_link(link.0, link.1);
+            }
+        }
+    }
+
+    /// Applies one fault; returns links to unclog later (for `heal_after_ms`).
+    fn apply(&self, action: &FaultAction) -> Vec<(NodeId, NodeId)> {
+        match action {
+            FaultAction::Crash { target, level, .. } => self.crash(target, *level),
+            FaultAction::Restart { target } => self.restart(target),
+            FaultAction::Partition { groups, .. } => {
+                let mut links = Vec::new();
+                for (index, group) in groups.iter().enumerate() {
+                    for other in groups.iter().skip(index + 1) {
+                        for a in group {
+                            for b in other {
+                                links.push((self.id(a), self.id(b)));
+                                links.push((self.id(b), self.id(a)));
+                            }
+                        }
+                    }
+                }
+                for (from, to) in &links {
+                    self.clog(*from, *to);
+                }
+                self.env.event("nemesis", "partition", json!({"groups": groups}));
+                return links;
+            }
+            FaultAction::Clog { from, to, .. } => {
+                let link = (self.id(from), self.id(to));
+                self.clog(link.0, link.1);
+                self.env.event("nemesis", "clog", json!({"from": from, "to": to}));
+                return vec![link];
+            }
+            FaultAction::Connection { target, kind, api, count, probability } => {
+                self.rules.get(target).expect("a broker target").arm(*kind, *api, *count, *probability);
+                let f = format!("{kind:?}").to_lowercase();
+                self.env.event("nemesis", &f, json!({"node": target, "api": api.map(|api| format!("{api:?}")), "count": count, "probability": probability}));
+            }
+            FaultAction::Disk { target, fail_writes, fail_syncs } => {
+                madsim::plugin::simulator::<SimDisks>().inject(self.id(target), &DiskFaults { fail_writes: *fail_writes, fail_syncs: *fail_syncs });
+                self.env.event("nemesis", "disk-fault", json!({"node": target, "fail_writes": fail_writes, "fail_syncs": fail_syncs}));
+            }
+            FaultAction::Heal => self.heal_network(),
+        }
+        Vec::new()
+    }
+
+    fn heal_network(&self) {
+        let links: Vec<(NodeId, NodeId)> = self.clogged.lock().unwrap_or_else(PoisonError::into_inner).iter().copied().collect();
+        self.unclog(&links);
+        for rules in self.rules.values() {
+            rules.clear();
+        }
+        self.env.event("nemesis", "heal", json!({"links": links.len()}));
+    }
+
+    /// End of the safety phase: heal the network, disarm faults, restart every node still down.
+    fn heal_all(&self) {
+        self.heal_network();
+        let down: Vec<String> = std::mem::take(&mut *self.down.lock().unwrap_or_else(PoisonError::into_inner)).into_iter().collect();
+        for node in down {
+            self.handle.restart(self.id(&node));
+            self.env.event("nemesis", "restart", json!({"node": node}));
+        }
+    }
+}
+
+fn broker_config(scenario: &Scenario, index: u32) -> BrokerConfig {
+    let mut config = BrokerConfig::default();
+    let listener = format!("PLAINTEXT://{}:{BROKER_PORT}", broker_ip(index));
+    let base = [("node.id".to_owned(), index.to_string()), ("listeners".to_owned(), listener), ("log.dirs".to_owned(), "/data".to_owned())];
+    let pairs = base.iter().chain(&scenario.broker_overrides);
+    config.apply(pairs.map(|(key, value)| (key.as_str(), value.as_str()))).expect("the loader validated the broker config");
+    config
+}
+
+async fn supervise(scenario: &Scenario) -> (History, Duration) {
+    let handle = Handle::current();
+    let env = Env::new(format!("{}:{BROKER_PORT}", broker_ip(0)));
+    let mut nodes = BTreeMap::new();
+    let mut rules = BTreeMap::new();
+    for index in 0..scenario.brokers {
+        let name = format!("broker-{index}");
+        let config = broker_config(scenario, index);
+        let broker_rules = ConnectionRules::default();
+        rules.insert(name.clone(), broker_rules.clone());
+        let node = handle
+            .create_node()
+            .name(name.clone())
+            .ip(broker_ip(index))
+            .init(move || {
+                let config = config.clone();
+                let faults = broker_rules.clone();
+                async move {
+                    let storage = madsim::plugin::simulator::<SimDisks>().storage(madsim::plugin::node());
+                    let options = ServerOptions { seed: madsim::rand::random(), faults: Some(Arc::new(faults)) };
+                    if let Err(error) = run_broker(config, storage, options).await {
+                        tracing::error!(%error, "broker stopped");
+                    }
+                }
+            })
+            .build();
+        nodes.insert(name, node.id());
+    }
+    let setup = handle.create_node().name("setup").ip(IpAddr::from([10, 0, 2, 1])).build();
+    let setup_env = env.clone();
+    let topics = scenario.topics.clone();
+    if let Err(error) = setup.spawn(async move { setup_topics(&setup_env, &topics).await }).await.expect("setup task") {
+        panic!("setup failed: {error}");
+    }
+    let workload_start = tokio::time::Instant::now();
+    let stop_consumers = Arc::new(AtomicBool::new(false));
+    let mut progress: Vec<SharedProgress> = Vec::new();
+    for (index, spec) in scenario.producers.iter().enumerate() {
+        let shared = SharedProgress::default();
+        progress.push(Arc::clone(&shared));
+        let (env, spec) = (env.clone(), spec.clone());
+        let node = handle
+            .create_node()
+            .name(spec.id.clone())
+            .ip(IpAddr::from([10, 0, 1, (index + 1) as u8]))
+            .init(move || producer_incarnation(env.clone(), spec.clone(), Arc::clone(&shared)))
+            .build();
+        nodes.insert(scenario.producers[index].id.clone(), node.id());
+    }
+    for (index, spec) in scenario.consumers.iter().enumerate() {
+        let (env, spec, stop) = (env.clone(), spec.clone(), Arc::clone(&stop_consumers));
+        let node = handle
+            .create_node()
+            .name(spec.id.clone())
+            .ip(IpAddr::from([10, 0, 1, (100 + index) as u8]))
+            .init(move || consumer_incarnation(env.clone(), spec.clone(), Arc::clone(&stop)))
+            .build();
+        nodes.insert(scenario.consumers[index].id.clone(), node.id());
+    }
+    let cluster = Arc::new(Cluster {
+        handle: handle.clone(),
+        net: NetSim::current(),
+        env: env.clone(),
+        nodes,
+        rules,
+        down: Mutex::default(),
+        clogged: Mutex::default(),
+    });
+    let nemesis = tokio::spawn(run_nemesis(Arc::clone(&cluster), scenario.faults.clone(), workload_start));
+    tokio::time::sleep_until(workload_start + Duration::from_millis(scenario.duration_ms)).await;
+    nemesis.abort();
+    cluster.heal_all();
+    let liveness = Duration::from_millis(scenario.liveness_ms);
+    let healed = tokio::time::Instant::now();
+    while !progress.iter().all(finished) && tokio::time::Instant::now() < healed + liveness / 2 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let partitions: Vec<TopicPartition> = scenario
+        .topics
+        .iter()
+        .flat_map(|topic| (0..topic.partitions).map(|partition| TopicPartition::new(topic.name.clone(), partition)))
+        .collect();
+    let reader = handle.create_node().name("final-reader").ip(IpAddr::from([10, 0, 2, 2])).build();
+    let reader_env = env.clone();
+    reader.spawn(final_read(reader_env, partitions, healed + liveness)).await.expect("final read task");
+    stop_consumers.store(true, Ordering::SeqCst);
+    let mut recorder = env.take_recorder();
+    recorder.complete_pending(env.now_ns(), "no completion before the run ended");
+    (recorder.finish(), env.start().elapsed())
+}
+
+/// Plays the fault timeline; heal timers run as their own tasks.
+async fn run_nemesis(cluster: Arc<Cluster>, faults: Vec<crate::scenario::Fault>, start: tokio::time::Instant) {
+    let mut timers = Vec::new();
+    for fault in faults {
+        tokio::time::sleep_until(start + Duration::from_millis(fault.at_ms)).await;
+        let links = cluster.apply(&fault.action);
+        let later = match &fault.action {
+            FaultAction::Crash { target, restart_after_ms: Some(after), .. } => Some((*after, Later::Restart(target.clone()))),
+            FaultAction::Partition { heal_after_ms: Some(after), .. } | FaultAction::Clog { heal_after_ms: Some(after), .. } => {
+                Some((*after, Later::Unclog(links)))
+            }
+            _ => None,
+        };
+        if let Some((after, action)) = later {
+            let cluster = Arc::clone(&cluster);
+            timers.push(tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(after)).await;
+                match action {
+                    Later::Restart(target) => {
+                        if cluster.down.lock().unwrap_or_else(PoisonError::into_inner).contains(&target) {
+                            cluster.restart(&target);
+                        }
+                    }
+                    Later::Unclog(links) => {
+                        cluster.unclog(&links);
+                        cluster.env.event("nemesis", "heal", json!({"links": links.len()}));
+                    }
+                }
+            }));
+        }
+    }
+    for timer in timers {
+        let _ = timer.await;
+    }
+}
+
+enum Later {
+    Restart(String),
+    Unclog(Vec<(NodeId, NodeId)>),
+}

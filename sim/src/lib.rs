@@ -1,0 +1,18 @@
+//! seedlog's deterministic simulator: scenario files, the seed harness (madsim runtime plus a
+//! disk plugin), scripted faults, the operation history, and the checkers.
+//!
+//! Everything that drives madsim is compiled only under `--cfg madsim` (`cargo sim ...`); the
+//! scenario loader, history and checkers are plain code and are tested in both worlds.
+
+pub mod checker;
+#[cfg(madsim)]
+pub mod connection_faults;
+#[cfg(madsim)]
+pub mod disk;
+#[cfg(madsim)]
+pub mod harness;
+pub mod history;
+pub mod scenario;
+pub mod verdict;
+#[cfg(madsim)]
+pub mod workload;

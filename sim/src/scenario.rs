@@ -1,0 +1,623 @@
+//! Scenario files (TOML): the cluster, topics, clients with their Kafka configs and workloads,
+//! a scripted fault timeline, and what the checkers must find. See docs/SCENARIOS.md.
+//!
+//! Loading is strict: unknown keys, bad values, invalid Kafka configs (checked with seedlog's own
+//! config rules), unknown fault targets and unknown check names are rejected with
+//! `file:line: reason`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use kafka_protocol::messages::ApiKey;
+use serde::Deserialize;
+use seedlog::client::producer::ProducerCore;
+use seedlog::config::{BrokerConfig, Configurable, ConsumerConfig, ProducerConfig, TopicConfig};
+use seedlog::runtime::admin::NewTopic;
+use seedlog::runtime::memory_storage::CrashLevel;
+use seedlog::runtime::server::api_by_name;
+use seedlog::types::TopicPartition;
+use toml::Spanned;
+
+use crate::checker::CHECKS;
+
+/// A scenario that failed to load: where and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: {message}")]
+pub struct ScenarioError {
+    /// The file.
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+type ConfigTable = Spanned<BTreeMap<String, Spanned<toml::Value>>>;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    scenario: RawMeta,
+    cluster: Spanned<RawCluster>,
+    #[serde(default)]
+    topics: Vec<Spanned<RawTopic>>,
+    #[serde(default)]
+    producers: Vec<Spanned<RawProducer>>,
+    #[serde(default)]
+    consumers: Vec<Spanned<RawConsumer>>,
+    #[serde(default)]
+    faults: Vec<Spanned<RawFault>>,
+    #[serde(default)]
+    network: Option<Spanned<RawNetwork>>,
+    #[serde(default)]
+    expect: Option<Spanned<RawExpect>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMeta {
+    name: String,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    seed: Option<u64>,
+    duration_ms: Spanned<u64>,
+    #[serde(default)]
+    liveness_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCluster {
+    brokers: Spanned<u32>,
+    #[serde(default)]
+    config: Option<ConfigTable>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTopic {
+    name: Spanned<String>,
+    partitions: Spanned<i32>,
+    #[serde(default)]
+    replication_factor: Option<Spanned<i16>>,
+    #[serde(default)]
+    config: Option<ConfigTable>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProducer {
+    id: Spanned<String>,
+    #[serde(default)]
+    config: Option<ConfigTable>,
+    workload: Spanned<RawProducerWorkload>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProducerWorkload {
+    topic: Spanned<String>,
+    messages: u64,
+    rate_per_sec: Spanned<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConsumer {
+    id: Spanned<String>,
+    #[serde(default)]
+    config: Option<ConfigTable>,
+    assign: Spanned<Vec<String>>,
+    #[serde(default)]
+    poll_timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFault {
+    at_ms: Spanned<u64>,
+    kind: Spanned<String>,
+    target: Option<Spanned<String>>,
+    level: Option<Spanned<String>>,
+    restart_after_ms: Option<Spanned<u64>>,
+    heal_after_ms: Option<Spanned<u64>>,
+    groups: Option<Spanned<Vec<Vec<String>>>>,
+    from: Option<Spanned<String>>,
+    to: Option<Spanned<String>>,
+    api: Option<Spanned<String>>,
+    count: Option<Spanned<u32>>,
+    probability: Option<Spanned<f64>>,
+    fail_writes: Option<Spanned<u32>>,
+    fail_syncs: Option<Spanned<u32>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNetwork {
+    #[serde(default)]
+    latency_ms: Option<Spanned<[u64; 2]>>,
+    #[serde(default)]
+    packet_loss_rate: Option<Spanned<f64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExpect {
+    #[serde(default)]
+    violated: Vec<Spanned<String>>,
+    #[serde(default)]
+    may_violate: Vec<Spanned<String>>,
+    #[serde(default)]
+    min_fraction: Option<Spanned<f64>>,
+}
+
+/// A producer process and its workload.
+#[derive(Debug, Clone)]
+pub struct ProducerSpec {
+    /// Node name.
+    pub id: String,
+    /// Kafka producer config (bootstrap and client id are set by the harness).
+    pub config: ProducerConfig,
+    /// Topic written to.
+    pub topic: String,
+    /// Partitions of that topic (sends pick one at random).
+    pub partitions: i32,
+    /// Sends in total, across restarts.
+    pub messages: u64,
+    /// Pause between two sends.
+    pub interval_ms: f64,
+}
+
+/// A consumer process reading assigned partitions until the run ends.
+#[derive(Debug, Clone)]
+pub struct ConsumerSpec {
+    /// Node name.
+    pub id: String,
+    /// Kafka consumer config.
+    pub config: ConsumerConfig,
+    /// Assigned partitions.
+    pub partitions: Vec<TopicPartition>,
+    /// Timeout of each poll.
+    pub poll_timeout_ms: u64,
+}
+
+/// Which connection fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionFaultKind {
+    /// Close instead of delivering the request.
+    DropRequest,
+    /// Close instead of sending the response, after the broker applied the request.
+    DropResponse,
+    /// Send half the response frame, then close.
+    ResetMidResponse,
+}
+
+/// One scripted fault. Fields carry the scenario keys of the same name (docs/SCENARIOS.md).
+#[derive(Debug, Clone, PartialEq)]
+#[allow(missing_docs)]
+pub enum FaultAction {
+    /// Kill a node at a crash level, optionally restarting it later.
+    Crash { target: String, level: CrashLevel, restart_after_ms: Option<u64> },
+    /// Restart a killed node.
+    Restart { target: String },
+    /// Cut every link between nodes of different groups (both ways).
+    Partition { groups: Vec<Vec<String>>, heal_after_ms: Option<u64> },
+    /// Hold traffic from one node to another (one way).
+    Clog { from: String, to: String, heal_after_ms: Option<u64> },
+    /// Connection faults on a broker's side.
+    Connection { target: String, kind: ConnectionFaultKind, api: Option<ApiKey>, count: u32, probability: f64 },
+    /// Disk faults on a broker: the next writes or fsyncs fail with EIO.
+    Disk { target: String, fail_writes: u32, fail_syncs: u32 },
+    /// Heal every network and connection fault.
+    Heal,
+}
+
+/// A fault at a time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fault {
+    /// Milliseconds after the workload starts.
+    pub at_ms: u64,
+    /// What happens.
+    pub action: FaultAction,
+}
+
+/// What the checkers must find.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expect {
+    /// Checks that must be violated (on pinned seeds, and on at least `min_fraction` of a sweep).
+    pub violated: BTreeSet<String>,
+    /// Checks that may or may not be violated.
+    pub may_violate: BTreeSet<String>,
+    /// Fraction of seeds in a sweep on which every `violated` check must fire.
+    pub min_fraction: f64,
+}
+
+/// A loaded, validated scenario.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// Path as given.
+    pub path: String,
+    /// Short name.
+    pub name: String,
+    /// What it shows.
+    pub description: String,
+    /// The seed to use when none is given.
+    pub pinned_seed: Option<u64>,
+    /// Length of the safety phase (faults happen inside it).
+    pub duration_ms: u64,
+    /// Time allowed after healing for every acknowledged write to become readable.
+    pub liveness_ms: u64,
+    /// Number of brokers.
+    pub brokers: u32,
+    /// Broker config overrides (Kafka names).
+    pub broker_overrides: Vec<(String, String)>,
+    /// Topics created before the workload.
+    pub topics: Vec<NewTopic>,
+    /// Producers.
+    pub producers: Vec<ProducerSpec>,
+    /// Consumers.
+    pub consumers: Vec<ConsumerSpec>,
+    /// Fault timeline, by time.
+    pub faults: Vec<Fault>,
+    /// One-way latency range of every message, ms.
+    pub latency_ms: (u64, u64),
+    /// madsim packet loss (TCP retransmits, so this delays, never drops).
+    pub packet_loss_rate: f64,
+    /// Expectations.
+    pub expect: Expect,
+}
+
+/// Default safety-phase-to-end allowance for liveness.
+const LIVENESS_MS_DEFAULT: u64 = 30_000;
+const POLL_TIMEOUT_MS_DEFAULT: u64 = 500;
+
+struct Loader<'a> {
+    file: &'a str,
+    source: &'a str,
+}
+
+impl Loader<'_> {
+    fn error_at(&self, span: std::ops::Range<usize>, message: impl Into<String>) -> ScenarioError {
+        let line = self.source[..span.start.min(self.source.len())].matches('\n').count() + 1;
+        ScenarioError { file: self.file.to_owned(), line, message: message.into() }
+    }
+
+    fn config_pairs(&self, table: Option<&ConfigTable>) -> Result<Vec<(String, String, std::ops::Range<usize>)>, ScenarioError> {
+        let Some(table) = table else { return Ok(Vec::new()) };
+        table
+            .get_ref()
+            .iter()
+            .map(|(key, value)| {
+                let text = match value.get_ref() {
+                    toml::Value::String(text) => text.clone(),
+                    toml::Value::Integer(number) => number.to_string(),
+                    toml::Value::Float(number) => number.to_string(),
+                    toml::Value::Boolean(flag) => flag.to_string(),
+                    other => return Err(self.error_at(value.span(), format!("config '{key}': expected a string, number or boolean, found {}", other.type_str()))),
+                };
+                Ok((key.clone(), text, value.span()))
+            })
+            .collect()
+    }
+
+    fn apply<C: Configurable>(&self, config: &mut C, table: Option<&ConfigTable>, reserved: &[&str]) -> Result<(), ScenarioError> {
+        for (key, value, span) in self.config_pairs(table)? {
+            if reserved.contains(&key.as_str()) {
+                return Err(self.error_at(span, format!("'{key}' is set by the simulator")));
+            }
+            config.set(&key, &value).map_err(|error| self.error_at(span, error.to_string()))?;
+        }
+        let whole = table.map_or(0..0, Spanned::span);
+        config.validate().map_err(|error| self.error_at(whole, error.to_string()))
+    }
+}
+
+/// Loads and validates a scenario file.
+pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+    let file = path.display().to_string();
+    let source = std::fs::read_to_string(path).map_err(|error| ScenarioError { file: file.clone(), line: 0, message: error.to_string() })?;
+    parse(&file, &source)
+}
+
+/// Parses and validates scenario text (`file` only names it in errors).
+pub fn parse(file: &str, source: &str) -> Result<Scenario, ScenarioError> {
+    let loader = Loader { file, source };
+    let raw: RawScenario = toml::from_str(source).map_err(|error| {
+        let span = error.span().unwrap_or(0..0);
+        loader.error_at(span, error.message().to_owned())
+    })?;
+    build(&loader, raw)
+}
+
+fn build(loader: &Loader<'_>, raw: RawScenario) -> Result<Scenario, ScenarioError> {
+    let cluster = raw.cluster.get_ref();
+    let brokers = *cluster.brokers.get_ref();
+    if brokers != 1 {
+        return Err(loader.error_at(cluster.brokers.span(), "seedlog runs exactly one broker until replication lands (brokers = 1)"));
+    }
+    let mut broker_config = BrokerConfig::default();
+    loader.apply(&mut broker_config, cluster.config.as_ref(), &["listeners", "advertised.listeners", "log.dirs", "log.dir", "node.id", "broker.id"])?;
+    let broker_overrides = loader.config_pairs(cluster.config.as_ref())?.into_iter().map(|(key, value, _)| (key, value)).collect();
+    let mut nodes: BTreeSet<String> = (0..brokers).map(|index| format!("broker-{index}")).collect();
+    let topics = build_topics(loader, &raw.topics, &broker_config)?;
+    let partitions_of: BTreeMap<&str, i32> = topics.iter().map(|topic| (topic.name.as_str(), topic.partitions)).collect();
+    let mut producers = Vec::new();
+    for producer in &raw.producers {
+        let spec = build_producer(loader, producer.get_ref(), &partitions_of)?;
+        claim_name(loader, &mut nodes, &producer.get_ref().id)?;
+        producers.push(spec);
+    }
+    let mut consumers = Vec::new();
+    for consumer in &raw.consumers {
+        let spec = build_consumer(loader, consumer.get_ref(), &partitions_of)?;
+        claim_name(loader, &mut nodes, &consumer.get_ref().id)?;
+        consumers.push(spec);
+    }
+    let duration_ms = *raw.scenario.duration_ms.get_ref();
+    let mut faults = Vec::new();
+    for fault in &raw.faults {
+        faults.push(build_fault(loader, fault.get_ref(), &nodes, duration_ms)?);
+    }
+    faults.sort_by_key(|fault| fault.at_ms);
+    let (latency_ms, packet_loss_rate) = build_network(loader, raw.network.as_ref())?;
+    let expect = build_expect(loader, raw.expect.as_ref())?;
+    Ok(Scenario {
+        path: loader.file.to_owned(),
+        name: raw.scenario.name,
+        description: raw.scenario.description.unwrap_or_default(),
+        pinned_seed: raw.scenario.seed,
+        duration_ms,
+        liveness_ms: raw.scenario.liveness_ms.unwrap_or(LIVENESS_MS_DEFAULT),
+        brokers,
+        broker_overrides,
+        topics,
+        producers,
+        consumers,
+        faults,
+        latency_ms,
+        packet_loss_rate,
+        expect,
+    })
+}
+
+fn claim_name(loader: &Loader<'_>, nodes: &mut BTreeSet<String>, id: &Spanned<String>) -> Result<(), ScenarioError> {
+    let name = id.get_ref();
+    let reserved = ["nemesis", "final-reader", "setup"];
+    if name.is_empty() || reserved.contains(&name.as_str()) || !nodes.insert(name.clone()) {
+        return Err(loader.error_at(id.span(), format!("client id '{name}' is empty, reserved or already used")));
+    }
+    Ok(())
+}
+
+fn build_topics(loader: &Loader<'_>, raw: &[Spanned<RawTopic>], broker: &BrokerConfig) -> Result<Vec<NewTopic>, ScenarioError> {
+    let mut topics = Vec::new();
+    for topic in raw {
+        let topic = topic.get_ref();
+        let name = topic.name.get_ref().clone();
+        seedlog::broker::metadata::validate_topic_name(&name).map_err(|message| loader.error_at(topic.name.span(), message))?;
+        if topics.iter().any(|existing: &NewTopic| existing.name == name) {
+            return Err(loader.error_at(topic.name.span(), format!("topic '{name}' is declared twice")));
+        }
+        if *topic.partitions.get_ref() < 1 {
+            return Err(loader.error_at(topic.partitions.span(), "partitions must be at least 1"));
+        }
+        let replication_factor = topic.replication_factor.as_ref().map_or(1, |factor| *factor.get_ref());
+        if replication_factor != 1 {
+            let span = topic.replication_factor.as_ref().map_or(0..0, Spanned::span);
+            return Err(loader.error_at(span, "replication_factor must be 1 until replication lands"));
+        }
+        let mut config = TopicConfig::defaults(broker);
+        loader.apply(&mut config, topic.config.as_ref(), &[])?;
+        topics.push(NewTopic { name, partitions: *topic.partitions.get_ref(), replication_factor, configs: config.overrides });
+    }
+    Ok(topics)
+}
+
+fn build_producer(loader: &Loader<'_>, raw: &RawProducer, partitions_of: &BTreeMap<&str, i32>) -> Result<ProducerSpec, ScenarioError> {
+    let mut config = ProducerConfig::default();
+    loader.apply(&mut config, raw.config.as_ref(), &["bootstrap.servers", "client.id"])?;
+    let span = raw.config.as_ref().map_or_else(|| raw.id.span(), Spanned::span);
+    ProducerCore::new(config.clone()).map_err(|error| loader.error_at(span, error.to_string()))?;
+    let workload = raw.workload.get_ref();
+    let topic = workload.topic.get_ref();
+    let partitions = *partitions_of
+        .get(topic.as_str())
+        .ok_or_else(|| loader.error_at(workload.topic.span(), format!("unknown topic '{topic}' (declare it under [[topics]])")))?;
+    let rate = *workload.rate_per_sec.get_ref();
+    if !(rate > 0.0 && rate.is_finite()) {
+        return Err(loader.error_at(workload.rate_per_sec.span(), "rate_per_sec must be a positive number"));
+    }
+    Ok(ProducerSpec {
+        id: raw.id.get_ref().clone(),
+        config,
+        topic: topic.clone(),
+        partitions,
+        messages: workload.messages,
+        interval_ms: 1000.0 / rate,
+    })
+}
+
+fn build_consumer(loader: &Loader<'_>, raw: &RawConsumer, partitions_of: &BTreeMap<&str, i32>) -> Result<ConsumerSpec, ScenarioError> {
+    let mut config = ConsumerConfig::default();
+    loader.apply(&mut config, raw.config.as_ref(), &["bootstrap.servers", "client.id"])?;
+    let mut partitions = Vec::new();
+    for entry in raw.assign.get_ref() {
+        if let Some(count) = partitions_of.get(entry.as_str()) {
+            partitions.extend((0..*count).map(|partition| TopicPartition::new(entry.clone(), partition)));
+            continue;
+        }
+        let parsed = TopicPartition::parse(entry)
+            .filter(|partition| partitions_of.get(partition.topic.as_str()).is_some_and(|count| partition.partition < *count));
+        partitions.push(parsed.ok_or_else(|| loader.error_at(raw.assign.span(), format!("'{entry}' is neither a declared topic nor one of its partitions")))?);
+    }
+    if partitions.is_empty() {
+        return Err(loader.error_at(raw.assign.span(), "assign at least one topic or partition"));
+    }
+    Ok(ConsumerSpec {
+        id: raw.id.get_ref().clone(),
+        config,
+        partitions,
+        poll_timeout_ms: raw.poll_timeout_ms.unwrap_or(POLL_TIMEOUT_MS_DEFAULT),
+    })
+}
+
+fn build_fault(loader: &Loader<'_>, raw: &RawFault, nodes: &BTreeSet<String>, duration_ms: u64) -> Result<Fault, ScenarioError> {
+    let kind = raw.kind.get_ref().as_str();
+    let at_ms = *raw.at_ms.get_ref();
+    if at_ms > duration_ms {
+        return Err(loader.error_at(raw.at_ms.span(), format!("at_ms {at_ms} is after the end of the safety phase (duration_ms {duration_ms})")));
+    }
+    let allowed: &[&str] = match kind {
+        "crash" => &["target", "level", "restart_after_ms"],
+        "restart" => &["target"],
+        "partition" => &["groups", "heal_after_ms"],
+        "clog" => &["from", "to", "heal_after_ms"],
+        "drop_request" | "drop_response" | "reset_mid_response" => &["target", "api", "count", "probability"],
+        "disk_fault" => &["target", "fail_writes", "fail_syncs"],
+        "heal" => &[],
+        other => {
+            return Err(loader.error_at(
+                raw.kind.span(),
+                format!("unknown fault kind '{other}' (crash, restart, partition, clog, drop_request, drop_response, reset_mid_response, disk_fault, heal)"),
+            ))
+        }
+    };
+    let present = [
+        ("target", raw.target.as_ref().map(Spanned::span)),
+        ("level", raw.level.as_ref().map(Spanned::span)),
+        ("restart_after_ms", raw.restart_after_ms.as_ref().map(Spanned::span)),
+        ("heal_after_ms", raw.heal_after_ms.as_ref().map(Spanned::span)),
+        ("groups", raw.groups.as_ref().map(Spanned::span)),
+        ("from", raw.from.as_ref().map(Spanned::span)),
+        ("to", raw.to.as_ref().map(Spanned::span)),
+        ("api", raw.api.as_ref().map(Spanned::span)),
+        ("count", raw.count.as_ref().map(Spanned::span)),
+        ("probability", raw.probability.as_ref().map(Spanned::span)),
+        ("fail_writes", raw.fail_writes.as_ref().map(Spanned::span)),
+        ("fail_syncs", raw.fail_syncs.as_ref().map(Spanned::span)),
+    ];
+    for (field, span) in present {
+        if let Some(span) = span {
+            if !allowed.contains(&field) {
+                return Err(loader.error_at(span, format!("'{field}' does not apply to a fault of kind '{kind}'")));
+            }
+        }
+    }
+    let node = |field: &Option<Spanned<String>>, what: &str| -> Result<String, ScenarioError> {
+        let value = field.as_ref().ok_or_else(|| loader.error_at(raw.kind.span(), format!("a '{kind}' fault needs '{what}'")))?;
+        let name = value.get_ref();
+        if !nodes.contains(name) {
+            let known = nodes.iter().cloned().collect::<Vec<_>>().join(", ");
+            return Err(loader.error_at(value.span(), format!("unknown node '{name}' (nodes: {known})")));
+        }
+        Ok(name.clone())
+    };
+    let broker = |field: &Option<Spanned<String>>| -> Result<String, ScenarioError> {
+        let name = node(field, "target")?;
+        if !name.starts_with("broker-") {
+            let span = field.as_ref().map_or(0..0, Spanned::span);
+            return Err(loader.error_at(span, format!("a '{kind}' fault targets a broker, not '{name}'")));
+        }
+        Ok(name)
+    };
+    let after = |field: &Option<Spanned<u64>>| field.as_ref().map(|value| *value.get_ref());
+    let action = match kind {
+        "crash" => {
+            let level = match raw.level.as_ref().map(|level| (level.get_ref().as_str(), level.span())) {
+                None | Some(("process", _)) => CrashLevel::Process,
+                Some(("power-loss", _)) => CrashLevel::PowerLoss,
+                Some((other, span)) => return Err(loader.error_at(span, format!("unknown crash level '{other}' (process, power-loss)"))),
+            };
+            FaultAction::Crash { target: node(&raw.target, "target")?, level, restart_after_ms: after(&raw.restart_after_ms) }
+        }
+        "restart" => FaultAction::Restart { target: node(&raw.target, "target")? },
+        "partition" => {
+            let groups = raw.groups.as_ref().ok_or_else(|| loader.error_at(raw.kind.span(), "a 'partition' fault needs 'groups'"))?;
+            for name in groups.get_ref().iter().flatten() {
+                if !nodes.contains(name) {
+                    return Err(loader.error_at(groups.span(), format!("unknown node '{name}' in groups")));
+                }
+            }
+            if groups.get_ref().len() < 2 {
+                return Err(loader.error_at(groups.span(), "a partition needs at least two groups"));
+            }
+            FaultAction::Partition { groups: groups.get_ref().clone(), heal_after_ms: after(&raw.heal_after_ms) }
+        }
+        "clog" => FaultAction::Clog { from: node(&raw.from, "from")?, to: node(&raw.to, "to")?, heal_after_ms: after(&raw.heal_after_ms) },
+        "drop_request" | "drop_response" | "reset_mid_response" => {
+            let api = match &raw.api {
+                None => None,
+                Some(name) => Some(api_by_name(name.get_ref()).ok_or_else(|| {
+                    loader.error_at(name.span(), format!("unknown api '{}' (produce, fetch, list_offsets, metadata, api_versions, create_topics)", name.get_ref()))
+                })?),
+            };
+            let probability = raw.probability.as_ref().map_or(1.0, |value| *value.get_ref());
+            if !(0.0..=1.0).contains(&probability) {
+                let span = raw.probability.as_ref().map_or(0..0, Spanned::span);
+                return Err(loader.error_at(span, "probability must be within 0..=1"));
+            }
+            let kind = match kind {
+                "drop_request" => ConnectionFaultKind::DropRequest,
+                "drop_response" => ConnectionFaultKind::DropResponse,
+                _ => ConnectionFaultKind::ResetMidResponse,
+            };
+            FaultAction::Connection { target: broker(&raw.target)?, kind, api, count: raw.count.as_ref().map_or(1, |count| *count.get_ref()), probability }
+        }
+        "disk_fault" => FaultAction::Disk {
+            target: broker(&raw.target)?,
+            fail_writes: raw.fail_writes.as_ref().map_or(0, |value| *value.get_ref()),
+            fail_syncs: raw.fail_syncs.as_ref().map_or(0, |value| *value.get_ref()),
+        },
+        _ => FaultAction::Heal,
+    };
+    Ok(Fault { at_ms, action })
+}
+
+fn build_network(loader: &Loader<'_>, raw: Option<&Spanned<RawNetwork>>) -> Result<((u64, u64), f64), ScenarioError> {
+    const LATENCY_MS_DEFAULT: (u64, u64) = (1, 10);
+    let Some(raw) = raw else { return Ok((LATENCY_MS_DEFAULT, 0.0)) };
+    let network = raw.get_ref();
+    let latency = network.latency_ms.as_ref().map_or(Ok(LATENCY_MS_DEFAULT), |latency| {
+        let [low, high] = *latency.get_ref();
+        if low > high {
+            Err(loader.error_at(latency.span(), "latency_ms = [min, max] with min <= max"))
+        } else {
+            Ok((low, high))
+        }
+    })?;
+    let loss = network.packet_loss_rate.as_ref().map_or(0.0, |rate| *rate.get_ref());
+    if !(0.0..1.0).contains(&loss) {
+        let span = network.packet_loss_rate.as_ref().map_or(0..0, Spanned::span);
+        return Err(loader.error_at(span, "packet_loss_rate must be within 0..1"));
+    }
+    Ok((latency, loss))
+}
+
+fn build_expect(loader: &Loader<'_>, raw: Option<&Spanned<RawExpect>>) -> Result<Expect, ScenarioError> {
+    let mut expect = Expect { violated: BTreeSet::new(), may_violate: BTreeSet::new(), min_fraction: 1.0 };
+    let Some(raw) = raw else { return Ok(expect) };
+    let raw = raw.get_ref();
+    for (list, target) in [(&raw.violated, &mut expect.violated), (&raw.may_violate, &mut expect.may_violate)] {
+        for name in list {
+            if !CHECKS.contains(&name.get_ref().as_str()) {
+                return Err(loader.error_at(name.span(), format!("unknown check '{}' (checks: {})", name.get_ref(), CHECKS.join(", "))));
+            }
+            target.insert(name.get_ref().clone());
+        }
+    }
+    if let Some(both) = expect.violated.intersection(&expect.may_violate).next() {
+        let span = raw.may_violate.iter().find(|name| name.get_ref() == both).map_or(0..0, Spanned::span);
+        return Err(loader.error_at(span, format!("'{both}' is listed in both violated and may_violate")));
+    }
+    if let Some(fraction) = &raw.min_fraction {
+        if !(0.0..=1.0).contains(fraction.get_ref()) {
+            return Err(loader.error_at(fraction.span(), "min_fraction must be within 0..=1"));
+        }
+        expect.min_fraction = *fraction.get_ref();
+    }
+    Ok(expect)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,198 @@
+//! Judging runs against a scenario's `[expect]`, for one seed and for a sweep.
+//!
+//! One seed is as expected when it did not crash, every check named in `violated` was
+//! violated, and every other check held (except those in `may_violate`). A sweep passes when no
+//! seed crashed or violated an unexpected check, and each `violated` check fired on at least
+//! `min_fraction` of the seeds.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use crate::checker::CheckResult;
+use crate::scenario::Expect;
+
+/// The judgement of one seed.
+#[derive(Debug, Clone)]
+pub struct SeedVerdict {
+    /// The seed.
+    pub seed: u64,
+    /// Every check's result.
+    pub checks: Vec<CheckResult>,
+    /// Checks violated that must hold.
+    pub unexpected: Vec<&'static str>,
+    /// Checks in `violated` that held.
+    pub missing: Vec<String>,
+    /// A crash of the run (invariant panic, time limit).
+    pub error: Option<String>,
+    /// History hash.
+    pub hash: u64,
+    /// Operations in the history.
+    pub ops: usize,
+}
+
+impl SeedVerdict {
+    /// Judges one seed.
+    pub fn judge(expect: &Expect, seed: u64, checks: Vec<CheckResult>, error: Option<String>, hash: u64, ops: usize) -> SeedVerdict {
+        let unexpected = checks
+            .iter()
+            .filter(|check| !check.holds() && !expect.violated.contains(check.name) && !expect.may_violate.contains(check.name))
+            .map(|check| check.name)
+            .collect();
+        let missing = expect
+            .violated
+            .iter()
+            .filter(|name| checks.iter().any(|check| check.name == name.as_str() && check.holds()))
+            .cloned()
+            .collect();
+        SeedVerdict { seed, checks, unexpected, missing, error, hash, ops }
+    }
+
+    /// Strict: nothing unexpected and every expected violation present.
+    pub fn as_expected(&self) -> bool {
+        self.error.is_none() && self.unexpected.is_empty() && self.missing.is_empty()
+    }
+
+    /// Something went wrong that no sweep may tolerate.
+    pub fn failed(&self) -> bool {
+        self.error.is_some() || !self.unexpected.is_empty()
+    }
+
+    /// The full per-check table.
+    pub fn table(&self, expect: &Expect) -> String {
+        let mut out = String::new();
+        for check in &self.checks {
+            let tag = if expect.violated.contains(check.name) {
+                "  (expected)"
+            } else if expect.may_violate.contains(check.name) {
+                "  (allowed)"
+            } else {
+                ""
+            };
+            if check.holds() {
+                let _ = writeln!(out, "  {:<22} holds{tag}", check.name);
+            } else {
+                let _ = writeln!(out, "  {:<22} VIOLATED x{}{tag}", check.name, check.violations);
+                for example in &check.examples {
+                    let _ = writeln!(out, "      - {example}");
+                }
+            }
+        }
+        if let Some(error) = &self.error {
+            let _ = writeln!(out, "  run crashed: {error}");
+        }
+        out
+    }
+
+    /// One line: why the verdict is what it is.
+    pub fn reason(&self) -> String {
+        if let Some(error) = &self.error {
+            return format!("run crashed: {}", error.lines().next().unwrap_or_default());
+        }
+        let mut parts = Vec::new();
+        if !self.unexpected.is_empty() {
+            parts.push(format!("unexpectedly violated: {}", self.unexpected.join(", ")));
+        }
+        if !self.missing.is_empty() {
+            parts.push(format!("expected violation missing: {}", self.missing.join(", ")));
+        }
+        if parts.is_empty() {
+            "as expected".to_owned()
+        } else {
+            parts.join("; ")
+        }
+    }
+}
+
+/// A sweep of seeds over one scenario.
+#[derive(Debug, Default)]
+pub struct SweepSummary {
+    /// Seeds run.
+    pub seeds: usize,
+    /// Seeds that crashed or violated an unexpected check: `(seed, reason)`.
+    pub failures: Vec<(u64, String)>,
+    /// For each expected violation, on how many seeds it fired.
+    pub hits: BTreeMap<String, usize>,
+    /// Distinct history hashes.
+    pub distinct_hashes: BTreeSet<u64>,
+}
+
+impl SweepSummary {
+    /// Adds one seed.
+    pub fn add(&mut self, expect: &Expect, verdict: &SeedVerdict) {
+        self.seeds += 1;
+        self.distinct_hashes.insert(verdict.hash);
+        if verdict.failed() {
+            self.failures.push((verdict.seed, verdict.reason()));
+        }
+        for name in &expect.violated {
+            let fired = verdict.checks.iter().any(|check| check.name == name.as_str() && !check.holds());
+            *self.hits.entry(name.clone()).or_default() += usize::from(fired);
+        }
+    }
+
+    /// Whether the sweep meets the expectation.
+    pub fn passes(&self, expect: &Expect) -> bool {
+        self.failures.is_empty()
+            && expect.violated.iter().all(|name| {
+                let hits = self.hits.get(name).copied().unwrap_or(0);
+                self.seeds > 0 && hits as f64 >= expect.min_fraction * self.seeds as f64
+            })
+    }
+
+    /// "duplicate on 100/100 seeds (required >= 100%)" for each expected violation.
+    pub fn describe_hits(&self, expect: &Expect) -> String {
+        expect
+            .violated
+            .iter()
+            .map(|name| {
+                let hits = self.hits.get(name).copied().unwrap_or(0);
+                format!("{name} on {hits}/{} seeds (required >= {:.0}%)", self.seeds, expect.min_fraction * 100.0)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expect(violated: &[&str], may: &[&str], min_fraction: f64) -> Expect {
+        Expect {
+            violated: violated.iter().map(|name| (*name).to_owned()).collect(),
+            may_violate: may.iter().map(|name| (*name).to_owned()).collect(),
+            min_fraction,
+        }
+    }
+
+    fn checks(violated: &[&'static str]) -> Vec<CheckResult> {
+        crate::checker::CHECKS
+            .iter()
+            .map(|name| CheckResult { name, violations: usize::from(violated.contains(name)), examples: Vec::new() })
+            .collect()
+    }
+
+    #[test]
+    fn a_seed_is_as_expected_only_with_exactly_the_expected_violations() {
+        let must_fail = expect(&["duplicate"], &["at-most-once"], 1.0);
+        assert!(SeedVerdict::judge(&must_fail, 1, checks(&["duplicate", "at-most-once"]), None, 0, 0).as_expected());
+        assert!(SeedVerdict::judge(&must_fail, 1, checks(&["duplicate"]), None, 0, 0).as_expected());
+        let missing = SeedVerdict::judge(&must_fail, 1, checks(&[]), None, 0, 0);
+        assert!(!missing.as_expected() && !missing.failed());
+        let unexpected = SeedVerdict::judge(&must_fail, 1, checks(&["duplicate", "lost-write"]), None, 0, 0);
+        assert!(unexpected.failed());
+        assert!(SeedVerdict::judge(&expect(&[], &[], 1.0), 1, checks(&[]), Some("boom".into()), 0, 0).failed());
+    }
+
+    #[test]
+    fn a_sweep_needs_the_expected_violation_on_min_fraction_of_seeds() {
+        let must_fail = expect(&["lost-write"], &[], 0.5);
+        let mut summary = SweepSummary::default();
+        summary.add(&must_fail, &SeedVerdict::judge(&must_fail, 1, checks(&["lost-write"]), None, 1, 0));
+        summary.add(&must_fail, &SeedVerdict::judge(&must_fail, 2, checks(&[]), None, 2, 0));
+        assert!(summary.passes(&must_fail), "1 of 2 meets 50%");
+        summary.add(&must_fail, &SeedVerdict::judge(&must_fail, 3, checks(&[]), None, 3, 0));
+        assert!(!summary.passes(&must_fail), "1 of 3 does not");
+        assert_eq!(summary.distinct_hashes.len(), 3);
+    }
+}
