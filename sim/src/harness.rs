@@ -23,7 +23,7 @@ use serde_json::json;
 use crate::connection_faults::ConnectionRules;
 use crate::disk::SimDisks;
 use crate::history::History;
-use crate::scenario::{FaultAction, Scenario};
+use crate::scenario::{ConnectionFaultKind, FaultAction, Scenario};
 use crate::workload::{consumer_incarnation, final_read, finished, producer_incarnation, setup_topics, Env, SharedProgress};
 
 /// The result of one seed.
@@ -73,7 +73,12 @@ pub fn run_seed(scenario: &Scenario, seed: u64, log: bool) -> RunOutcome {
 
 fn run_on_this_thread(scenario: &Scenario, seed: u64, log: bool) -> RunOutcome {
     let _guard = log.then(|| {
-        let subscriber = tracing_subscriber::fmt().with_max_level(tracing::Level::DEBUG).with_writer(std::io::stderr).finish();
+        use std::io::IsTerminal;
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
+            .finish();
         tracing::subscriber::set_default(subscriber)
     });
     let mut config = madsim::Config::default();
@@ -181,8 +186,12 @@ impl Cluster {
             }
             FaultAction::Connection { target, kind, api, count, probability } => {
                 self.rules.get(target).expect("a broker target").arm(*kind, *api, *count, *probability);
-                let f = format!("{kind:?}").to_lowercase();
-                self.env.event("nemesis", &f, json!({"node": target, "api": api.map(|api| format!("{api:?}")), "count": count, "probability": probability}));
+                let f = match kind {
+                    ConnectionFaultKind::DropRequest => "drop-request",
+                    ConnectionFaultKind::DropResponse => "drop-response",
+                    ConnectionFaultKind::ResetMidResponse => "reset-mid-response",
+                };
+                self.env.event("nemesis", f, json!({"node": target, "api": api.map(|api| format!("{api:?}")), "count": count, "probability": probability}));
             }
             FaultAction::Disk { target, fail_writes, fail_syncs } => {
                 madsim::plugin::simulator::<SimDisks>().inject(self.id(target), &DiskFaults { fail_writes: *fail_writes, fail_syncs: *fail_syncs });

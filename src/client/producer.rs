@@ -469,6 +469,15 @@ mod tests {
     }
 
     #[test]
+    fn a_storage_error_without_retries_is_indeterminate() {
+        let mut core = core(&[("retries", "0")]);
+        send(&mut core, 0, 1);
+        step(&mut core, 0, ProducerInput::Connected);
+        let out = step(&mut core, 1, ProducerInput::Response(response(ErrorCode::KafkaStorageError, -1)));
+        assert!(matches!(completions(&out).as_slice(), [(1, Err(ProduceError::Indeterminate { .. }))]));
+    }
+
+    #[test]
     fn a_request_timeout_closes_the_connection_and_resends() {
         let mut core = core(&[("request.timeout.ms", "1000"), ("delivery.timeout.ms", "5000"), ("linger.ms", "0")]);
         send(&mut core, 0, 1);

@@ -66,10 +66,19 @@ impl ErrorCode {
         )
     }
 
-    /// Whether a failed produce with this error may nevertheless have been written (Kafka's
-    /// `NotEnoughReplicasAfterAppend`: appended on the leader, not acknowledged).
+    /// Whether a failed produce with this error may nevertheless have been written: the
+    /// broker can answer these after appending (NOT_ENOUGH_REPLICAS_AFTER_APPEND; a timeout
+    /// waiting for replication; KAFKA_STORAGE_ERROR when the fsync after the append failed; an
+    /// unknown server error). A client must report such a send as indeterminate, not failed.
     pub fn may_have_been_written(self) -> bool {
-        matches!(self, ErrorCode::NotEnoughReplicasAfterAppend | ErrorCode::RequestTimedOut)
+        matches!(
+            self,
+            ErrorCode::NotEnoughReplicasAfterAppend
+                | ErrorCode::RequestTimedOut
+                | ErrorCode::KafkaStorageError
+                | ErrorCode::UnknownServerError
+                | ErrorCode::NetworkException
+        )
     }
 }
 
@@ -118,5 +127,15 @@ mod tests {
         assert_eq!(ErrorCode::InvalidRecord.code(), 87);
         assert_eq!(ErrorCode::from_code(36), ErrorCode::TopicAlreadyExists);
         assert_eq!(ErrorCode::from_code(12_345), ErrorCode::UnknownServerError);
+    }
+
+    #[test]
+    fn errors_answered_after_an_append_are_not_definite_failures() {
+        // A failed fsync is reported after the batch reached the page cache (regression:
+        // scenarios/durability/fsync-eio-without-retries.toml, seed 1).
+        assert!(ErrorCode::KafkaStorageError.may_have_been_written());
+        assert!(ErrorCode::NotEnoughReplicasAfterAppend.may_have_been_written());
+        assert!(!ErrorCode::NotEnoughReplicas.may_have_been_written(), "checked before the append");
+        assert!(!ErrorCode::MessageTooLarge.may_have_been_written());
     }
 }

@@ -373,7 +373,7 @@ mod simulate {
             line.push_str(&format!("\n     first failure: seed {seed}: {reason}\n     {}", repro(scenario, *seed)));
         }
         let _ = commit;
-        println!("{line}");
+        eprintln!("{line}");
         lines.push(line);
         passed
     }

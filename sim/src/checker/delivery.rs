@@ -69,7 +69,7 @@ pub(super) fn check(analysis: &Analysis) -> Vec<CheckResult> {
         .polls
         .iter()
         .filter(|poll| analysis.sends.get(&poll.value).is_some_and(|send| send.outcome == Outcome::Fail))
-        .map(|poll| format!("{} polled at {}@{} although its send definitely failed", poll.value, poll.partition, poll.offset))
+        .map(|poll| format!("{} polled by {} at {}@{} although its send definitely failed", poll.value, poll.node, poll.partition, poll.offset))
         .collect();
 
     let mut consumed: BTreeMap<(&str, &str), usize> = BTreeMap::new();
