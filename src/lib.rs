@@ -20,5 +20,9 @@ pub mod broker;
 pub mod client;
 pub mod config;
 pub mod protocol;
+#[allow(
+    clippy::disallowed_methods,
+    reason = "runtime/ is the one layer that reads clocks; under madsim tokio::time::Instant is std's, simulated"
+)]
 pub mod runtime;
 pub mod types;

@@ -38,7 +38,10 @@ pub struct TopicPartition {
 impl TopicPartition {
     /// Builds a `TopicPartition`.
     pub fn new(topic: impl Into<String>, partition: i32) -> Self {
-        TopicPartition { topic: topic.into(), partition }
+        TopicPartition {
+            topic: topic.into(),
+            partition,
+        }
     }
 
     /// Parses `orders-0` (the topic may itself contain dashes).
@@ -66,6 +69,9 @@ mod tests {
         assert_eq!(TopicPartition::parse("my-topic-12"), Some(partition));
         assert_eq!(TopicPartition::parse("nodash"), None);
         assert_eq!(TopicPartition::parse("-3"), None);
-        assert_eq!(TopicPartition::parse("t--1"), Some(TopicPartition::new("t-", 1)));
+        assert_eq!(
+            TopicPartition::parse("t--1"),
+            Some(TopicPartition::new("t-", 1))
+        );
     }
 }

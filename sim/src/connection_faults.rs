@@ -28,8 +28,19 @@ pub struct ConnectionRules {
 
 impl ConnectionRules {
     /// Arms a rule.
-    pub fn arm(&self, kind: ConnectionFaultKind, api: Option<ApiKey>, count: u32, probability: f64) {
-        self.lock().push(Rule { kind, api, remaining: count, probability });
+    pub fn arm(
+        &self,
+        kind: ConnectionFaultKind,
+        api: Option<ApiKey>,
+        count: u32,
+        probability: f64,
+    ) {
+        self.lock().push(Rule {
+            kind,
+            api,
+            remaining: count,
+            probability,
+        });
     }
 
     /// Disarms everything.
@@ -43,9 +54,11 @@ impl ConnectionRules {
 
     fn fire(&self, api: ApiKey, kinds: &[ConnectionFaultKind]) -> Option<ConnectionFaultKind> {
         let mut rules = self.lock();
-        let rule = rules
-            .iter_mut()
-            .find(|rule| rule.remaining > 0 && kinds.contains(&rule.kind) && rule.api.is_none_or(|wanted| wanted == api))?;
+        let rule = rules.iter_mut().find(|rule| {
+            rule.remaining > 0
+                && kinds.contains(&rule.kind)
+                && rule.api.is_none_or(|wanted| wanted == api)
+        })?;
         if rule.probability < 1.0 && !madsim::rand::thread_rng().gen_bool(rule.probability) {
             return None;
         }
@@ -63,7 +76,13 @@ impl ConnectionFaults for ConnectionRules {
     }
 
     fn on_response(&self, api: ApiKey) -> FaultAction {
-        match self.fire(api, &[ConnectionFaultKind::DropResponse, ConnectionFaultKind::ResetMidResponse]) {
+        match self.fire(
+            api,
+            &[
+                ConnectionFaultKind::DropResponse,
+                ConnectionFaultKind::ResetMidResponse,
+            ],
+        ) {
             Some(ConnectionFaultKind::ResetMidResponse) => FaultAction::Truncate,
             Some(_) => FaultAction::Drop,
             None => FaultAction::Pass,

@@ -32,22 +32,35 @@ const SYNC_LATENCY_MAX: Duration = Duration::from_millis(3);
 
 impl Simulator for SimDisks {
     fn new(rng: &GlobalRng, _time: &TimeHandle, _config: &madsim::Config) -> Self {
-        SimDisks { rng: rng.clone(), disks: Mutex::new(BTreeMap::new()) }
+        SimDisks {
+            rng: rng.clone(),
+            disks: Mutex::new(BTreeMap::new()),
+        }
     }
 
     fn create_node(&self, id: NodeId) {
         let storage = MemoryStorage::new();
         let rng = self.rng.clone();
-        storage.set_sync_latency(move || rng.clone().gen_range(SYNC_LATENCY_MIN..=SYNC_LATENCY_MAX));
-        self.lock().insert(id, Disk { storage, next_crash: CrashLevel::Process });
+        storage
+            .set_sync_latency(move || rng.clone().gen_range(SYNC_LATENCY_MIN..=SYNC_LATENCY_MAX));
+        self.lock().insert(
+            id,
+            Disk {
+                storage,
+                next_crash: CrashLevel::Process,
+            },
+        );
     }
 
     fn reset_node(&self, id: NodeId) {
         let mut disks = self.lock();
-        let Some(disk) = disks.get_mut(&id) else { return };
+        let Some(disk) = disks.get_mut(&id) else {
+            return;
+        };
         let level = std::mem::replace(&mut disk.next_crash, CrashLevel::Process);
         let mut rng = self.rng.clone();
-        disk.storage.crash(level, |unsynced| rng.gen_range(0..=unsynced));
+        disk.storage
+            .crash(level, |unsynced| rng.gen_range(0..=unsynced));
     }
 }
 
@@ -58,7 +71,10 @@ impl SimDisks {
 
     /// The disk of `node`.
     pub fn storage(&self, node: NodeId) -> MemoryStorage {
-        self.lock().get(&node).map(|disk| disk.storage.clone()).expect("every node has a disk")
+        self.lock()
+            .get(&node)
+            .map(|disk| disk.storage.clone())
+            .expect("every node has a disk")
     }
 
     /// The level the next kill of `node` applies.

@@ -20,11 +20,15 @@ use seedlog::runtime::server::{run_broker, ServerOptions};
 use seedlog::types::TopicPartition;
 use serde_json::json;
 
+use crate::checker::FINAL_READER;
 use crate::connection_faults::ConnectionRules;
 use crate::disk::SimDisks;
 use crate::history::History;
 use crate::scenario::{ConnectionFaultKind, FaultAction, Scenario};
-use crate::workload::{consumer_incarnation, final_read, finished, producer_incarnation, setup_topics, Env, SharedProgress};
+use crate::workload::{
+    consumer_incarnation, final_read, finished, producer_incarnation, setup_topics, Env,
+    SharedProgress,
+};
 
 /// The result of one seed.
 #[derive(Debug, Clone)]
@@ -40,7 +44,7 @@ pub struct RunOutcome {
 }
 
 const BROKER_PORT: u16 = 9092;
-const SETUP_MARGIN: Duration = Duration::from_secs(60);
+const SETUP_MARGIN: Duration = Duration::from_mins(1);
 
 fn broker_ip(index: u32) -> IpAddr {
     IpAddr::from([10, 0, 0, (index + 1) as u8])
@@ -82,11 +86,14 @@ fn run_on_this_thread(scenario: &Scenario, seed: u64, log: bool) -> RunOutcome {
         tracing::subscriber::set_default(subscriber)
     });
     let mut config = madsim::Config::default();
-    config.net.send_latency = Duration::from_millis(scenario.latency_ms.0)..Duration::from_millis(scenario.latency_ms.1.max(scenario.latency_ms.0 + 1));
+    config.net.send_latency = Duration::from_millis(scenario.latency_ms.0)
+        ..Duration::from_millis(scenario.latency_ms.1.max(scenario.latency_ms.0 + 1));
     config.net.packet_loss_rate = scenario.packet_loss_rate;
     let mut runtime = Runtime::with_seed_and_config(seed, config);
     runtime.add_simulator::<SimDisks>();
-    runtime.set_time_limit(Duration::from_millis(scenario.duration_ms + 2 * scenario.liveness_ms) + SETUP_MARGIN);
+    runtime.set_time_limit(
+        Duration::from_millis(scenario.duration_ms + 2 * scenario.liveness_ms) + SETUP_MARGIN,
+    );
     let outcome: Arc<Mutex<Option<(History, Duration)>>> = Arc::default();
     let slot = Arc::clone(&outcome);
     let scenario_copy = scenario.clone();
@@ -97,12 +104,31 @@ fn run_on_this_thread(scenario: &Scenario, seed: u64, log: bool) -> RunOutcome {
         });
     }));
     let error = result.err().map(|payload| {
-        LAST_PANIC.with(|last| last.borrow_mut().take()).unwrap_or_else(|| {
-            payload.downcast_ref::<String>().cloned().or_else(|| payload.downcast_ref::<&str>().map(|text| (*text).to_owned())).unwrap_or_default()
-        })
+        LAST_PANIC
+            .with(|last| last.borrow_mut().take())
+            .unwrap_or_else(|| {
+                payload
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| {
+                        payload
+                            .downcast_ref::<&str>()
+                            .map(|text| (*text).to_owned())
+                    })
+                    .unwrap_or_default()
+            })
     });
-    let (history, simulated) = outcome.lock().unwrap_or_else(PoisonError::into_inner).take().unwrap_or_default();
-    RunOutcome { seed, history, simulated, error }
+    let (history, simulated) = outcome
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
+        .unwrap_or_default();
+    RunOutcome {
+        seed,
+        history,
+        simulated,
+        error,
+    }
 }
 
 /// Everything the nemesis can reach.
@@ -118,32 +144,51 @@ struct Cluster {
 
 impl Cluster {
     fn id(&self, name: &str) -> NodeId {
-        *self.nodes.get(name).expect("the loader checked every node name")
+        *self
+            .nodes
+            .get(name)
+            .expect("the loader checked every node name")
     }
 
     fn crash(&self, target: &str, level: CrashLevel) {
         let id = self.id(target);
         madsim::plugin::simulator::<SimDisks>().set_next_crash(id, level);
         self.handle.kill(id);
-        self.down.lock().unwrap_or_else(PoisonError::into_inner).insert(target.to_owned());
-        let level = if level == CrashLevel::PowerLoss { "power-loss" } else { "process" };
-        self.env.event("nemesis", "crash", json!({"node": target, "level": level}));
+        self.down
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(target.to_owned());
+        let level = if level == CrashLevel::PowerLoss {
+            "power-loss"
+        } else {
+            "process"
+        };
+        self.env
+            .event("nemesis", "crash", json!({"node": target, "level": level}));
     }
 
     fn restart(&self, target: &str) {
         let id = self.id(target);
-        let was_down = self.down.lock().unwrap_or_else(PoisonError::into_inner).remove(target);
+        let was_down = self
+            .down
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(target);
         if !was_down {
             madsim::plugin::simulator::<SimDisks>().set_next_crash(id, CrashLevel::Process);
             self.handle.kill(id);
         }
         self.handle.restart(id);
-        self.env.event("nemesis", "restart", json!({"node": target}));
+        self.env
+            .event("nemesis", "restart", json!({"node": target}));
     }
 
     fn clog(&self, from: NodeId, to: NodeId) {
         self.net.clog_link(from, to);
-        self.clogged.lock().unwrap_or_else(PoisonError::into_inner).insert((from, to));
+        self.clogged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert((from, to));
     }
 
     fn unclog(&self, links: &[(NodeId, NodeId)]) {
@@ -175,17 +220,30 @@ impl Cluster {
                 for (from, to) in &links {
                     self.clog(*from, *to);
                 }
-                self.env.event("nemesis", "partition", json!({"groups": groups}));
+                self.env
+                    .event("nemesis", "partition", json!({"groups": groups}));
                 return links;
             }
             FaultAction::Clog { from, to, .. } => {
                 let link = (self.id(from), self.id(to));
                 self.clog(link.0, link.1);
-                self.env.event("nemesis", "clog", json!({"from": from, "to": to}));
+                self.env
+                    .event("nemesis", "clog", json!({"from": from, "to": to}));
                 return vec![link];
             }
-            FaultAction::Connection { target, kind, api, count, probability } => {
-                self.rules.get(target).expect("a broker target").arm(*kind, *api, *count, *probability);
+            FaultAction::Connection {
+                target,
+                kind,
+                api,
+                count,
+                probability,
+            } => {
+                self.rules.get(target).expect("a broker target").arm(
+                    *kind,
+                    *api,
+                    *count,
+                    *probability,
+                );
                 let f = match kind {
                     ConnectionFaultKind::DropRequest => "drop-request",
                     ConnectionFaultKind::DropResponse => "drop-response",
@@ -193,9 +251,23 @@ impl Cluster {
                 };
                 self.env.event("nemesis", f, json!({"node": target, "api": api.map(|api| format!("{api:?}")), "count": count, "probability": probability}));
             }
-            FaultAction::Disk { target, fail_writes, fail_syncs } => {
-                madsim::plugin::simulator::<SimDisks>().inject(self.id(target), &DiskFaults { fail_writes: *fail_writes, fail_syncs: *fail_syncs });
-                self.env.event("nemesis", "disk-fault", json!({"node": target, "fail_writes": fail_writes, "fail_syncs": fail_syncs}));
+            FaultAction::Disk {
+                target,
+                fail_writes,
+                fail_syncs,
+            } => {
+                madsim::plugin::simulator::<SimDisks>().inject(
+                    self.id(target),
+                    &DiskFaults {
+                        fail_writes: *fail_writes,
+                        fail_syncs: *fail_syncs,
+                    },
+                );
+                self.env.event(
+                    "nemesis",
+                    "disk-fault",
+                    json!({"node": target, "fail_writes": fail_writes, "fail_syncs": fail_syncs}),
+                );
             }
             FaultAction::Heal => self.heal_network(),
         }
@@ -203,18 +275,28 @@ impl Cluster {
     }
 
     fn heal_network(&self) {
-        let links: Vec<(NodeId, NodeId)> = self.clogged.lock().unwrap_or_else(PoisonError::into_inner).iter().copied().collect();
+        let links: Vec<(NodeId, NodeId)> = self
+            .clogged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .copied()
+            .collect();
         self.unclog(&links);
         for rules in self.rules.values() {
             rules.clear();
         }
-        self.env.event("nemesis", "heal", json!({"links": links.len()}));
+        self.env
+            .event("nemesis", "heal", json!({"links": links.len()}));
     }
 
     /// End of the safety phase: heal the network, disarm faults, restart every node still down.
     fn heal_all(&self) {
         self.heal_network();
-        let down: Vec<String> = std::mem::take(&mut *self.down.lock().unwrap_or_else(PoisonError::into_inner)).into_iter().collect();
+        let down: Vec<String> =
+            std::mem::take(&mut *self.down.lock().unwrap_or_else(PoisonError::into_inner))
+                .into_iter()
+                .collect();
         for node in down {
             self.handle.restart(self.id(&node));
             self.env.event("nemesis", "restart", json!({"node": node}));
@@ -225,15 +307,23 @@ impl Cluster {
 fn broker_config(scenario: &Scenario, index: u32) -> BrokerConfig {
     let mut config = BrokerConfig::default();
     let listener = format!("PLAINTEXT://{}:{BROKER_PORT}", broker_ip(index));
-    let base = [("node.id".to_owned(), index.to_string()), ("listeners".to_owned(), listener), ("log.dirs".to_owned(), "/data".to_owned())];
+    let base = [
+        ("node.id".to_owned(), index.to_string()),
+        ("listeners".to_owned(), listener),
+        ("log.dirs".to_owned(), "/data".to_owned()),
+    ];
     let pairs = base.iter().chain(&scenario.broker_overrides);
-    config.apply(pairs.map(|(key, value)| (key.as_str(), value.as_str()))).expect("the loader validated the broker config");
+    config
+        .apply(pairs.map(|(key, value)| (key.as_str(), value.as_str())))
+        .expect("the loader validated the broker config");
     config
 }
 
-async fn supervise(scenario: &Scenario) -> (History, Duration) {
-    let handle = Handle::current();
-    let env = Env::new(format!("{}:{BROKER_PORT}", broker_ip(0)));
+/// Starts one node per broker; returns their node ids and connection-fault rules by name.
+fn start_brokers(
+    handle: &Handle,
+    scenario: &Scenario,
+) -> (BTreeMap<String, NodeId>, BTreeMap<String, ConnectionRules>) {
     let mut nodes = BTreeMap::new();
     let mut rules = BTreeMap::new();
     for index in 0..scenario.brokers {
@@ -249,8 +339,12 @@ async fn supervise(scenario: &Scenario) -> (History, Duration) {
                 let config = config.clone();
                 let faults = broker_rules.clone();
                 async move {
-                    let storage = madsim::plugin::simulator::<SimDisks>().storage(madsim::plugin::node());
-                    let options = ServerOptions { seed: madsim::rand::random(), faults: Some(Arc::new(faults)) };
+                    let storage =
+                        madsim::plugin::simulator::<SimDisks>().storage(madsim::plugin::node());
+                    let options = ServerOptions {
+                        seed: madsim::rand::random(),
+                        faults: Some(Arc::new(faults)),
+                    };
                     if let Err(error) = run_broker(config, storage, options).await {
                         tracing::error!(%error, "broker stopped");
                     }
@@ -259,15 +353,18 @@ async fn supervise(scenario: &Scenario) -> (History, Duration) {
             .build();
         nodes.insert(name, node.id());
     }
-    let setup = handle.create_node().name("setup").ip(IpAddr::from([10, 0, 2, 1])).build();
-    let setup_env = env.clone();
-    let topics = scenario.topics.clone();
-    if let Err(error) = setup.spawn(async move { setup_topics(&setup_env, &topics).await }).await.expect("setup task") {
-        panic!("setup failed: {error}");
-    }
-    let workload_start = tokio::time::Instant::now();
-    let stop_consumers = Arc::new(AtomicBool::new(false));
-    let mut progress: Vec<SharedProgress> = Vec::new();
+    (nodes, rules)
+}
+
+/// Starts the producer and consumer nodes; returns each producer's progress.
+fn start_clients(
+    handle: &Handle,
+    env: &Env,
+    scenario: &Scenario,
+    nodes: &mut BTreeMap<String, NodeId>,
+    stop_consumers: &Arc<AtomicBool>,
+) -> Vec<SharedProgress> {
+    let mut progress = Vec::new();
     for (index, spec) in scenario.producers.iter().enumerate() {
         let shared = SharedProgress::default();
         progress.push(Arc::clone(&shared));
@@ -281,7 +378,7 @@ async fn supervise(scenario: &Scenario) -> (History, Duration) {
         nodes.insert(scenario.producers[index].id.clone(), node.id());
     }
     for (index, spec) in scenario.consumers.iter().enumerate() {
-        let (env, spec, stop) = (env.clone(), spec.clone(), Arc::clone(&stop_consumers));
+        let (env, spec, stop) = (env.clone(), spec.clone(), Arc::clone(stop_consumers));
         let node = handle
             .create_node()
             .name(spec.id.clone())
@@ -290,6 +387,64 @@ async fn supervise(scenario: &Scenario) -> (History, Duration) {
             .build();
         nodes.insert(scenario.consumers[index].id.clone(), node.id());
     }
+    progress
+}
+
+async fn setup(handle: &Handle, env: &Env, scenario: &Scenario) {
+    let node = handle
+        .create_node()
+        .name("setup")
+        .ip(IpAddr::from([10, 0, 2, 1]))
+        .build();
+    let (env, topics) = (env.clone(), scenario.topics.clone());
+    let created = node
+        .spawn(async move { setup_topics(&env, &topics).await })
+        .await
+        .expect("setup task");
+    if let Err(error) = created {
+        panic!("setup failed: {error}");
+    }
+}
+
+/// After healing: let producers finish (half the liveness budget), then read everything.
+async fn liveness_phase(
+    handle: &Handle,
+    env: &Env,
+    scenario: &Scenario,
+    progress: &[SharedProgress],
+) {
+    let liveness = Duration::from_millis(scenario.liveness_ms);
+    let healed = tokio::time::Instant::now();
+    while !progress.iter().all(finished) && tokio::time::Instant::now() < healed + liveness / 2 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let partitions: Vec<TopicPartition> = scenario
+        .topics
+        .iter()
+        .flat_map(|topic| {
+            (0..topic.partitions)
+                .map(|partition| TopicPartition::new(topic.name.clone(), partition))
+        })
+        .collect();
+    let reader = handle
+        .create_node()
+        .name(FINAL_READER)
+        .ip(IpAddr::from([10, 0, 2, 2]))
+        .build();
+    reader
+        .spawn(final_read(env.clone(), partitions, healed + liveness))
+        .await
+        .expect("final read task");
+}
+
+async fn supervise(scenario: &Scenario) -> (History, Duration) {
+    let handle = Handle::current();
+    let env = Env::new(format!("{}:{BROKER_PORT}", broker_ip(0)));
+    let (mut nodes, rules) = start_brokers(&handle, scenario);
+    setup(&handle, &env, scenario).await;
+    let workload_start = tokio::time::Instant::now();
+    let stop_consumers = Arc::new(AtomicBool::new(false));
+    let progress = start_clients(&handle, &env, scenario, &mut nodes, &stop_consumers);
     let cluster = Arc::new(Cluster {
         handle: handle.clone(),
         net: NetSim::current(),
@@ -299,23 +454,15 @@ async fn supervise(scenario: &Scenario) -> (History, Duration) {
         down: Mutex::default(),
         clogged: Mutex::default(),
     });
-    let nemesis = tokio::spawn(run_nemesis(Arc::clone(&cluster), scenario.faults.clone(), workload_start));
+    let nemesis = tokio::spawn(run_nemesis(
+        Arc::clone(&cluster),
+        scenario.faults.clone(),
+        workload_start,
+    ));
     tokio::time::sleep_until(workload_start + Duration::from_millis(scenario.duration_ms)).await;
     nemesis.abort();
     cluster.heal_all();
-    let liveness = Duration::from_millis(scenario.liveness_ms);
-    let healed = tokio::time::Instant::now();
-    while !progress.iter().all(finished) && tokio::time::Instant::now() < healed + liveness / 2 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let partitions: Vec<TopicPartition> = scenario
-        .topics
-        .iter()
-        .flat_map(|topic| (0..topic.partitions).map(|partition| TopicPartition::new(topic.name.clone(), partition)))
-        .collect();
-    let reader = handle.create_node().name("final-reader").ip(IpAddr::from([10, 0, 2, 2])).build();
-    let reader_env = env.clone();
-    reader.spawn(final_read(reader_env, partitions, healed + liveness)).await.expect("final read task");
+    liveness_phase(&handle, &env, scenario, &progress).await;
     stop_consumers.store(true, Ordering::SeqCst);
     let mut recorder = env.take_recorder();
     recorder.complete_pending(env.now_ns(), "no completion before the run ended");
@@ -323,16 +470,29 @@ async fn supervise(scenario: &Scenario) -> (History, Duration) {
 }
 
 /// Plays the fault timeline; heal timers run as their own tasks.
-async fn run_nemesis(cluster: Arc<Cluster>, faults: Vec<crate::scenario::Fault>, start: tokio::time::Instant) {
+async fn run_nemesis(
+    cluster: Arc<Cluster>,
+    faults: Vec<crate::scenario::Fault>,
+    start: tokio::time::Instant,
+) {
     let mut timers = Vec::new();
     for fault in faults {
         tokio::time::sleep_until(start + Duration::from_millis(fault.at_ms)).await;
         let links = cluster.apply(&fault.action);
         let later = match &fault.action {
-            FaultAction::Crash { target, restart_after_ms: Some(after), .. } => Some((*after, Later::Restart(target.clone()))),
-            FaultAction::Partition { heal_after_ms: Some(after), .. } | FaultAction::Clog { heal_after_ms: Some(after), .. } => {
-                Some((*after, Later::Unclog(links)))
+            FaultAction::Crash {
+                target,
+                restart_after_ms: Some(after),
+                ..
+            } => Some((*after, Later::Restart(target.clone()))),
+            FaultAction::Partition {
+                heal_after_ms: Some(after),
+                ..
             }
+            | FaultAction::Clog {
+                heal_after_ms: Some(after),
+                ..
+            } => Some((*after, Later::Unclog(links))),
             _ => None,
         };
         if let Some((after, action)) = later {
@@ -341,13 +501,20 @@ async fn run_nemesis(cluster: Arc<Cluster>, faults: Vec<crate::scenario::Fault>,
                 tokio::time::sleep(Duration::from_millis(after)).await;
                 match action {
                     Later::Restart(target) => {
-                        if cluster.down.lock().unwrap_or_else(PoisonError::into_inner).contains(&target) {
+                        if cluster
+                            .down
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .contains(&target)
+                        {
                             cluster.restart(&target);
                         }
                     }
                     Later::Unclog(links) => {
                         cluster.unclog(&links);
-                        cluster.env.event("nemesis", "heal", json!({"links": links.len()}));
+                        cluster
+                            .env
+                            .event("nemesis", "heal", json!({"links": links.len()}));
                     }
                 }
             }));

@@ -94,11 +94,19 @@ impl Op {
         let partition = micro.get(1)?.as_str()?.to_owned();
         let argument = micro.get(2)?;
         if let Some(value) = argument.as_str() {
-            return Some(Send { partition, value: value.to_owned(), offset: None });
+            return Some(Send {
+                partition,
+                value: value.to_owned(),
+                offset: None,
+            });
         }
         let offset = argument.get(0)?.as_i64()?;
         let value = argument.get(1)?.as_str()?.to_owned();
-        Some(Send { partition, value, offset: Some(offset) })
+        Some(Send {
+            partition,
+            value,
+            offset: Some(offset),
+        })
     }
 
     /// The records of an `ok` poll.
@@ -155,7 +163,10 @@ impl History {
             if line.trim().is_empty() {
                 continue;
             }
-            ops.push(serde_json::from_str(line).map_err(|error| format!("line {}: {error}", number + 1))?);
+            ops.push(
+                serde_json::from_str(line)
+                    .map_err(|error| format!("line {}: {error}", number + 1))?,
+            );
         }
         Ok(History { ops })
     }
@@ -191,9 +202,26 @@ impl Recorder {
         self.next_process
     }
 
-    fn push(&mut self, time_ns: u64, process: Process, op_type: OpType, f: &str, value: Value) -> u64 {
+    fn push(
+        &mut self,
+        time_ns: u64,
+        process: Process,
+        op_type: OpType,
+        f: &str,
+        value: Value,
+    ) -> u64 {
         let index = self.history.ops.len() as u64;
-        self.history.ops.push(Op { index, time_ns, process, op_type, f: f.to_owned(), value, node: None, invoke: None, error: None });
+        self.history.ops.push(Op {
+            index,
+            time_ns,
+            process,
+            op_type,
+            f: f.to_owned(),
+            value,
+            node: None,
+            invoke: None,
+            error: None,
+        });
         index
     }
 
@@ -221,13 +249,20 @@ impl Recorder {
 
     /// Records an event of a named actor (`nemesis`, `final-reader`) as an `info` operation.
     pub fn event(&mut self, time_ns: u64, actor: &str, f: &str, value: Value) {
-        self.push(time_ns, Process::Named(actor.to_owned()), OpType::Info, f, value);
+        self.push(
+            time_ns,
+            Process::Named(actor.to_owned()),
+            OpType::Info,
+            f,
+            value,
+        );
     }
 
     /// Completes every invocation still open as `info` (its process crashed or the run ended
     /// first), as Jepsen does for crashed processes.
     pub fn complete_pending(&mut self, time_ns: u64, reason: &str) {
-        let completed: std::collections::BTreeSet<u64> = self.history.ops.iter().filter_map(|op| op.invoke).collect();
+        let completed: std::collections::BTreeSet<u64> =
+            self.history.ops.iter().filter_map(|op| op.invoke).collect();
         let pending: Vec<u64> = self
             .history
             .ops
@@ -276,16 +311,30 @@ mod tests {
         let process = recorder.new_process();
         let invoke = recorder.invoke(10, process, "p1", "send", send_invocation("t-0", "1-1"));
         recorder.complete(20, invoke, Completion::Ok(send_result("t-0", 0, "1-1")));
-        recorder.event(30, "nemesis", "crash", json!({"node": "broker-0", "level": "process"}));
+        recorder.event(
+            30,
+            "nemesis",
+            "crash",
+            json!({"node": "broker-0", "level": "process"}),
+        );
         let history = recorder.finish();
         let text = history.to_jsonl();
         assert!(text.starts_with(r#"{"index":0,"time_ns":10,"process":1,"type":"invoke","f":"send","value":[["send","t-0","1-1"]],"node":"p1"}"#));
         let parsed = History::from_jsonl(&text).expect("parses");
         assert_eq!(parsed, history);
         assert_eq!(parsed.hash(), history.hash());
-        assert_eq!(history.ops[1].send(), Some(Send { partition: "t-0".into(), value: "1-1".into(), offset: Some(0) }));
+        assert_eq!(
+            history.ops[1].send(),
+            Some(Send {
+                partition: "t-0".into(),
+                value: "1-1".into(),
+                offset: Some(0)
+            })
+        );
         assert_eq!(history.ops[2].process, Process::Named("nemesis".into()));
-        assert!(History::from_jsonl("{\"index\":0}\n").expect_err("incomplete").starts_with("line 1:"));
+        assert!(History::from_jsonl("{\"index\":0}\n")
+            .expect_err("incomplete")
+            .starts_with("line 1:"));
     }
 
     #[test]

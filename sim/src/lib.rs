@@ -10,9 +10,17 @@ pub mod connection_faults;
 #[cfg(madsim)]
 pub mod disk;
 #[cfg(madsim)]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "simulated time: under madsim tokio::time::Instant is std's, intercepted"
+)]
 pub mod harness;
 pub mod history;
 pub mod scenario;
 pub mod verdict;
 #[cfg(madsim)]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "simulated time: under madsim tokio::time::Instant is std's, intercepted"
+)]
 pub mod workload;

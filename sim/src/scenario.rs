@@ -9,13 +9,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use kafka_protocol::messages::ApiKey;
-use serde::Deserialize;
 use seedlog::client::producer::ProducerCore;
 use seedlog::config::{BrokerConfig, Configurable, ConsumerConfig, ProducerConfig, TopicConfig};
 use seedlog::runtime::admin::NewTopic;
 use seedlog::runtime::memory_storage::CrashLevel;
 use seedlog::runtime::server::api_by_name;
 use seedlog::types::TopicPartition;
+use serde::Deserialize;
 use toml::Spanned;
 
 use crate::checker::CHECKS;
@@ -198,17 +198,38 @@ pub enum ConnectionFaultKind {
 #[allow(missing_docs)]
 pub enum FaultAction {
     /// Kill a node at a crash level, optionally restarting it later.
-    Crash { target: String, level: CrashLevel, restart_after_ms: Option<u64> },
+    Crash {
+        target: String,
+        level: CrashLevel,
+        restart_after_ms: Option<u64>,
+    },
     /// Restart a killed node.
     Restart { target: String },
     /// Cut every link between nodes of different groups (both ways).
-    Partition { groups: Vec<Vec<String>>, heal_after_ms: Option<u64> },
+    Partition {
+        groups: Vec<Vec<String>>,
+        heal_after_ms: Option<u64>,
+    },
     /// Hold traffic from one node to another (one way).
-    Clog { from: String, to: String, heal_after_ms: Option<u64> },
+    Clog {
+        from: String,
+        to: String,
+        heal_after_ms: Option<u64>,
+    },
     /// Connection faults on a broker's side.
-    Connection { target: String, kind: ConnectionFaultKind, api: Option<ApiKey>, count: u32, probability: f64 },
+    Connection {
+        target: String,
+        kind: ConnectionFaultKind,
+        api: Option<ApiKey>,
+        count: u32,
+        probability: f64,
+    },
     /// Disk faults on a broker: the next writes or fsyncs fail with EIO.
-    Disk { target: String, fail_writes: u32, fail_syncs: u32 },
+    Disk {
+        target: String,
+        fail_writes: u32,
+        fail_syncs: u32,
+    },
     /// Heal every network and connection fault.
     Heal,
 }
@@ -222,7 +243,7 @@ pub struct Fault {
     pub action: FaultAction,
 }
 
-/// What the checkers must find.
+/// What the checkers must find. The default expects every check to hold.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Expect {
     /// Checks that must be violated (on pinned seeds, and on at least `min_fraction` of a sweep).
@@ -231,6 +252,16 @@ pub struct Expect {
     pub may_violate: BTreeSet<String>,
     /// Fraction of seeds in a sweep on which every `violated` check must fire.
     pub min_fraction: f64,
+}
+
+impl Default for Expect {
+    fn default() -> Self {
+        Expect {
+            violated: BTreeSet::new(),
+            may_violate: BTreeSet::new(),
+            min_fraction: 1.0,
+        }
+    }
 }
 
 /// A loaded, validated scenario.
@@ -279,12 +310,24 @@ struct Loader<'a> {
 
 impl Loader<'_> {
     fn error_at(&self, span: std::ops::Range<usize>, message: impl Into<String>) -> ScenarioError {
-        let line = self.source[..span.start.min(self.source.len())].matches('\n').count() + 1;
-        ScenarioError { file: self.file.to_owned(), line, message: message.into() }
+        let line = self.source[..span.start.min(self.source.len())]
+            .matches('\n')
+            .count()
+            + 1;
+        ScenarioError {
+            file: self.file.to_owned(),
+            line,
+            message: message.into(),
+        }
     }
 
-    fn config_pairs(&self, table: Option<&ConfigTable>) -> Result<Vec<(String, String, std::ops::Range<usize>)>, ScenarioError> {
-        let Some(table) = table else { return Ok(Vec::new()) };
+    fn config_pairs(
+        &self,
+        table: Option<&ConfigTable>,
+    ) -> Result<Vec<(String, String, std::ops::Range<usize>)>, ScenarioError> {
+        let Some(table) = table else {
+            return Ok(Vec::new());
+        };
         table
             .get_ref()
             .iter()
@@ -294,29 +337,50 @@ impl Loader<'_> {
                     toml::Value::Integer(number) => number.to_string(),
                     toml::Value::Float(number) => number.to_string(),
                     toml::Value::Boolean(flag) => flag.to_string(),
-                    other => return Err(self.error_at(value.span(), format!("config '{key}': expected a string, number or boolean, found {}", other.type_str()))),
+                    other => {
+                        return Err(self.error_at(
+                            value.span(),
+                            format!(
+                                "config '{key}': expected a string, number or boolean, found {}",
+                                other.type_str()
+                            ),
+                        ))
+                    }
                 };
                 Ok((key.clone(), text, value.span()))
             })
             .collect()
     }
 
-    fn apply<C: Configurable>(&self, config: &mut C, table: Option<&ConfigTable>, reserved: &[&str]) -> Result<(), ScenarioError> {
+    fn apply<C: Configurable>(
+        &self,
+        config: &mut C,
+        table: Option<&ConfigTable>,
+        reserved: &[&str],
+    ) -> Result<(), ScenarioError> {
         for (key, value, span) in self.config_pairs(table)? {
             if reserved.contains(&key.as_str()) {
                 return Err(self.error_at(span, format!("'{key}' is set by the simulator")));
             }
-            config.set(&key, &value).map_err(|error| self.error_at(span, error.to_string()))?;
+            config
+                .set(&key, &value)
+                .map_err(|error| self.error_at(span, error.to_string()))?;
         }
         let whole = table.map_or(0..0, Spanned::span);
-        config.validate().map_err(|error| self.error_at(whole, error.to_string()))
+        config
+            .validate()
+            .map_err(|error| self.error_at(whole, error.to_string()))
     }
 }
 
 /// Loads and validates a scenario file.
 pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
     let file = path.display().to_string();
-    let source = std::fs::read_to_string(path).map_err(|error| ScenarioError { file: file.clone(), line: 0, message: error.to_string() })?;
+    let source = std::fs::read_to_string(path).map_err(|error| ScenarioError {
+        file: file.clone(),
+        line: 0,
+        message: error.to_string(),
+    })?;
     parse(&file, &source)
 }
 
@@ -334,26 +398,34 @@ fn build(loader: &Loader<'_>, raw: RawScenario) -> Result<Scenario, ScenarioErro
     let cluster = raw.cluster.get_ref();
     let brokers = *cluster.brokers.get_ref();
     if brokers != 1 {
-        return Err(loader.error_at(cluster.brokers.span(), "seedlog runs exactly one broker until replication lands (brokers = 1)"));
+        return Err(loader.error_at(
+            cluster.brokers.span(),
+            "seedlog runs exactly one broker until replication lands (brokers = 1)",
+        ));
     }
     let mut broker_config = BrokerConfig::default();
-    loader.apply(&mut broker_config, cluster.config.as_ref(), &["listeners", "advertised.listeners", "log.dirs", "log.dir", "node.id", "broker.id"])?;
-    let broker_overrides = loader.config_pairs(cluster.config.as_ref())?.into_iter().map(|(key, value, _)| (key, value)).collect();
-    let mut nodes: BTreeSet<String> = (0..brokers).map(|index| format!("broker-{index}")).collect();
+    loader.apply(
+        &mut broker_config,
+        cluster.config.as_ref(),
+        &[
+            "listeners",
+            "advertised.listeners",
+            "log.dirs",
+            "log.dir",
+            "node.id",
+            "broker.id",
+        ],
+    )?;
+    let broker_overrides = loader
+        .config_pairs(cluster.config.as_ref())?
+        .into_iter()
+        .map(|(key, value, _)| (key, value))
+        .collect();
+    let mut nodes: BTreeSet<String> = (0..brokers)
+        .map(|index| format!("broker-{index}"))
+        .collect();
     let topics = build_topics(loader, &raw.topics, &broker_config)?;
-    let partitions_of: BTreeMap<&str, i32> = topics.iter().map(|topic| (topic.name.as_str(), topic.partitions)).collect();
-    let mut producers = Vec::new();
-    for producer in &raw.producers {
-        let spec = build_producer(loader, producer.get_ref(), &partitions_of)?;
-        claim_name(loader, &mut nodes, &producer.get_ref().id)?;
-        producers.push(spec);
-    }
-    let mut consumers = Vec::new();
-    for consumer in &raw.consumers {
-        let spec = build_consumer(loader, consumer.get_ref(), &partitions_of)?;
-        claim_name(loader, &mut nodes, &consumer.get_ref().id)?;
-        consumers.push(spec);
-    }
+    let (producers, consumers) = build_clients(loader, &raw, &topics, &mut nodes)?;
     let duration_ms = *raw.scenario.duration_ms.get_ref();
     let mut faults = Vec::new();
     for fault in &raw.faults {
@@ -381,52 +453,123 @@ fn build(loader: &Loader<'_>, raw: RawScenario) -> Result<Scenario, ScenarioErro
     })
 }
 
-fn claim_name(loader: &Loader<'_>, nodes: &mut BTreeSet<String>, id: &Spanned<String>) -> Result<(), ScenarioError> {
+fn build_clients(
+    loader: &Loader<'_>,
+    raw: &RawScenario,
+    topics: &[NewTopic],
+    nodes: &mut BTreeSet<String>,
+) -> Result<(Vec<ProducerSpec>, Vec<ConsumerSpec>), ScenarioError> {
+    let partitions_of: BTreeMap<&str, i32> = topics
+        .iter()
+        .map(|topic| (topic.name.as_str(), topic.partitions))
+        .collect();
+    let mut producers = Vec::new();
+    for producer in &raw.producers {
+        producers.push(build_producer(loader, producer.get_ref(), &partitions_of)?);
+        claim_name(loader, nodes, &producer.get_ref().id)?;
+    }
+    let mut consumers = Vec::new();
+    for consumer in &raw.consumers {
+        consumers.push(build_consumer(loader, consumer.get_ref(), &partitions_of)?);
+        claim_name(loader, nodes, &consumer.get_ref().id)?;
+    }
+    Ok((producers, consumers))
+}
+
+fn claim_name(
+    loader: &Loader<'_>,
+    nodes: &mut BTreeSet<String>,
+    id: &Spanned<String>,
+) -> Result<(), ScenarioError> {
     let name = id.get_ref();
     let reserved = ["nemesis", "final-reader", "setup"];
     if name.is_empty() || reserved.contains(&name.as_str()) || !nodes.insert(name.clone()) {
-        return Err(loader.error_at(id.span(), format!("client id '{name}' is empty, reserved or already used")));
+        return Err(loader.error_at(
+            id.span(),
+            format!("client id '{name}' is empty, reserved or already used"),
+        ));
     }
     Ok(())
 }
 
-fn build_topics(loader: &Loader<'_>, raw: &[Spanned<RawTopic>], broker: &BrokerConfig) -> Result<Vec<NewTopic>, ScenarioError> {
+fn build_topics(
+    loader: &Loader<'_>,
+    raw: &[Spanned<RawTopic>],
+    broker: &BrokerConfig,
+) -> Result<Vec<NewTopic>, ScenarioError> {
     let mut topics = Vec::new();
     for topic in raw {
         let topic = topic.get_ref();
         let name = topic.name.get_ref().clone();
-        seedlog::broker::metadata::validate_topic_name(&name).map_err(|message| loader.error_at(topic.name.span(), message))?;
-        if topics.iter().any(|existing: &NewTopic| existing.name == name) {
-            return Err(loader.error_at(topic.name.span(), format!("topic '{name}' is declared twice")));
+        seedlog::broker::metadata::validate_topic_name(&name)
+            .map_err(|message| loader.error_at(topic.name.span(), message))?;
+        if topics
+            .iter()
+            .any(|existing: &NewTopic| existing.name == name)
+        {
+            return Err(loader.error_at(
+                topic.name.span(),
+                format!("topic '{name}' is declared twice"),
+            ));
         }
         if *topic.partitions.get_ref() < 1 {
             return Err(loader.error_at(topic.partitions.span(), "partitions must be at least 1"));
         }
-        let replication_factor = topic.replication_factor.as_ref().map_or(1, |factor| *factor.get_ref());
+        let replication_factor = topic
+            .replication_factor
+            .as_ref()
+            .map_or(1, |factor| *factor.get_ref());
         if replication_factor != 1 {
-            let span = topic.replication_factor.as_ref().map_or(0..0, Spanned::span);
-            return Err(loader.error_at(span, "replication_factor must be 1 until replication lands"));
+            let span = topic
+                .replication_factor
+                .as_ref()
+                .map_or(0..0, Spanned::span);
+            return Err(
+                loader.error_at(span, "replication_factor must be 1 until replication lands")
+            );
         }
         let mut config = TopicConfig::defaults(broker);
         loader.apply(&mut config, topic.config.as_ref(), &[])?;
-        topics.push(NewTopic { name, partitions: *topic.partitions.get_ref(), replication_factor, configs: config.overrides });
+        topics.push(NewTopic {
+            name,
+            partitions: *topic.partitions.get_ref(),
+            replication_factor,
+            configs: config.overrides,
+        });
     }
     Ok(topics)
 }
 
-fn build_producer(loader: &Loader<'_>, raw: &RawProducer, partitions_of: &BTreeMap<&str, i32>) -> Result<ProducerSpec, ScenarioError> {
+fn build_producer(
+    loader: &Loader<'_>,
+    raw: &RawProducer,
+    partitions_of: &BTreeMap<&str, i32>,
+) -> Result<ProducerSpec, ScenarioError> {
     let mut config = ProducerConfig::default();
-    loader.apply(&mut config, raw.config.as_ref(), &["bootstrap.servers", "client.id"])?;
-    let span = raw.config.as_ref().map_or_else(|| raw.id.span(), Spanned::span);
+    loader.apply(
+        &mut config,
+        raw.config.as_ref(),
+        &["bootstrap.servers", "client.id"],
+    )?;
+    let span = raw
+        .config
+        .as_ref()
+        .map_or_else(|| raw.id.span(), Spanned::span);
     ProducerCore::new(config.clone()).map_err(|error| loader.error_at(span, error.to_string()))?;
     let workload = raw.workload.get_ref();
     let topic = workload.topic.get_ref();
-    let partitions = *partitions_of
-        .get(topic.as_str())
-        .ok_or_else(|| loader.error_at(workload.topic.span(), format!("unknown topic '{topic}' (declare it under [[topics]])")))?;
+    let partitions = *partitions_of.get(topic.as_str()).ok_or_else(|| {
+        loader.error_at(
+            workload.topic.span(),
+            format!("unknown topic '{topic}' (declare it under [[topics]])"),
+        )
+    })?;
     let rate = *workload.rate_per_sec.get_ref();
     if !(rate > 0.0 && rate.is_finite()) {
-        return Err(loader.error_at(workload.rate_per_sec.span(), "rate_per_sec must be a positive number"));
+        return Err(loader.error_at(
+            workload.rate_per_sec.span(),
+            "rate_per_sec must be a positive number",
+        ));
     }
     Ok(ProducerSpec {
         id: raw.id.get_ref().clone(),
@@ -438,18 +581,35 @@ fn build_producer(loader: &Loader<'_>, raw: &RawProducer, partitions_of: &BTreeM
     })
 }
 
-fn build_consumer(loader: &Loader<'_>, raw: &RawConsumer, partitions_of: &BTreeMap<&str, i32>) -> Result<ConsumerSpec, ScenarioError> {
+fn build_consumer(
+    loader: &Loader<'_>,
+    raw: &RawConsumer,
+    partitions_of: &BTreeMap<&str, i32>,
+) -> Result<ConsumerSpec, ScenarioError> {
     let mut config = ConsumerConfig::default();
-    loader.apply(&mut config, raw.config.as_ref(), &["bootstrap.servers", "client.id"])?;
+    loader.apply(
+        &mut config,
+        raw.config.as_ref(),
+        &["bootstrap.servers", "client.id"],
+    )?;
     let mut partitions = Vec::new();
     for entry in raw.assign.get_ref() {
         if let Some(count) = partitions_of.get(entry.as_str()) {
-            partitions.extend((0..*count).map(|partition| TopicPartition::new(entry.clone(), partition)));
+            partitions
+                .extend((0..*count).map(|partition| TopicPartition::new(entry.clone(), partition)));
             continue;
         }
-        let parsed = TopicPartition::parse(entry)
-            .filter(|partition| partitions_of.get(partition.topic.as_str()).is_some_and(|count| partition.partition < *count));
-        partitions.push(parsed.ok_or_else(|| loader.error_at(raw.assign.span(), format!("'{entry}' is neither a declared topic nor one of its partitions")))?);
+        let parsed = TopicPartition::parse(entry).filter(|partition| {
+            partitions_of
+                .get(partition.topic.as_str())
+                .is_some_and(|count| partition.partition < *count)
+        });
+        partitions.push(parsed.ok_or_else(|| {
+            loader.error_at(
+                raw.assign.span(),
+                format!("'{entry}' is neither a declared topic nor one of its partitions"),
+            )
+        })?);
     }
     if partitions.is_empty() {
         return Err(loader.error_at(raw.assign.span(), "assign at least one topic or partition"));
@@ -462,153 +622,316 @@ fn build_consumer(loader: &Loader<'_>, raw: &RawConsumer, partitions_of: &BTreeM
     })
 }
 
-fn build_fault(loader: &Loader<'_>, raw: &RawFault, nodes: &BTreeSet<String>, duration_ms: u64) -> Result<Fault, ScenarioError> {
-    let kind = raw.kind.get_ref().as_str();
-    let at_ms = *raw.at_ms.get_ref();
-    if at_ms > duration_ms {
-        return Err(loader.error_at(raw.at_ms.span(), format!("at_ms {at_ms} is after the end of the safety phase (duration_ms {duration_ms})")));
-    }
-    let allowed: &[&str] = match kind {
+/// Which optional fields each fault kind accepts.
+fn fields_of(kind: &str) -> Option<&'static [&'static str]> {
+    Some(match kind {
         "crash" => &["target", "level", "restart_after_ms"],
         "restart" => &["target"],
         "partition" => &["groups", "heal_after_ms"],
         "clog" => &["from", "to", "heal_after_ms"],
-        "drop_request" | "drop_response" | "reset_mid_response" => &["target", "api", "count", "probability"],
+        "drop_request" | "drop_response" | "reset_mid_response" => {
+            &["target", "api", "count", "probability"]
+        }
         "disk_fault" => &["target", "fail_writes", "fail_syncs"],
         "heal" => &[],
-        other => {
-            return Err(loader.error_at(
-                raw.kind.span(),
-                format!("unknown fault kind '{other}' (crash, restart, partition, clog, drop_request, drop_response, reset_mid_response, disk_fault, heal)"),
-            ))
-        }
-    };
-    let present = [
-        ("target", raw.target.as_ref().map(Spanned::span)),
-        ("level", raw.level.as_ref().map(Spanned::span)),
-        ("restart_after_ms", raw.restart_after_ms.as_ref().map(Spanned::span)),
-        ("heal_after_ms", raw.heal_after_ms.as_ref().map(Spanned::span)),
-        ("groups", raw.groups.as_ref().map(Spanned::span)),
-        ("from", raw.from.as_ref().map(Spanned::span)),
-        ("to", raw.to.as_ref().map(Spanned::span)),
-        ("api", raw.api.as_ref().map(Spanned::span)),
-        ("count", raw.count.as_ref().map(Spanned::span)),
-        ("probability", raw.probability.as_ref().map(Spanned::span)),
-        ("fail_writes", raw.fail_writes.as_ref().map(Spanned::span)),
-        ("fail_syncs", raw.fail_syncs.as_ref().map(Spanned::span)),
-    ];
-    for (field, span) in present {
-        if let Some(span) = span {
-            if !allowed.contains(&field) {
-                return Err(loader.error_at(span, format!("'{field}' does not apply to a fault of kind '{kind}'")));
-            }
-        }
-    }
-    let node = |field: &Option<Spanned<String>>, what: &str| -> Result<String, ScenarioError> {
-        let value = field.as_ref().ok_or_else(|| loader.error_at(raw.kind.span(), format!("a '{kind}' fault needs '{what}'")))?;
-        let name = value.get_ref();
-        if !nodes.contains(name) {
-            let known = nodes.iter().cloned().collect::<Vec<_>>().join(", ");
-            return Err(loader.error_at(value.span(), format!("unknown node '{name}' (nodes: {known})")));
-        }
-        Ok(name.clone())
-    };
-    let broker = |field: &Option<Spanned<String>>| -> Result<String, ScenarioError> {
-        let name = node(field, "target")?;
-        if !name.starts_with("broker-") {
-            let span = field.as_ref().map_or(0..0, Spanned::span);
-            return Err(loader.error_at(span, format!("a '{kind}' fault targets a broker, not '{name}'")));
-        }
-        Ok(name)
-    };
-    let after = |field: &Option<Spanned<u64>>| field.as_ref().map(|value| *value.get_ref());
-    let action = match kind {
-        "crash" => {
-            let level = match raw.level.as_ref().map(|level| (level.get_ref().as_str(), level.span())) {
-                None | Some(("process", _)) => CrashLevel::Process,
-                Some(("power-loss", _)) => CrashLevel::PowerLoss,
-                Some((other, span)) => return Err(loader.error_at(span, format!("unknown crash level '{other}' (process, power-loss)"))),
-            };
-            FaultAction::Crash { target: node(&raw.target, "target")?, level, restart_after_ms: after(&raw.restart_after_ms) }
-        }
-        "restart" => FaultAction::Restart { target: node(&raw.target, "target")? },
-        "partition" => {
-            let groups = raw.groups.as_ref().ok_or_else(|| loader.error_at(raw.kind.span(), "a 'partition' fault needs 'groups'"))?;
-            for name in groups.get_ref().iter().flatten() {
-                if !nodes.contains(name) {
-                    return Err(loader.error_at(groups.span(), format!("unknown node '{name}' in groups")));
-                }
-            }
-            if groups.get_ref().len() < 2 {
-                return Err(loader.error_at(groups.span(), "a partition needs at least two groups"));
-            }
-            FaultAction::Partition { groups: groups.get_ref().clone(), heal_after_ms: after(&raw.heal_after_ms) }
-        }
-        "clog" => FaultAction::Clog { from: node(&raw.from, "from")?, to: node(&raw.to, "to")?, heal_after_ms: after(&raw.heal_after_ms) },
-        "drop_request" | "drop_response" | "reset_mid_response" => {
-            let api = match &raw.api {
-                None => None,
-                Some(name) => Some(api_by_name(name.get_ref()).ok_or_else(|| {
-                    loader.error_at(name.span(), format!("unknown api '{}' (produce, fetch, list_offsets, metadata, api_versions, create_topics)", name.get_ref()))
-                })?),
-            };
-            let probability = raw.probability.as_ref().map_or(1.0, |value| *value.get_ref());
-            if !(0.0..=1.0).contains(&probability) {
-                let span = raw.probability.as_ref().map_or(0..0, Spanned::span);
-                return Err(loader.error_at(span, "probability must be within 0..=1"));
-            }
-            let kind = match kind {
-                "drop_request" => ConnectionFaultKind::DropRequest,
-                "drop_response" => ConnectionFaultKind::DropResponse,
-                _ => ConnectionFaultKind::ResetMidResponse,
-            };
-            FaultAction::Connection { target: broker(&raw.target)?, kind, api, count: raw.count.as_ref().map_or(1, |count| *count.get_ref()), probability }
-        }
-        "disk_fault" => FaultAction::Disk {
-            target: broker(&raw.target)?,
-            fail_writes: raw.fail_writes.as_ref().map_or(0, |value| *value.get_ref()),
-            fail_syncs: raw.fail_syncs.as_ref().map_or(0, |value| *value.get_ref()),
-        },
-        _ => FaultAction::Heal,
-    };
-    Ok(Fault { at_ms, action })
+        _ => return None,
+    })
 }
 
-fn build_network(loader: &Loader<'_>, raw: Option<&Spanned<RawNetwork>>) -> Result<((u64, u64), f64), ScenarioError> {
-    const LATENCY_MS_DEFAULT: (u64, u64) = (1, 10);
-    let Some(raw) = raw else { return Ok((LATENCY_MS_DEFAULT, 0.0)) };
-    let network = raw.get_ref();
-    let latency = network.latency_ms.as_ref().map_or(Ok(LATENCY_MS_DEFAULT), |latency| {
-        let [low, high] = *latency.get_ref();
-        if low > high {
-            Err(loader.error_at(latency.span(), "latency_ms = [min, max] with min <= max"))
-        } else {
-            Ok((low, high))
+/// Validates one `[[faults]]` entry.
+struct FaultBuilder<'a> {
+    loader: &'a Loader<'a>,
+    raw: &'a RawFault,
+    nodes: &'a BTreeSet<String>,
+    kind: &'a str,
+}
+
+fn span_of<T>(field: Option<&Spanned<T>>) -> Option<std::ops::Range<usize>> {
+    field.map(Spanned::span)
+}
+
+impl FaultBuilder<'_> {
+    fn error(&self, span: std::ops::Range<usize>, message: impl Into<String>) -> ScenarioError {
+        self.loader.error_at(span, message)
+    }
+
+    /// Rejects fields that do not belong to this kind.
+    fn check_fields(&self, allowed: &[&str]) -> Result<(), ScenarioError> {
+        let raw = self.raw;
+        let present = [
+            ("target", span_of(raw.target.as_ref())),
+            ("level", span_of(raw.level.as_ref())),
+            ("restart_after_ms", span_of(raw.restart_after_ms.as_ref())),
+            ("heal_after_ms", span_of(raw.heal_after_ms.as_ref())),
+            ("groups", span_of(raw.groups.as_ref())),
+            ("from", span_of(raw.from.as_ref())),
+            ("to", span_of(raw.to.as_ref())),
+            ("api", span_of(raw.api.as_ref())),
+            ("count", span_of(raw.count.as_ref())),
+            ("probability", span_of(raw.probability.as_ref())),
+            ("fail_writes", span_of(raw.fail_writes.as_ref())),
+            ("fail_syncs", span_of(raw.fail_syncs.as_ref())),
+        ];
+        for (field, span) in present {
+            if let Some(span) = span.filter(|_| !allowed.contains(&field)) {
+                let message = format!(
+                    "'{field}' does not apply to a fault of kind '{}'",
+                    self.kind
+                );
+                return Err(self.error(span, message));
+            }
         }
-    })?;
-    let loss = network.packet_loss_rate.as_ref().map_or(0.0, |rate| *rate.get_ref());
+        Ok(())
+    }
+
+    /// A required node name.
+    fn node(&self, field: Option<&Spanned<String>>, what: &str) -> Result<String, ScenarioError> {
+        let value = field.ok_or_else(|| {
+            self.error(
+                self.raw.kind.span(),
+                format!("a '{}' fault needs '{what}'", self.kind),
+            )
+        })?;
+        let name = value.get_ref();
+        if !self.nodes.contains(name) {
+            let known = self.nodes.iter().cloned().collect::<Vec<_>>().join(", ");
+            return Err(self.error(
+                value.span(),
+                format!("unknown node '{name}' (nodes: {known})"),
+            ));
+        }
+        Ok(name.clone())
+    }
+
+    /// A required broker name.
+    fn broker(&self) -> Result<String, ScenarioError> {
+        let name = self.node(self.raw.target.as_ref(), "target")?;
+        if !name.starts_with("broker-") {
+            let span = span_of(self.raw.target.as_ref()).unwrap_or_default();
+            return Err(self.error(
+                span,
+                format!("a '{}' fault targets a broker, not '{name}'", self.kind),
+            ));
+        }
+        Ok(name)
+    }
+
+    fn crash(&self) -> Result<FaultAction, ScenarioError> {
+        let level = match self
+            .raw
+            .level
+            .as_ref()
+            .map(|level| (level.get_ref().as_str(), level.span()))
+        {
+            None | Some(("process", _)) => CrashLevel::Process,
+            Some(("power-loss", _)) => CrashLevel::PowerLoss,
+            Some((other, span)) => {
+                return Err(self.error(
+                    span,
+                    format!("unknown crash level '{other}' (process, power-loss)"),
+                ))
+            }
+        };
+        let restart_after_ms = self
+            .raw
+            .restart_after_ms
+            .as_ref()
+            .map(|after| *after.get_ref());
+        Ok(FaultAction::Crash {
+            target: self.node(self.raw.target.as_ref(), "target")?,
+            level,
+            restart_after_ms,
+        })
+    }
+
+    fn partition(&self) -> Result<FaultAction, ScenarioError> {
+        let groups = self.raw.groups.as_ref().ok_or_else(|| {
+            self.error(self.raw.kind.span(), "a 'partition' fault needs 'groups'")
+        })?;
+        if let Some(name) = groups
+            .get_ref()
+            .iter()
+            .flatten()
+            .find(|name| !self.nodes.contains(*name))
+        {
+            return Err(self.error(groups.span(), format!("unknown node '{name}' in groups")));
+        }
+        if groups.get_ref().len() < 2 {
+            return Err(self.error(groups.span(), "a partition needs at least two groups"));
+        }
+        let heal_after_ms = self
+            .raw
+            .heal_after_ms
+            .as_ref()
+            .map(|after| *after.get_ref());
+        Ok(FaultAction::Partition {
+            groups: groups.get_ref().clone(),
+            heal_after_ms,
+        })
+    }
+
+    fn connection(&self) -> Result<FaultAction, ScenarioError> {
+        let api = match &self.raw.api {
+            None => None,
+            Some(name) => Some(api_by_name(name.get_ref()).ok_or_else(|| {
+                let message = format!(
+                    "unknown api '{}' (produce, fetch, list_offsets, metadata, api_versions, create_topics)",
+                    name.get_ref()
+                );
+                self.error(name.span(), message)
+            })?),
+        };
+        let probability = self
+            .raw
+            .probability
+            .as_ref()
+            .map_or(1.0, |value| *value.get_ref());
+        if !(0.0..=1.0).contains(&probability) {
+            let span = span_of(self.raw.probability.as_ref()).unwrap_or_default();
+            return Err(self.error(span, "probability must be within 0..=1"));
+        }
+        let kind = match self.kind {
+            "drop_request" => ConnectionFaultKind::DropRequest,
+            "drop_response" => ConnectionFaultKind::DropResponse,
+            _ => ConnectionFaultKind::ResetMidResponse,
+        };
+        let count = self.raw.count.as_ref().map_or(1, |count| *count.get_ref());
+        Ok(FaultAction::Connection {
+            target: self.broker()?,
+            kind,
+            api,
+            count,
+            probability,
+        })
+    }
+
+    fn action(&self) -> Result<FaultAction, ScenarioError> {
+        let raw = self.raw;
+        let after = |field: Option<&Spanned<u64>>| field.map(|value| *value.get_ref());
+        Ok(match self.kind {
+            "crash" => self.crash()?,
+            "restart" => FaultAction::Restart {
+                target: self.node(raw.target.as_ref(), "target")?,
+            },
+            "partition" => self.partition()?,
+            "clog" => FaultAction::Clog {
+                from: self.node(raw.from.as_ref(), "from")?,
+                to: self.node(raw.to.as_ref(), "to")?,
+                heal_after_ms: after(raw.heal_after_ms.as_ref()),
+            },
+            "drop_request" | "drop_response" | "reset_mid_response" => self.connection()?,
+            "disk_fault" => FaultAction::Disk {
+                target: self.broker()?,
+                fail_writes: raw.fail_writes.as_ref().map_or(0, |value| *value.get_ref()),
+                fail_syncs: raw.fail_syncs.as_ref().map_or(0, |value| *value.get_ref()),
+            },
+            _ => FaultAction::Heal,
+        })
+    }
+}
+
+fn build_fault(
+    loader: &Loader<'_>,
+    raw: &RawFault,
+    nodes: &BTreeSet<String>,
+    duration_ms: u64,
+) -> Result<Fault, ScenarioError> {
+    let kind = raw.kind.get_ref().as_str();
+    let at_ms = *raw.at_ms.get_ref();
+    if at_ms > duration_ms {
+        let message = format!(
+            "at_ms {at_ms} is after the end of the safety phase (duration_ms {duration_ms})"
+        );
+        return Err(loader.error_at(raw.at_ms.span(), message));
+    }
+    let Some(allowed) = fields_of(kind) else {
+        let message = format!(
+            "unknown fault kind '{kind}' (crash, restart, partition, clog, drop_request, drop_response, reset_mid_response, disk_fault, heal)"
+        );
+        return Err(loader.error_at(raw.kind.span(), message));
+    };
+    let builder = FaultBuilder {
+        loader,
+        raw,
+        nodes,
+        kind,
+    };
+    builder.check_fields(allowed)?;
+    Ok(Fault {
+        at_ms,
+        action: builder.action()?,
+    })
+}
+
+fn build_network(
+    loader: &Loader<'_>,
+    raw: Option<&Spanned<RawNetwork>>,
+) -> Result<((u64, u64), f64), ScenarioError> {
+    const LATENCY_MS_DEFAULT: (u64, u64) = (1, 10);
+    let Some(raw) = raw else {
+        return Ok((LATENCY_MS_DEFAULT, 0.0));
+    };
+    let network = raw.get_ref();
+    let latency = network
+        .latency_ms
+        .as_ref()
+        .map_or(Ok(LATENCY_MS_DEFAULT), |latency| {
+            let [low, high] = *latency.get_ref();
+            if low > high {
+                Err(loader.error_at(latency.span(), "latency_ms = [min, max] with min <= max"))
+            } else {
+                Ok((low, high))
+            }
+        })?;
+    let loss = network
+        .packet_loss_rate
+        .as_ref()
+        .map_or(0.0, |rate| *rate.get_ref());
     if !(0.0..1.0).contains(&loss) {
-        let span = network.packet_loss_rate.as_ref().map_or(0..0, Spanned::span);
+        let span = network
+            .packet_loss_rate
+            .as_ref()
+            .map_or(0..0, Spanned::span);
         return Err(loader.error_at(span, "packet_loss_rate must be within 0..1"));
     }
     Ok((latency, loss))
 }
 
-fn build_expect(loader: &Loader<'_>, raw: Option<&Spanned<RawExpect>>) -> Result<Expect, ScenarioError> {
-    let mut expect = Expect { violated: BTreeSet::new(), may_violate: BTreeSet::new(), min_fraction: 1.0 };
+fn build_expect(
+    loader: &Loader<'_>,
+    raw: Option<&Spanned<RawExpect>>,
+) -> Result<Expect, ScenarioError> {
+    let mut expect = Expect::default();
     let Some(raw) = raw else { return Ok(expect) };
     let raw = raw.get_ref();
-    for (list, target) in [(&raw.violated, &mut expect.violated), (&raw.may_violate, &mut expect.may_violate)] {
+    for (list, target) in [
+        (&raw.violated, &mut expect.violated),
+        (&raw.may_violate, &mut expect.may_violate),
+    ] {
         for name in list {
             if !CHECKS.contains(&name.get_ref().as_str()) {
-                return Err(loader.error_at(name.span(), format!("unknown check '{}' (checks: {})", name.get_ref(), CHECKS.join(", "))));
+                return Err(loader.error_at(
+                    name.span(),
+                    format!(
+                        "unknown check '{}' (checks: {})",
+                        name.get_ref(),
+                        CHECKS.join(", ")
+                    ),
+                ));
             }
             target.insert(name.get_ref().clone());
         }
     }
     if let Some(both) = expect.violated.intersection(&expect.may_violate).next() {
-        let span = raw.may_violate.iter().find(|name| name.get_ref() == both).map_or(0..0, Spanned::span);
-        return Err(loader.error_at(span, format!("'{both}' is listed in both violated and may_violate")));
+        let span = raw
+            .may_violate
+            .iter()
+            .find(|name| name.get_ref() == both)
+            .map_or(0..0, Spanned::span);
+        return Err(loader.error_at(
+            span,
+            format!("'{both}' is listed in both violated and may_violate"),
+        ));
     }
     if let Some(fraction) = &raw.min_fraction {
         if !(0.0..=1.0).contains(fraction.get_ref()) {

@@ -32,19 +32,42 @@ pub struct SeedVerdict {
 
 impl SeedVerdict {
     /// Judges one seed.
-    pub fn judge(expect: &Expect, seed: u64, checks: Vec<CheckResult>, error: Option<String>, hash: u64, ops: usize) -> SeedVerdict {
+    pub fn judge(
+        expect: &Expect,
+        seed: u64,
+        checks: Vec<CheckResult>,
+        error: Option<String>,
+        hash: u64,
+        ops: usize,
+    ) -> SeedVerdict {
         let unexpected = checks
             .iter()
-            .filter(|check| !check.holds() && !expect.violated.contains(check.name) && !expect.may_violate.contains(check.name))
+            .filter(|check| {
+                !check.holds()
+                    && !expect.violated.contains(check.name)
+                    && !expect.may_violate.contains(check.name)
+            })
             .map(|check| check.name)
             .collect();
         let missing = expect
             .violated
             .iter()
-            .filter(|name| checks.iter().any(|check| check.name == name.as_str() && check.holds()))
+            .filter(|name| {
+                checks
+                    .iter()
+                    .any(|check| check.name == name.as_str() && check.holds())
+            })
             .cloned()
             .collect();
-        SeedVerdict { seed, checks, unexpected, missing, error, hash, ops }
+        SeedVerdict {
+            seed,
+            checks,
+            unexpected,
+            missing,
+            error,
+            hash,
+            ops,
+        }
     }
 
     /// Strict: nothing unexpected and every expected violation present.
@@ -71,7 +94,11 @@ impl SeedVerdict {
             if check.holds() {
                 let _ = writeln!(out, "  {:<22} holds{tag}", check.name);
             } else {
-                let _ = writeln!(out, "  {:<22} VIOLATED x{}{tag}", check.name, check.violations);
+                let _ = writeln!(
+                    out,
+                    "  {:<22} VIOLATED x{}{tag}",
+                    check.name, check.violations
+                );
                 for example in &check.examples {
                     let _ = writeln!(out, "      - {example}");
                 }
@@ -90,10 +117,16 @@ impl SeedVerdict {
         }
         let mut parts = Vec::new();
         if !self.unexpected.is_empty() {
-            parts.push(format!("unexpectedly violated: {}", self.unexpected.join(", ")));
+            parts.push(format!(
+                "unexpectedly violated: {}",
+                self.unexpected.join(", ")
+            ));
         }
         if !self.missing.is_empty() {
-            parts.push(format!("expected violation missing: {}", self.missing.join(", ")));
+            parts.push(format!(
+                "expected violation missing: {}",
+                self.missing.join(", ")
+            ));
         }
         if parts.is_empty() {
             "as expected".to_owned()
@@ -125,7 +158,10 @@ impl SweepSummary {
             self.failures.push((verdict.seed, verdict.reason()));
         }
         for name in &expect.violated {
-            let fired = verdict.checks.iter().any(|check| check.name == name.as_str() && !check.holds());
+            let fired = verdict
+                .checks
+                .iter()
+                .any(|check| check.name == name.as_str() && !check.holds());
             *self.hits.entry(name.clone()).or_default() += usize::from(fired);
         }
     }
@@ -146,7 +182,11 @@ impl SweepSummary {
             .iter()
             .map(|name| {
                 let hits = self.hits.get(name).copied().unwrap_or(0);
-                format!("{name} on {hits}/{} seeds (required >= {:.0}%)", self.seeds, expect.min_fraction * 100.0)
+                format!(
+                    "{name} on {hits}/{} seeds (required >= {:.0}%)",
+                    self.seeds,
+                    expect.min_fraction * 100.0
+                )
             })
             .collect::<Vec<_>>()
             .join(", ")
@@ -168,30 +208,68 @@ mod tests {
     fn checks(violated: &[&'static str]) -> Vec<CheckResult> {
         crate::checker::CHECKS
             .iter()
-            .map(|name| CheckResult { name, violations: usize::from(violated.contains(name)), examples: Vec::new() })
+            .map(|name| CheckResult {
+                name,
+                violations: usize::from(violated.contains(name)),
+                examples: Vec::new(),
+            })
             .collect()
     }
 
     #[test]
     fn a_seed_is_as_expected_only_with_exactly_the_expected_violations() {
         let must_fail = expect(&["duplicate"], &["at-most-once"], 1.0);
-        assert!(SeedVerdict::judge(&must_fail, 1, checks(&["duplicate", "at-most-once"]), None, 0, 0).as_expected());
-        assert!(SeedVerdict::judge(&must_fail, 1, checks(&["duplicate"]), None, 0, 0).as_expected());
+        assert!(SeedVerdict::judge(
+            &must_fail,
+            1,
+            checks(&["duplicate", "at-most-once"]),
+            None,
+            0,
+            0
+        )
+        .as_expected());
+        assert!(
+            SeedVerdict::judge(&must_fail, 1, checks(&["duplicate"]), None, 0, 0).as_expected()
+        );
         let missing = SeedVerdict::judge(&must_fail, 1, checks(&[]), None, 0, 0);
         assert!(!missing.as_expected() && !missing.failed());
-        let unexpected = SeedVerdict::judge(&must_fail, 1, checks(&["duplicate", "lost-write"]), None, 0, 0);
+        let unexpected = SeedVerdict::judge(
+            &must_fail,
+            1,
+            checks(&["duplicate", "lost-write"]),
+            None,
+            0,
+            0,
+        );
         assert!(unexpected.failed());
-        assert!(SeedVerdict::judge(&expect(&[], &[], 1.0), 1, checks(&[]), Some("boom".into()), 0, 0).failed());
+        assert!(SeedVerdict::judge(
+            &expect(&[], &[], 1.0),
+            1,
+            checks(&[]),
+            Some("boom".into()),
+            0,
+            0
+        )
+        .failed());
     }
 
     #[test]
     fn a_sweep_needs_the_expected_violation_on_min_fraction_of_seeds() {
         let must_fail = expect(&["lost-write"], &[], 0.5);
         let mut summary = SweepSummary::default();
-        summary.add(&must_fail, &SeedVerdict::judge(&must_fail, 1, checks(&["lost-write"]), None, 1, 0));
-        summary.add(&must_fail, &SeedVerdict::judge(&must_fail, 2, checks(&[]), None, 2, 0));
+        summary.add(
+            &must_fail,
+            &SeedVerdict::judge(&must_fail, 1, checks(&["lost-write"]), None, 1, 0),
+        );
+        summary.add(
+            &must_fail,
+            &SeedVerdict::judge(&must_fail, 2, checks(&[]), None, 2, 0),
+        );
         assert!(summary.passes(&must_fail), "1 of 2 meets 50%");
-        summary.add(&must_fail, &SeedVerdict::judge(&must_fail, 3, checks(&[]), None, 3, 0));
+        summary.add(
+            &must_fail,
+            &SeedVerdict::judge(&must_fail, 3, checks(&[]), None, 3, 0),
+        );
         assert!(!summary.passes(&must_fail), "1 of 3 does not");
         assert_eq!(summary.distinct_hashes.len(), 3);
     }

@@ -36,7 +36,11 @@ pub struct Env {
 impl Env {
     /// A new environment whose clock starts now.
     pub fn new(bootstrap: String) -> Env {
-        Env { recorder: Arc::new(Mutex::new(Recorder::default())), start: tokio::time::Instant::now(), bootstrap }
+        Env {
+            recorder: Arc::new(Mutex::new(Recorder::default())),
+            start: tokio::time::Instant::now(),
+            bootstrap,
+        }
     }
 
     /// Simulated nanoseconds since the run started.
@@ -52,7 +56,10 @@ impl Env {
     /// Runs `f` on the recorder.
     pub fn record<T>(&self, f: impl FnOnce(&mut Recorder, u64) -> T) -> T {
         let now = self.now_ns();
-        f(&mut self.recorder.lock().unwrap_or_else(PoisonError::into_inner), now)
+        f(
+            &mut self.recorder.lock().unwrap_or_else(PoisonError::into_inner),
+            now,
+        )
     }
 
     /// Records a named actor's event.
@@ -72,22 +79,28 @@ pub async fn setup_topics(env: &Env, topics: &[NewTopic]) -> Result<(), String> 
     let mut last_error = String::new();
     for _ in 0..ATTEMPTS {
         match ClientConnection::connect(&env.bootstrap, "setup").await {
-            Ok(mut connection) => match create_topics(&mut connection, topics, Duration::from_secs(10)).await {
-                Ok(results) => {
-                    let failed: Vec<String> = results
-                        .into_iter()
-                        .filter_map(|(name, outcome)| match outcome {
-                            Ok(()) | Err(ClientError::Kafka { error: ErrorCode::TopicAlreadyExists, .. }) => None,
-                            Err(error) => Some(format!("{name}: {error}")),
-                        })
-                        .collect();
-                    if failed.is_empty() {
-                        return Ok(());
+            Ok(mut connection) => {
+                match create_topics(&mut connection, topics, Duration::from_secs(10)).await {
+                    Ok(results) => {
+                        let failed: Vec<String> = results
+                            .into_iter()
+                            .filter_map(|(name, outcome)| match outcome {
+                                Ok(())
+                                | Err(ClientError::Kafka {
+                                    error: ErrorCode::TopicAlreadyExists,
+                                    ..
+                                }) => None,
+                                Err(error) => Some(format!("{name}: {error}")),
+                            })
+                            .collect();
+                        if failed.is_empty() {
+                            return Ok(());
+                        }
+                        last_error = failed.join("; ");
                     }
-                    last_error = failed.join("; ");
+                    Err(error) => last_error = error.to_string(),
                 }
-                Err(error) => last_error = error.to_string(),
-            },
+            }
             Err(error) => last_error = error.to_string(),
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -107,7 +120,10 @@ pub type SharedProgress = Arc<Mutex<ProducerProgress>>;
 
 /// Whether the producer sent everything and saw every outcome.
 pub fn finished(progress: &SharedProgress) -> bool {
-    progress.lock().unwrap_or_else(PoisonError::into_inner).finished
+    progress
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .finished
 }
 
 /// One incarnation of a producer node.
@@ -130,9 +146,20 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
         }
         sequence += 1;
         let value = format!("{process}-{sequence}");
-        let partition = TopicPartition::new(spec.topic.clone(), madsim::rand::thread_rng().gen_range(0..spec.partitions));
+        let partition = TopicPartition::new(
+            spec.topic.clone(),
+            madsim::rand::thread_rng().gen_range(0..spec.partitions),
+        );
         let name = partition.to_string();
-        let invoke = env.record(|recorder, now| recorder.invoke(now, process, &spec.id, "send", send_invocation(&name, &value)));
+        let invoke = env.record(|recorder, now| {
+            recorder.invoke(
+                now,
+                process,
+                &spec.id,
+                "send",
+                send_invocation(&name, &value),
+            )
+        });
         let record = ProducerRecord {
             topic_partition: partition,
             key: None,
@@ -144,7 +171,9 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
         completions.push(tokio::spawn(async move {
             let completion = match delivery.wait().await {
                 Ok(offset) => Completion::Ok(send_result(&name, offset, &value)),
-                Err(ProduceError::Rejected { error, message }) => Completion::Fail(format!("{error:?}: {message}")),
+                Err(ProduceError::Rejected { error, message }) => {
+                    Completion::Fail(format!("{error:?}: {message}"))
+                }
                 Err(ProduceError::Indeterminate { reason }) => Completion::Info(reason),
             };
             env.record(|recorder, now| recorder.complete(now, invoke, completion));
@@ -154,29 +183,51 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
     for completion in completions {
         let _ = completion.await;
     }
-    progress.lock().unwrap_or_else(PoisonError::into_inner).finished = true;
+    progress
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .finished = true;
 }
 
 fn group(records: &[ConsumerRecord]) -> Polled {
     let mut polled = Polled::new();
     for record in records {
-        let value = record.value.as_deref().map(String::from_utf8_lossy).unwrap_or_default().into_owned();
-        polled.entry(record.topic_partition.to_string()).or_default().push((record.offset, value));
+        let value = record
+            .value
+            .as_deref()
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default()
+            .into_owned();
+        polled
+            .entry(record.topic_partition.to_string())
+            .or_default()
+            .push((record.offset, value));
     }
     polled
 }
 
 /// One poll, recorded as an invocation and its completion.
-async fn recorded_poll(env: &Env, process: u64, node: &str, consumer: &mut Consumer, timeout: Duration) -> bool {
-    let invoke = env.record(|recorder, now| recorder.invoke(now, process, node, "poll", json!([["poll"]])));
+async fn recorded_poll(
+    env: &Env,
+    process: u64,
+    node: &str,
+    consumer: &mut Consumer,
+    timeout: Duration,
+) -> bool {
+    let invoke =
+        env.record(|recorder, now| recorder.invoke(now, process, node, "poll", json!([["poll"]])));
     match consumer.poll(timeout).await {
         Ok(records) => {
             let got = !records.is_empty();
-            env.record(|recorder, now| recorder.complete(now, invoke, Completion::Ok(poll_result(&group(&records)))));
+            env.record(|recorder, now| {
+                recorder.complete(now, invoke, Completion::Ok(poll_result(&group(&records))))
+            });
             got
         }
         Err(error) => {
-            env.record(|recorder, now| recorder.complete(now, invoke, Completion::Info(error.to_string())));
+            env.record(|recorder, now| {
+                recorder.complete(now, invoke, Completion::Info(error.to_string()))
+            });
             tokio::time::sleep(Duration::from_millis(100)).await;
             false
         }
@@ -192,18 +243,30 @@ pub async fn consumer_incarnation(env: Env, spec: ConsumerSpec, stop: Arc<Atomic
     let mut consumer = Consumer::new(config).expect("the scenario loader validated this config");
     consumer.assign(&spec.partitions);
     while !stop.load(Ordering::SeqCst) {
-        recorded_poll(&env, process, &spec.id, &mut consumer, Duration::from_millis(spec.poll_timeout_ms)).await;
+        recorded_poll(
+            &env,
+            process,
+            &spec.id,
+            &mut consumer,
+            Duration::from_millis(spec.poll_timeout_ms),
+        )
+        .await;
     }
 }
 
 /// After healing: read every partition from its start to its end offset, then record for each
 /// partition whether the read reached the end (the checkers' evidence for `lost-write`).
 pub async fn final_read(env: Env, partitions: Vec<TopicPartition>, deadline: tokio::time::Instant) {
-    const NODE: &str = "final-reader";
+    const NODE: &str = crate::checker::FINAL_READER;
     let process = env.record(|recorder, _| recorder.new_process());
     let mut config = ConsumerConfig::default();
     config
-        .apply([("bootstrap.servers", env.bootstrap.as_str()), ("client.id", NODE), ("auto.offset.reset", "earliest"), ("request.timeout.ms", "5000")])
+        .apply([
+            ("bootstrap.servers", env.bootstrap.as_str()),
+            ("client.id", NODE),
+            ("auto.offset.reset", "earliest"),
+            ("request.timeout.ms", "5000"),
+        ])
         .expect("a valid consumer config");
     let mut consumer = Consumer::new(config).expect("valid");
     consumer.assign(&partitions);
@@ -214,11 +277,28 @@ pub async fn final_read(env: Env, partitions: Vec<TopicPartition>, deadline: tok
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
-    let reached = |consumer: &Consumer, partition: &TopicPartition, ends: &BTreeMap<TopicPartition, i64>| {
-        ends.get(partition).is_some_and(|end| *end == 0 || consumer.position(partition).is_some_and(|position| position >= *end))
-    };
-    while tokio::time::Instant::now() < deadline && !partitions.iter().all(|partition| reached(&consumer, partition, &ends)) {
-        recorded_poll(&env, process, NODE, &mut consumer, Duration::from_millis(500)).await;
+    let reached =
+        |consumer: &Consumer, partition: &TopicPartition, ends: &BTreeMap<TopicPartition, i64>| {
+            ends.get(partition).is_some_and(|end| {
+                *end == 0
+                    || consumer
+                        .position(partition)
+                        .is_some_and(|position| position >= *end)
+            })
+        };
+    while tokio::time::Instant::now() < deadline
+        && !partitions
+            .iter()
+            .all(|partition| reached(&consumer, partition, &ends))
+    {
+        recorded_poll(
+            &env,
+            process,
+            NODE,
+            &mut consumer,
+            Duration::from_millis(500),
+        )
+        .await;
     }
     for partition in &partitions {
         let value = json!({

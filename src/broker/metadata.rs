@@ -73,9 +73,17 @@ impl MetadataImage {
     /// Applies one record.
     pub fn apply(&mut self, record: &MetadataRecord, broker: &BrokerConfig) -> Result<(), String> {
         match record {
-            MetadataRecord::Topic { name, topic_id, partitions, replication_factor, configs } => {
-                let topic_id = Uuid::parse_str(topic_id).map_err(|error| format!("topic id: {error}"))?;
-                let config = TopicConfig::with_overrides(broker, configs).map_err(|error: ConfigError| error.to_string())?;
+            MetadataRecord::Topic {
+                name,
+                topic_id,
+                partitions,
+                replication_factor,
+                configs,
+            } => {
+                let topic_id =
+                    Uuid::parse_str(topic_id).map_err(|error| format!("topic id: {error}"))?;
+                let config = TopicConfig::with_overrides(broker, configs)
+                    .map_err(|error: ConfigError| error.to_string())?;
                 if self.topics.contains_key(name) || self.names_by_id.contains_key(&topic_id) {
                     return Err(format!("topic {name} ({topic_id}) created twice"));
                 }
@@ -102,7 +110,9 @@ impl MetadataImage {
 
     /// A topic by id.
     pub fn topic_by_id(&self, topic_id: Uuid) -> Option<&TopicMetadata> {
-        self.names_by_id.get(&topic_id).and_then(|name| self.topics.get(name))
+        self.names_by_id
+            .get(&topic_id)
+            .and_then(|name| self.topics.get(name))
     }
 
     /// Every topic, by name.
@@ -121,15 +131,22 @@ pub fn validate_topic_name(name: &str) -> Result<(), String> {
         return Err("Topic name cannot be \".\" or \"..\"".to_owned());
     }
     if name.len() > MAX_NAME_LENGTH {
-        return Err(format!("Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters"));
+        return Err(format!(
+            "Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters"
+        ));
     }
-    if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')) {
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    {
         return Err(format!(
             "Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
         ));
     }
     if name.starts_with("__") {
-        return Err(format!("Topic name \"{name}\" is reserved for internal topics"));
+        return Err(format!(
+            "Topic name \"{name}\" is reserved for internal topics"
+        ));
     }
     Ok(())
 }
@@ -152,9 +169,21 @@ mod tests {
         let broker = BrokerConfig::default();
         let mut image = MetadataImage::default();
         image.apply(&record, &broker).expect("first apply");
-        assert_eq!(image.topic("orders").expect("exists").config.flush_messages, 1);
-        assert_eq!(image.topic_by_id(Uuid::from_u128(7)).expect("by id").partitions, 3);
-        assert!(image.apply(&record, &broker).is_err(), "a topic cannot be created twice");
+        assert_eq!(
+            image.topic("orders").expect("exists").config.flush_messages,
+            1
+        );
+        assert_eq!(
+            image
+                .topic_by_id(Uuid::from_u128(7))
+                .expect("by id")
+                .partitions,
+            3
+        );
+        assert!(
+            image.apply(&record, &broker).is_err(),
+            "a topic cannot be created twice"
+        );
     }
 
     #[test]

@@ -23,7 +23,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::config::{BrokerConfig, TopicConfig};
 use crate::protocol::codec::Request;
 use crate::protocol::fetch_response::{Chunk, FetchResponseParts};
-use crate::protocol::record_batch::{build_batch, decode_records, validate_batch};
+use crate::protocol::record_batch::{build_batch, decode_records, validate_batch, KeyValue};
 use crate::runtime::storage::{Storage, StorageFile};
 use crate::types::{BrokerId, Millis, TopicPartition};
 
@@ -47,8 +47,8 @@ pub enum Input {
     Request {
         /// Where it came from.
         connection: ConnectionId,
-        /// The request.
-        request: Request,
+        /// The request (boxed: the generated enum is large).
+        request: Box<Request>,
     },
     /// An fsync asked for by [`Output::Flush`] finished.
     FlushCompleted {
@@ -113,10 +113,17 @@ pub struct Response<F> {
 /// A response body: a generated message, or a Fetch response whose records are file ranges.
 #[derive(Debug)]
 pub enum ResponseBody<F> {
-    /// Encoded by `kafka-protocol`.
-    Message(ResponseKind),
+    /// Encoded by `kafka-protocol` (boxed: the generated enum is large).
+    Message(Box<ResponseKind>),
     /// Encoded by hand into chunks for sendfile.
     Fetch(FetchResponseParts<F>),
+}
+
+impl<F> ResponseBody<F> {
+    /// A generated message body.
+    pub fn message(body: ResponseKind) -> Self {
+        ResponseBody::Message(Box::new(body))
+    }
 }
 
 impl<F: Clone> Response<F> {
@@ -124,7 +131,12 @@ impl<F: Clone> Response<F> {
     pub fn encode(&self) -> Result<Vec<Chunk<F>>, crate::protocol::codec::CodecError> {
         match &self.body {
             ResponseBody::Message(body) => {
-                let frame = crate::protocol::codec::encode_response(self.api_key, self.api_version, self.correlation_id, body)?;
+                let frame = crate::protocol::codec::encode_response(
+                    self.api_key,
+                    self.api_version,
+                    self.correlation_id,
+                    body,
+                )?;
                 Ok(vec![Chunk::Bytes(frame.freeze())])
             }
             ResponseBody::Fetch(parts) => Ok(parts.encode(self.api_version, self.correlation_id)),
@@ -182,7 +194,12 @@ pub struct Broker<S: Storage> {
 const META_PROPERTIES: &str = "meta.properties";
 
 fn metadata_log_config() -> LogConfig {
-    LogConfig { segment_bytes: 1 << 30, index_interval_bytes: 4096, flush_messages: 1, flush_ms: None }
+    LogConfig {
+        segment_bytes: 1 << 30,
+        index_interval_bytes: 4096,
+        flush_messages: 1,
+        flush_ms: None,
+    }
 }
 
 fn log_config(config: &TopicConfig) -> LogConfig {
@@ -198,13 +215,20 @@ fn log_config(config: &TopicConfig) -> LogConfig {
 fn new_cluster_id(rng: &mut ChaCha8Rng) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let bits = (u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64());
-    (0..22).map(|index| ALPHABET[((bits >> (index * 6)) & 0x3f) as usize] as char).collect()
+    (0..22)
+        .map(|index| ALPHABET[((bits >> (index * 6)) & 0x3f) as usize] as char)
+        .collect()
 }
 
 impl<S: Storage> Broker<S> {
     /// Opens the data directory: reads or writes `meta.properties`, replays the metadata log,
     /// deletes stray partition files, and recovers every partition log.
-    pub fn open(config: BrokerConfig, storage: S, seed: u64, now: Millis) -> Result<(Self, StartupReport<S::File>), BrokerError> {
+    pub fn open(
+        config: BrokerConfig,
+        storage: S,
+        seed: u64,
+        now: Millis,
+    ) -> Result<(Self, StartupReport<S::File>), BrokerError> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut report = StartupReport {
             cluster_id: String::new(),
@@ -215,7 +239,12 @@ impl<S: Storage> Broker<S> {
             files_to_sync: Vec::new(),
         };
         let cluster_id = Self::load_meta_properties(&config, &storage, &mut rng, &mut report)?;
-        let (metadata_log, recovery) = PartitionLog::open(storage.clone(), METADATA_LOG_DIRECTORY, metadata_log_config(), now)?;
+        let (metadata_log, recovery) = PartitionLog::open(
+            storage.clone(),
+            METADATA_LOG_DIRECTORY,
+            metadata_log_config(),
+            now,
+        )?;
         add_recovery(&mut report.recovery, recovery);
         let mut broker = Broker {
             config,
@@ -233,7 +262,10 @@ impl<S: Storage> Broker<S> {
             delayed_creations: Vec::new(),
         };
         for record in broker.read_metadata_records()? {
-            broker.metadata.apply(&record, &broker.config).map_err(BrokerError::DataDirectory)?;
+            broker
+                .metadata
+                .apply(&record, &broker.config)
+                .map_err(BrokerError::DataDirectory)?;
         }
         report.stray_files_removed = broker.remove_stray_files()?;
         let topics: Vec<TopicMetadata> = broker.metadata.topics().cloned().collect();
@@ -270,8 +302,12 @@ impl<S: Storage> Broker<S> {
         let len = file.len().map_err(LogError::from)?;
         if len == 0 {
             let cluster_id = new_cluster_id(rng);
-            let text = format!("#seedlog meta.properties\nversion=1\ncluster.id={cluster_id}\nnode.id={}\n", config.node_id);
-            file.write_all_at(text.as_bytes(), 0).map_err(LogError::from)?;
+            let text = format!(
+                "#seedlog meta.properties\nversion=1\ncluster.id={cluster_id}\nnode.id={}\n",
+                config.node_id
+            );
+            file.write_all_at(text.as_bytes(), 0)
+                .map_err(LogError::from)?;
             report.files_to_sync.push(file);
             return Ok(cluster_id);
         }
@@ -280,7 +316,12 @@ impl<S: Storage> Broker<S> {
         let text = String::from_utf8_lossy(&bytes);
         let properties = crate::config::parse_properties(&text)
             .map_err(|error| BrokerError::DataDirectory(format!("{META_PROPERTIES}: {error}")))?;
-        let value = |key: &str| properties.iter().find(|property| property.key == key).map(|property| property.value.clone());
+        let value = |key: &str| {
+            properties
+                .iter()
+                .find(|property| property.key == key)
+                .map(|property| property.value.clone())
+        };
         let stored_node = value("node.id").unwrap_or_default();
         if stored_node != config.node_id.to_string() {
             return Err(BrokerError::DataDirectory(format!(
@@ -288,7 +329,9 @@ impl<S: Storage> Broker<S> {
                 config.node_id
             )));
         }
-        value("cluster.id").ok_or_else(|| BrokerError::DataDirectory(format!("{META_PROPERTIES} has no cluster.id")))
+        value("cluster.id").ok_or_else(|| {
+            BrokerError::DataDirectory(format!("{META_PROPERTIES} has no cluster.id"))
+        })
     }
 
     fn read_metadata_records(&self) -> Result<Vec<MetadataRecord>, BrokerError> {
@@ -296,13 +339,23 @@ impl<S: Storage> Broker<S> {
         let mut offset = self.metadata_log.log_start_offset();
         let end = self.metadata_log.log_end_offset();
         while offset < end {
-            let LogRead::Records { file, position, len } = self.metadata_log.read(offset, end, 1 << 20)? else { break };
+            let LogRead::Records {
+                file,
+                position,
+                len,
+            } = self.metadata_log.read(offset, end, 1 << 20)?
+            else {
+                break;
+            };
             let mut bytes = vec![0; len as usize];
-            file.read_exact_at(&mut bytes, position).map_err(LogError::from)?;
-            let decoded = decode_records(&bytes.into()).map_err(|error| BrokerError::DataDirectory(error.to_string()))?;
+            file.read_exact_at(&mut bytes, position)
+                .map_err(LogError::from)?;
+            let decoded = decode_records(&bytes.into())
+                .map_err(|error| BrokerError::DataDirectory(error.to_string()))?;
             for record in &decoded {
                 let value = record.value.as_deref().unwrap_or_default();
-                records.push(MetadataRecord::from_bytes(value).map_err(BrokerError::DataDirectory)?);
+                records
+                    .push(MetadataRecord::from_bytes(value).map_err(BrokerError::DataDirectory)?);
                 offset = record.offset + 1;
             }
         }
@@ -312,10 +365,14 @@ impl<S: Storage> Broker<S> {
     fn remove_stray_files(&self) -> Result<usize, BrokerError> {
         let mut removed = 0;
         for name in self.storage.list("").map_err(LogError::from)? {
-            let Some((directory, _)) = name.split_once('/') else { continue };
+            let Some((directory, _)) = name.split_once('/') else {
+                continue;
+            };
             let known = directory == METADATA_LOG_DIRECTORY
                 || TopicPartition::parse(directory).is_some_and(|partition| {
-                    self.metadata.topic(&partition.topic).is_some_and(|topic| partition.partition < topic.partitions)
+                    self.metadata
+                        .topic(&partition.topic)
+                        .is_some_and(|topic| partition.partition < topic.partitions)
                 });
             if !known {
                 self.storage.remove(&name).map_err(LogError::from)?;
@@ -325,10 +382,24 @@ impl<S: Storage> Broker<S> {
         Ok(removed)
     }
 
-    fn open_partition(&mut self, topic: &TopicMetadata, partition: i32, now: Millis) -> Result<RecoveryReport, LogError> {
+    fn open_partition(
+        &mut self,
+        topic: &TopicMetadata,
+        partition: i32,
+        now: Millis,
+    ) -> Result<RecoveryReport, LogError> {
         let topic_partition = TopicPartition::new(topic.name.clone(), partition);
-        let (log, recovery) = PartitionLog::open(self.storage.clone(), &topic_partition.to_string(), log_config(&topic.config), now)?;
-        let replica = Partition::new_local_leader(topic_partition.clone(), log, BrokerId(self.config.node_id));
+        let (log, recovery) = PartitionLog::open(
+            self.storage.clone(),
+            &topic_partition.to_string(),
+            log_config(&topic.config),
+            now,
+        )?;
+        let replica = Partition::new_local_leader(
+            topic_partition.clone(),
+            log,
+            BrokerId(self.config.node_id),
+        );
         self.partitions.insert(topic_partition, replica);
         Ok(recovery)
     }
@@ -351,39 +422,64 @@ impl<S: Storage> Broker<S> {
     /// Reacts to one input. Runs to completion; never blocks.
     pub fn handle(&mut self, now: Millis, input: Input, out: &mut Vec<Output<S::File>>) {
         match input {
-            Input::Request { connection, request } => self.on_request(now, connection, request, out),
-            Input::FlushCompleted { flush_id, result } => self.on_flush_completed(now, flush_id, result, out),
+            Input::Request {
+                connection,
+                request,
+            } => self.on_request(now, connection, *request, out),
+            Input::FlushCompleted { flush_id, result } => {
+                self.on_flush_completed(now, flush_id, result, out)
+            }
             Input::ConnectionClosed { connection } => {
-                self.delayed_produces.retain(|delayed| delayed.connection != connection);
-                self.delayed_fetches.retain(|delayed| delayed.connection != connection);
-                self.delayed_creations.retain(|delayed| delayed.connection != connection);
+                self.delayed_produces
+                    .retain(|delayed| delayed.connection != connection);
+                self.delayed_fetches
+                    .retain(|delayed| delayed.connection != connection);
+                self.delayed_creations
+                    .retain(|delayed| delayed.connection != connection);
             }
             Input::Tick => self.on_tick(now, out),
         }
     }
 
-    fn on_request(&mut self, now: Millis, connection: ConnectionId, request: Request, out: &mut Vec<Output<S::File>>) {
+    fn on_request(
+        &mut self,
+        now: Millis,
+        connection: ConnectionId,
+        request: Request,
+        out: &mut Vec<Output<S::File>>,
+    ) {
         use kafka_protocol::messages::RequestKind;
         let reply = |body: ResponseKind| Response {
             api_key: request.api_key,
             api_version: request.api_version,
             correlation_id: request.correlation_id,
-            body: ResponseBody::Message(body),
+            body: ResponseBody::message(body),
         };
         match &request.body {
             RequestKind::ApiVersions(body) => {
-                let response = reply(self.on_api_versions_request(request.api_version, body));
-                out.push(Output::Respond { connection, response });
+                let response = reply(Self::on_api_versions_request(request.api_version, body));
+                out.push(Output::Respond {
+                    connection,
+                    response,
+                });
             }
             RequestKind::Metadata(body) => {
                 let response = reply(self.on_metadata_request(now, request.api_version, body, out));
-                out.push(Output::Respond { connection, response });
+                out.push(Output::Respond {
+                    connection,
+                    response,
+                });
             }
             RequestKind::ListOffsets(body) => {
                 let response = reply(self.on_list_offsets_request(request.api_version, body));
-                out.push(Output::Respond { connection, response });
+                out.push(Output::Respond {
+                    connection,
+                    response,
+                });
             }
-            RequestKind::CreateTopics(_) => self.on_create_topics_request(now, connection, request, out),
+            RequestKind::CreateTopics(_) => {
+                self.on_create_topics_request(now, connection, &request, out);
+            }
             RequestKind::Produce(_) => self.on_produce_request(now, connection, request, out),
             RequestKind::Fetch(_) => self.on_fetch_request(now, connection, request, out),
             other => {
@@ -401,38 +497,84 @@ impl<S: Storage> Broker<S> {
     }
 
     /// Starts a flush of one partition; returns its id if there was anything to flush.
-    fn flush_partition(&mut self, now: Millis, topic_partition: &TopicPartition, out: &mut Vec<Output<S::File>>) -> Option<FlushId> {
+    fn flush_partition(
+        &mut self,
+        now: Millis,
+        topic_partition: &TopicPartition,
+        out: &mut Vec<Output<S::File>>,
+    ) -> Option<FlushId> {
         let partition = self.partitions.get_mut(topic_partition)?;
         let (files, offset) = partition.log.start_flush(now)?;
         let flush_id = self.new_flush_id();
-        self.flushes.insert(flush_id, FlushTarget::Partition { topic_partition: topic_partition.clone(), offset });
+        self.flushes.insert(
+            flush_id,
+            FlushTarget::Partition {
+                topic_partition: topic_partition.clone(),
+                offset,
+            },
+        );
         out.push(Output::Flush { flush_id, files });
         Some(flush_id)
     }
 
     /// Appends metadata records and flushes them; the caller parks its work on the flush.
-    fn append_metadata(&mut self, now: Millis, records: &[MetadataRecord], out: &mut Vec<Output<S::File>>) -> Result<FlushId, LogError> {
+    fn append_metadata(
+        &mut self,
+        now: Millis,
+        records: &[MetadataRecord],
+        out: &mut Vec<Output<S::File>>,
+    ) -> Result<FlushId, LogError> {
         let values: Vec<Vec<u8>> = records.iter().map(MetadataRecord::to_bytes).collect();
-        let entries: Vec<(Option<&[u8]>, Option<&[u8]>)> = values.iter().map(|value| (None, Some(value.as_slice()))).collect();
+        let entries: Vec<KeyValue<'_>> = values
+            .iter()
+            .map(|value| (None, Some(value.as_slice())))
+            .collect();
         let mut batch = build_batch(&entries, 0).to_vec();
         let header = validate_batch(&batch).expect("a freshly built batch is valid");
         self.metadata_log.append(&mut batch, &header, 0)?;
         let (files, offset) = self.metadata_log.start_flush(now).expect("just appended");
         let flush_id = self.new_flush_id();
-        self.flushes.insert(flush_id, FlushTarget::Metadata { offset, records: records.to_vec() });
+        self.flushes.insert(
+            flush_id,
+            FlushTarget::Metadata {
+                offset,
+                records: records.to_vec(),
+            },
+        );
         out.push(Output::Flush { flush_id, files });
         Ok(flush_id)
     }
 
-    fn on_flush_completed(&mut self, now: Millis, flush_id: FlushId, result: Result<(), String>, out: &mut Vec<Output<S::File>>) {
-        let target = self.flushes.remove(&flush_id).expect("completion of an unknown flush");
-        match (&target, &result) {
-            (FlushTarget::Partition { topic_partition, offset }, Ok(())) => {
+    fn on_flush_completed(
+        &mut self,
+        now: Millis,
+        flush_id: FlushId,
+        result: Result<(), String>,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let target = self
+            .flushes
+            .remove(&flush_id)
+            .expect("completion of an unknown flush");
+        let succeeded = result.is_ok();
+        match (&target, result) {
+            (
+                FlushTarget::Partition {
+                    topic_partition,
+                    offset,
+                },
+                Ok(()),
+            ) => {
                 if let Some(partition) = self.partitions.get_mut(topic_partition) {
                     partition.log.flush_completed(*offset);
                 }
             }
-            (FlushTarget::Partition { topic_partition, .. }, Err(error)) => {
+            (
+                FlushTarget::Partition {
+                    topic_partition, ..
+                },
+                Err(error),
+            ) => {
                 if let Some(partition) = self.partitions.get_mut(topic_partition) {
                     tracing::error!(partition = %topic_partition, %error, "fsync failed: partition offline");
                     partition.offline = Some(format!("fsync failed: {error}"));
@@ -444,10 +586,13 @@ impl<S: Storage> Broker<S> {
             }
             (FlushTarget::Metadata { records, .. }, Err(error)) => {
                 // The records may or may not be on disk: this process must not guess. Kafka halts.
-                panic!("fsync of the metadata log failed ({error}) with {} records pending", records.len());
+                panic!(
+                    "fsync of the metadata log failed ({error}) with {} records pending",
+                    records.len()
+                );
             }
         }
-        self.complete_delayed_produces(flush_id, result.is_ok(), out);
+        self.complete_delayed_produces(flush_id, succeeded, out);
         self.complete_topic_creations(flush_id, out);
     }
 
@@ -471,7 +616,12 @@ impl<S: Storage> Broker<S> {
         let due: Vec<TopicPartition> = self
             .partitions
             .iter()
-            .filter(|(_, partition)| partition.log.next_flush_deadline().is_some_and(|deadline| deadline <= now))
+            .filter(|(_, partition)| {
+                partition
+                    .log
+                    .next_flush_deadline()
+                    .is_some_and(|deadline| deadline <= now)
+            })
             .map(|(topic_partition, _)| topic_partition.clone())
             .collect();
         for topic_partition in due {
@@ -482,7 +632,10 @@ impl<S: Storage> Broker<S> {
 
     /// The earliest time at which `handle(now, Input::Tick)` must run.
     pub fn next_deadline(&self) -> Option<Millis> {
-        let flushes = self.partitions.values().filter_map(|partition| partition.log.next_flush_deadline());
+        let flushes = self
+            .partitions
+            .values()
+            .filter_map(|partition| partition.log.next_flush_deadline());
         let fetches = self.delayed_fetches.iter().map(|delayed| delayed.deadline);
         flushes.chain(fetches).min()
     }
@@ -491,14 +644,26 @@ impl<S: Storage> Broker<S> {
     pub fn check_invariants(&self) {
         self.metadata_log.check_invariants();
         for (topic_partition, partition) in &self.partitions {
-            assert_eq!(topic_partition, &partition.topic_partition, "partition keyed by itself");
+            assert_eq!(
+                topic_partition, &partition.topic_partition,
+                "partition keyed by itself"
+            );
             partition.check_invariants();
-            let topic = self.metadata.topic(&topic_partition.topic).expect("a partition belongs to a known topic");
-            assert!(topic_partition.partition < topic.partitions, "partition index within the topic");
+            let topic = self
+                .metadata
+                .topic(&topic_partition.topic)
+                .expect("a partition belongs to a known topic");
+            assert!(
+                topic_partition.partition < topic.partitions,
+                "partition index within the topic"
+            );
         }
         for delayed in &self.delayed_produces {
             for flush_id in &delayed.waiting {
-                assert!(self.flushes.contains_key(flush_id), "a delayed produce waits on a live flush");
+                assert!(
+                    self.flushes.contains_key(flush_id),
+                    "a delayed produce waits on a live flush"
+                );
             }
         }
     }

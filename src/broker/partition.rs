@@ -32,7 +32,11 @@ pub struct Partition<S: Storage> {
 
 impl<S: Storage> Partition<S> {
     /// A partition led by `leader` with itself as the only replica.
-    pub fn new_local_leader(topic_partition: TopicPartition, log: PartitionLog<S>, leader: BrokerId) -> Self {
+    pub fn new_local_leader(
+        topic_partition: TopicPartition,
+        log: PartitionLog<S>,
+        leader: BrokerId,
+    ) -> Self {
         let high_watermark = log.log_end_offset();
         let partition = Partition {
             topic_partition,
@@ -57,7 +61,10 @@ impl<S: Storage> Partition<S> {
     /// own). Returns whether it moved. It never moves backwards on a leader.
     pub fn maybe_advance_high_watermark(&mut self) -> bool {
         let candidate = self.log.log_end_offset();
-        assert!(candidate >= self.high_watermark, "high watermark would go backwards");
+        assert!(
+            candidate >= self.high_watermark,
+            "high watermark would go backwards"
+        );
         let advanced = candidate > self.high_watermark;
         self.high_watermark = candidate;
         advanced
@@ -66,12 +73,28 @@ impl<S: Storage> Partition<S> {
     /// Cross-field invariants; a violation is a bug.
     pub fn check_invariants(&self) {
         self.log.check_invariants();
-        assert!(self.log.log_start_offset() <= self.high_watermark, "{}: log start above HW", self.topic_partition);
-        assert!(self.high_watermark <= self.log.log_end_offset(), "{}: HW above log end", self.topic_partition);
-        assert!(self.isr.contains(&self.leader), "{}: leader not in ISR", self.topic_partition);
+        assert!(
+            self.log.log_start_offset() <= self.high_watermark,
+            "{}: log start above HW",
+            self.topic_partition
+        );
+        assert!(
+            self.high_watermark <= self.log.log_end_offset(),
+            "{}: HW above log end",
+            self.topic_partition
+        );
+        assert!(
+            self.isr.contains(&self.leader),
+            "{}: leader not in ISR",
+            self.topic_partition
+        );
         assert!(!self.isr.is_empty(), "{}: empty ISR", self.topic_partition);
         for member in &self.isr {
-            assert!(self.replicas.contains(member), "{}: ISR member {member:?} not a replica", self.topic_partition);
+            assert!(
+                self.replicas.contains(member),
+                "{}: ISR member {member:?} not a replica",
+                self.topic_partition
+            );
         }
     }
 }

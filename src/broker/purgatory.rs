@@ -17,9 +17,15 @@ use super::{Broker, ConnectionId, FlushId, Output, Response, ResponseBody};
 #[derive(Debug)]
 pub(super) enum FlushTarget {
     /// A partition log up to `offset`.
-    Partition { topic_partition: TopicPartition, offset: i64 },
+    Partition {
+        topic_partition: TopicPartition,
+        offset: i64,
+    },
     /// The metadata log up to `offset`; `records` apply once durable.
-    Metadata { offset: i64, records: Vec<MetadataRecord> },
+    Metadata {
+        offset: i64,
+        records: Vec<MetadataRecord>,
+    },
 }
 
 /// A produce response waiting for fsyncs (the append crossed `flush.messages`).
@@ -56,7 +62,12 @@ pub(super) struct DelayedFetch {
 }
 
 impl<S: Storage> Broker<S> {
-    pub(super) fn complete_delayed_produces(&mut self, flush_id: FlushId, succeeded: bool, out: &mut Vec<Output<S::File>>) {
+    pub(super) fn complete_delayed_produces(
+        &mut self,
+        flush_id: FlushId,
+        succeeded: bool,
+        out: &mut Vec<Output<S::File>>,
+    ) {
         let mut index = 0;
         while index < self.delayed_produces.len() {
             let delayed = &mut self.delayed_produces[index];
@@ -65,8 +76,13 @@ impl<S: Storage> Broker<S> {
                 continue;
             }
             if !succeeded {
-                for &(_, topic, partition) in delayed.slots.iter().filter(|(slot, _, _)| *slot == flush_id) {
-                    let slot = &mut delayed.response.responses[topic].partition_responses[partition];
+                for &(_, topic, partition) in delayed
+                    .slots
+                    .iter()
+                    .filter(|(slot, _, _)| *slot == flush_id)
+                {
+                    let slot =
+                        &mut delayed.response.responses[topic].partition_responses[partition];
                     slot.error_code = ErrorCode::KafkaStorageError.code();
                     slot.base_offset = -1;
                 }
@@ -79,7 +95,7 @@ impl<S: Storage> Broker<S> {
                         api_key: kafka_protocol::messages::ApiKey::Produce,
                         api_version: delayed.api_version,
                         correlation_id: delayed.correlation_id,
-                        body: ResponseBody::Message(ResponseKind::Produce(delayed.response)),
+                        body: ResponseBody::message(ResponseKind::Produce(delayed.response)),
                     },
                 });
             } else {
@@ -88,9 +104,14 @@ impl<S: Storage> Broker<S> {
         }
     }
 
-    pub(super) fn complete_topic_creations(&mut self, flush_id: FlushId, out: &mut Vec<Output<S::File>>) {
-        let (ready, waiting): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.delayed_creations).into_iter().partition(|delayed| delayed.flush_id == flush_id);
+    pub(super) fn complete_topic_creations(
+        &mut self,
+        flush_id: FlushId,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.delayed_creations)
+            .into_iter()
+            .partition(|delayed| delayed.flush_id == flush_id);
         self.delayed_creations = waiting;
         for delayed in ready {
             out.push(Output::Respond {
@@ -99,7 +120,7 @@ impl<S: Storage> Broker<S> {
                     api_key: kafka_protocol::messages::ApiKey::CreateTopics,
                     api_version: delayed.api_version,
                     correlation_id: delayed.correlation_id,
-                    body: ResponseBody::Message(ResponseKind::CreateTopics(delayed.response)),
+                    body: ResponseBody::message(ResponseKind::CreateTopics(delayed.response)),
                 },
             });
         }

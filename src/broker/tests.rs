@@ -5,7 +5,8 @@ use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableT
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, FetchRequest, MetadataRequest, ProduceRequest, RequestKind, ResponseKind, TopicName,
+    ApiKey, CreateTopicsRequest, FetchRequest, MetadataRequest, ProduceRequest, RequestKind,
+    ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -32,15 +33,20 @@ impl Harness {
     }
 
     fn on(storage: MemoryStorage) -> Harness {
-        let (broker, report) = Broker::open(BrokerConfig::default(), storage, 7, Millis(0)).expect("open");
-        let harness = Harness { broker, now: Millis(0), correlation_id: 0 };
+        let (broker, report) =
+            Broker::open(BrokerConfig::default(), storage, 7, Millis(0)).expect("open");
+        let harness = Harness {
+            broker,
+            now: Millis(0),
+            correlation_id: 0,
+        };
         for file in report.files_to_sync {
-            harness.sync(&file);
+            Harness::sync(&file);
         }
         harness
     }
 
-    fn sync(&self, file: &crate::runtime::memory_storage::MemoryFile) {
+    fn sync(file: &crate::runtime::memory_storage::MemoryFile) {
         futures_lite_block_on(file.sync()).expect("sync");
     }
 
@@ -51,25 +57,46 @@ impl Harness {
         out
     }
 
-    fn request(&mut self, api_version: i16, body: RequestKind) -> Vec<Output<crate::runtime::memory_storage::MemoryFile>> {
+    fn request(
+        &mut self,
+        api_version: i16,
+        body: RequestKind,
+    ) -> Vec<Output<crate::runtime::memory_storage::MemoryFile>> {
         self.correlation_id += 1;
         let api_key = crate::protocol::codec::RequestApiKey::api_key(&body);
-        let request = Request { api_key, api_version, correlation_id: self.correlation_id, client_id: None, body };
-        self.input(Input::Request { connection: CONNECTION, request })
+        let request = Request {
+            api_key,
+            api_version,
+            correlation_id: self.correlation_id,
+            client_id: None,
+            body,
+        };
+        self.input(Input::Request {
+            connection: CONNECTION,
+            request: Box::new(request),
+        })
     }
 
     /// Runs every requested fsync to completion and returns all outputs that follow.
-    fn flush_all(&mut self, mut outputs: Vec<Output<crate::runtime::memory_storage::MemoryFile>>, succeed: bool) -> Vec<Output<crate::runtime::memory_storage::MemoryFile>> {
+    fn flush_all(
+        &mut self,
+        mut outputs: Vec<Output<crate::runtime::memory_storage::MemoryFile>>,
+        succeed: bool,
+    ) -> Vec<Output<crate::runtime::memory_storage::MemoryFile>> {
         let mut done = Vec::new();
         while let Some(output) = outputs.pop() {
             match output {
                 Output::Flush { flush_id, files } => {
                     if succeed {
                         for file in &files {
-                            self.sync(file);
+                            Harness::sync(file);
                         }
                     }
-                    let result = if succeed { Ok(()) } else { Err("injected".to_owned()) };
+                    let result = if succeed {
+                        Ok(())
+                    } else {
+                        Err("injected".to_owned())
+                    };
                     outputs.extend(self.input(Input::FlushCompleted { flush_id, result }));
                 }
                 other => done.push(other),
@@ -78,7 +105,12 @@ impl Harness {
         done
     }
 
-    fn create_topic(&mut self, name: &str, partitions: i32, configs: &[(&str, &str)]) -> ResponseKind {
+    fn create_topic(
+        &mut self,
+        name: &str,
+        partitions: i32,
+        configs: &[(&str, &str)],
+    ) -> ResponseKind {
         let configs = configs
             .iter()
             .map(|(key, value)| {
@@ -92,50 +124,102 @@ impl Harness {
             .with_num_partitions(partitions)
             .with_replication_factor(1)
             .with_configs(configs);
-        let outputs = self.request(7, RequestKind::CreateTopics(CreateTopicsRequest::default().with_topics(vec![topic])));
+        let outputs = self.request(
+            7,
+            RequestKind::CreateTopics(CreateTopicsRequest::default().with_topics(vec![topic])),
+        );
         single_message(self.flush_all(outputs, true))
     }
 
-    fn produce(&mut self, topic: &str, partition: i32, acks: i16, records: Bytes) -> Vec<Output<crate::runtime::memory_storage::MemoryFile>> {
+    fn produce(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        acks: i16,
+        records: Bytes,
+    ) -> Vec<Output<crate::runtime::memory_storage::MemoryFile>> {
         let data = TopicProduceData::default()
             .with_name(topic_name(topic))
-            .with_partition_data(vec![PartitionProduceData::default().with_index(partition).with_records(Some(records))]);
-        self.request(9, RequestKind::Produce(ProduceRequest::default().with_acks(acks).with_timeout_ms(1000).with_topic_data(vec![data])))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(records))]);
+        self.request(
+            9,
+            RequestKind::Produce(
+                ProduceRequest::default()
+                    .with_acks(acks)
+                    .with_timeout_ms(1000)
+                    .with_topic_data(vec![data]),
+            ),
+        )
     }
 
-    fn fetch(&mut self, topic: &str, partition: i32, offset: i64, max_wait_ms: i32) -> Vec<Output<crate::runtime::memory_storage::MemoryFile>> {
-        let wanted = FetchPartition::default().with_partition(partition).with_fetch_offset(offset).with_partition_max_bytes(1 << 20);
+    fn fetch(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_wait_ms: i32,
+    ) -> Vec<Output<crate::runtime::memory_storage::MemoryFile>> {
+        let wanted = FetchPartition::default()
+            .with_partition(partition)
+            .with_fetch_offset(offset)
+            .with_partition_max_bytes(1 << 20);
         let body = FetchRequest::default()
             .with_max_wait_ms(max_wait_ms)
             .with_min_bytes(1)
             .with_max_bytes(1 << 20)
-            .with_topics(vec![FetchTopic::default().with_topic(topic_name(topic)).with_partitions(vec![wanted])]);
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(topic_name(topic))
+                .with_partitions(vec![wanted])]);
         self.request(12, RequestKind::Fetch(body))
     }
 }
 
 /// Enough of an executor for futures that never wait on anything but madsim-free sleeps.
 fn futures_lite_block_on<F: std::future::Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(future)
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(future)
 }
 
-fn single_message(outputs: Vec<Output<crate::runtime::memory_storage::MemoryFile>>) -> ResponseKind {
+fn single_message(
+    outputs: Vec<Output<crate::runtime::memory_storage::MemoryFile>>,
+) -> ResponseKind {
     assert_eq!(outputs.len(), 1, "expected one output, got {outputs:?}");
     match outputs.into_iter().next() {
-        Some(Output::Respond { response: Response { body: ResponseBody::Message(body), .. }, .. }) => body,
+        Some(Output::Respond {
+            response:
+                Response {
+                    body: ResponseBody::Message(body),
+                    ..
+                },
+            ..
+        }) => *body,
         other => panic!("expected a response, got {other:?}"),
     }
 }
 
 fn produced_offset(outputs: Vec<Output<crate::runtime::memory_storage::MemoryFile>>) -> (i16, i64) {
-    let ResponseKind::Produce(response) = single_message(outputs) else { panic!("not a produce response") };
+    let ResponseKind::Produce(response) = single_message(outputs) else {
+        panic!("not a produce response")
+    };
     let partition = &response.responses[0].partition_responses[0];
     (partition.error_code, partition.base_offset)
 }
 
 fn fetched_values(outputs: Vec<Output<crate::runtime::memory_storage::MemoryFile>>) -> Vec<String> {
     assert_eq!(outputs.len(), 1);
-    let Some(Output::Respond { response: Response { body: ResponseBody::Fetch(parts), .. }, .. }) = outputs.into_iter().next() else {
+    let Some(Output::Respond {
+        response: Response {
+            body: ResponseBody::Fetch(parts),
+            ..
+        },
+        ..
+    }) = outputs.into_iter().next()
+    else {
         panic!("expected a fetch response")
     };
     let partition = &parts.topics[0].partitions[0];
@@ -143,7 +227,11 @@ fn fetched_values(outputs: Vec<Output<crate::runtime::memory_storage::MemoryFile
     let bytes = match &partition.records {
         RecordsSource::Empty => return Vec::new(),
         RecordsSource::Bytes(bytes) => bytes.clone(),
-        RecordsSource::File { file, position, len } => {
+        RecordsSource::File {
+            file,
+            position,
+            len,
+        } => {
             let mut buffer = vec![0; *len as usize];
             file.read_exact_at(&mut buffer, *position).expect("read");
             Bytes::from(buffer)
@@ -165,22 +253,41 @@ fn a_created_topic_takes_produces_and_serves_them_back_in_order() {
     let mut harness = Harness::new();
     let outputs = harness.request(
         7,
-        RequestKind::CreateTopics(CreateTopicsRequest::default().with_topics(vec![CreatableTopic::default()
+        RequestKind::CreateTopics(CreateTopicsRequest::default().with_topics(
+            vec![CreatableTopic::default()
             .with_name(topic_name("orders"))
             .with_num_partitions(3)
-            .with_replication_factor(1)])),
+            .with_replication_factor(1)],
+        )),
     );
-    assert!(matches!(outputs.as_slice(), [Output::Flush { .. }]), "CreateTopics waits for its record to be durable");
-    let ResponseKind::CreateTopics(created) = single_message(harness.flush_all(outputs, true)) else { panic!() };
+    assert!(
+        matches!(outputs.as_slice(), [Output::Flush { .. }]),
+        "CreateTopics waits for its record to be durable"
+    );
+    let ResponseKind::CreateTopics(created) = single_message(harness.flush_all(outputs, true))
+    else {
+        panic!()
+    };
     assert_eq!(created.topics[0].error_code, 0);
     for (index, text) in ["a", "b", "c"].iter().enumerate() {
         let outputs = harness.produce("orders", 1, 1, value(text));
         assert_eq!(produced_offset(outputs), (0, index as i64));
     }
-    assert_eq!(fetched_values(harness.fetch("orders", 1, 0, 0)), vec!["a", "b", "c"]);
+    assert_eq!(
+        fetched_values(harness.fetch("orders", 1, 0, 0)),
+        vec!["a", "b", "c"]
+    );
     assert_eq!(fetched_values(harness.fetch("orders", 1, 2, 0)), vec!["c"]);
-    assert_eq!(fetched_values(harness.fetch("orders", 0, 0, 0)), Vec::<String>::new());
-    let ResponseKind::Metadata(metadata) = single_message(harness.request(12, RequestKind::Metadata(MetadataRequest::default().with_topics(None)))) else { panic!() };
+    assert_eq!(
+        fetched_values(harness.fetch("orders", 0, 0, 0)),
+        Vec::<String>::new()
+    );
+    let ResponseKind::Metadata(metadata) = single_message(harness.request(
+        12,
+        RequestKind::Metadata(MetadataRequest::default().with_topics(None)),
+    )) else {
+        panic!()
+    };
     assert_eq!(metadata.topics.len(), 1);
     assert_eq!(metadata.topics[0].partitions.len(), 3);
 }
@@ -189,17 +296,38 @@ fn a_created_topic_takes_produces_and_serves_them_back_in_order() {
 fn creating_an_existing_topic_or_bad_configs_fail_with_kafkas_codes() {
     let mut harness = Harness::new();
     harness.create_topic("t", 1, &[]);
-    let topic = CreatableTopic::default().with_name(topic_name("t")).with_num_partitions(1).with_replication_factor(1);
+    let topic = CreatableTopic::default()
+        .with_name(topic_name("t"))
+        .with_num_partitions(1)
+        .with_replication_factor(1);
     let bad = CreatableTopic::default()
         .with_name(topic_name("u"))
         .with_num_partitions(1)
         .with_replication_factor(3);
-    let outputs = harness.request(7, RequestKind::CreateTopics(CreateTopicsRequest::default().with_topics(vec![topic, bad])));
-    let ResponseKind::CreateTopics(response) = single_message(outputs) else { panic!() };
-    assert_eq!(response.topics[0].error_code, ErrorCode::TopicAlreadyExists.code());
-    assert_eq!(response.topics[1].error_code, ErrorCode::InvalidReplicationFactor.code());
-    let ResponseKind::CreateTopics(response) = harness.create_topic("v", 1, &[("flush.messages", "zero")]) else { panic!() };
-    assert_eq!(response.topics[0].error_code, ErrorCode::InvalidConfig.code());
+    let outputs = harness.request(
+        7,
+        RequestKind::CreateTopics(CreateTopicsRequest::default().with_topics(vec![topic, bad])),
+    );
+    let ResponseKind::CreateTopics(response) = single_message(outputs) else {
+        panic!()
+    };
+    assert_eq!(
+        response.topics[0].error_code,
+        ErrorCode::TopicAlreadyExists.code()
+    );
+    assert_eq!(
+        response.topics[1].error_code,
+        ErrorCode::InvalidReplicationFactor.code()
+    );
+    let ResponseKind::CreateTopics(response) =
+        harness.create_topic("v", 1, &[("flush.messages", "zero")])
+    else {
+        panic!()
+    };
+    assert_eq!(
+        response.topics[0].error_code,
+        ErrorCode::InvalidConfig.code()
+    );
 }
 
 use crate::protocol::ErrorCode;
@@ -209,29 +337,53 @@ fn with_flush_messages_1_the_ack_waits_for_the_fsync() {
     let mut harness = Harness::new();
     harness.create_topic("durable", 1, &[("flush.messages", "1")]);
     let outputs = harness.produce("durable", 0, 1, value("x"));
-    assert!(matches!(outputs.as_slice(), [Output::Flush { .. }]), "no ack before the fsync: {outputs:?}");
+    assert!(
+        matches!(outputs.as_slice(), [Output::Flush { .. }]),
+        "no ack before the fsync: {outputs:?}"
+    );
     assert_eq!(produced_offset(harness.flush_all(outputs, true)), (0, 0));
     let outputs = harness.produce("durable", 0, -1, value("y"));
     let (error, _) = produced_offset(harness.flush_all(outputs, false));
-    assert_eq!(error, ErrorCode::KafkaStorageError.code(), "a failed fsync is never acknowledged as success");
+    assert_eq!(
+        error,
+        ErrorCode::KafkaStorageError.code(),
+        "a failed fsync is never acknowledged as success"
+    );
     let (error, _) = produced_offset(harness.produce("durable", 0, 1, value("z")));
-    assert_eq!(error, ErrorCode::KafkaStorageError.code(), "the partition is offline after a failed fsync");
+    assert_eq!(
+        error,
+        ErrorCode::KafkaStorageError.code(),
+        "the partition is offline after a failed fsync"
+    );
 }
 
 #[test]
 fn acks_0_gets_no_response_and_a_failure_closes_the_connection() {
     let mut harness = Harness::new();
     harness.create_topic("t", 1, &[]);
-    assert!(matches!(harness.produce("t", 0, 0, value("x")).as_slice(), [Output::NoResponse { .. }]));
-    assert!(matches!(harness.produce("missing", 0, 0, value("x")).as_slice(), [Output::Close { .. }]));
+    assert!(matches!(
+        harness.produce("t", 0, 0, value("x")).as_slice(),
+        [Output::NoResponse { .. }]
+    ));
+    assert!(matches!(
+        harness.produce("missing", 0, 0, value("x")).as_slice(),
+        [Output::Close { .. }]
+    ));
 }
 
 #[test]
 fn acks_all_below_min_insync_replicas_is_refused() {
     let mut harness = Harness::new();
     harness.create_topic("t", 1, &[("min.insync.replicas", "2")]);
-    assert_eq!(produced_offset(harness.produce("t", 0, -1, value("x"))).0, ErrorCode::NotEnoughReplicas.code());
-    assert_eq!(produced_offset(harness.produce("t", 0, 1, value("x"))), (0, 0), "acks=1 ignores min.insync.replicas");
+    assert_eq!(
+        produced_offset(harness.produce("t", 0, -1, value("x"))).0,
+        ErrorCode::NotEnoughReplicas.code()
+    );
+    assert_eq!(
+        produced_offset(harness.produce("t", 0, 1, value("x"))),
+        (0, 0),
+        "acks=1 ignores min.insync.replicas"
+    );
 }
 
 #[test]
@@ -241,25 +393,41 @@ fn corrupt_or_multi_batch_produces_are_rejected_without_touching_the_log() {
     let mut corrupt = value("x").to_vec();
     let last = corrupt.len() - 1;
     corrupt[last] ^= 0xff;
-    assert_eq!(produced_offset(harness.produce("t", 0, 1, Bytes::from(corrupt))).0, ErrorCode::CorruptMessage.code());
+    assert_eq!(
+        produced_offset(harness.produce("t", 0, 1, Bytes::from(corrupt))).0,
+        ErrorCode::CorruptMessage.code()
+    );
     let mut two = value("a").to_vec();
     two.extend_from_slice(&value("b"));
-    assert_eq!(produced_offset(harness.produce("t", 0, 1, Bytes::from(two))).0, ErrorCode::InvalidRecord.code());
-    assert_eq!(produced_offset(harness.produce("t", 0, 1, value("ok"))), (0, 0), "nothing was appended before");
+    assert_eq!(
+        produced_offset(harness.produce("t", 0, 1, Bytes::from(two))).0,
+        ErrorCode::InvalidRecord.code()
+    );
+    assert_eq!(
+        produced_offset(harness.produce("t", 0, 1, value("ok"))),
+        (0, 0),
+        "nothing was appended before"
+    );
 }
 
 #[test]
 fn a_long_poll_fetch_waits_for_data_or_its_deadline() {
     let mut harness = Harness::new();
     harness.create_topic("t", 1, &[]);
-    assert!(harness.fetch("t", 0, 0, 500).is_empty(), "parked: no data yet");
+    assert!(
+        harness.fetch("t", 0, 0, 500).is_empty(),
+        "parked: no data yet"
+    );
     assert_eq!(harness.broker.next_deadline(), Some(Millis(500)));
     let mut outputs = harness.produce("t", 0, 1, value("x"));
     let fetch = outputs.remove(0);
     assert_eq!(fetched_values(vec![fetch]), vec!["x"]);
     assert!(harness.fetch("t", 0, 1, 500).is_empty());
     harness.now = Millis(500);
-    assert_eq!(fetched_values(harness.input(Input::Tick)), Vec::<String>::new());
+    assert_eq!(
+        fetched_values(harness.input(Input::Tick)),
+        Vec::<String>::new()
+    );
 }
 
 #[test]
@@ -270,11 +438,23 @@ fn data_survives_a_process_crash_but_unsynced_data_dies_with_the_power() {
     harness.produce("t", 0, 1, value("a"));
     storage.crash(CrashLevel::Process, |_| 0);
     let mut harness = Harness::on(storage.clone());
-    assert_eq!(fetched_values(harness.fetch("t", 0, 0, 0)), vec!["a"], "the page cache survives a process crash");
+    assert_eq!(
+        fetched_values(harness.fetch("t", 0, 0, 0)),
+        vec!["a"],
+        "the page cache survives a process crash"
+    );
     storage.crash(CrashLevel::PowerLoss, |_| 0);
     let mut harness = Harness::on(storage);
-    assert_eq!(fetched_values(harness.fetch("t", 0, 0, 0)), Vec::<String>::new(), "never fsynced: lost with the power");
-    assert_eq!(harness.broker.metadata.topics().count(), 1, "the topic record itself was fsynced before the ack");
+    assert_eq!(
+        fetched_values(harness.fetch("t", 0, 0, 0)),
+        Vec::<String>::new(),
+        "never fsynced: lost with the power"
+    );
+    assert_eq!(
+        harness.broker.metadata.topics().count(),
+        1,
+        "the topic record itself was fsynced before the ack"
+    );
 }
 
 #[test]
@@ -289,14 +469,23 @@ fn fsynced_data_survives_power_loss_and_a_torn_tail_is_truncated() {
     let mut harness = Harness::on(storage);
     assert_eq!(fetched_values(harness.fetch("t", 0, 0, 0)), vec!["kept"]);
     let outputs = harness.produce("t", 0, 1, value("next"));
-    assert_eq!(produced_offset(harness.flush_all(outputs, true)), (0, 1), "the torn offset is reused");
+    assert_eq!(
+        produced_offset(harness.flush_all(outputs, true)),
+        (0, 1),
+        "the torn offset is reused"
+    );
 }
 
 #[test]
 fn responses_name_the_api_they_answer() {
     let mut harness = Harness::new();
-    let outputs = harness.request(3, RequestKind::ApiVersions(Default::default()));
-    let Some(Output::Respond { response, .. }) = outputs.into_iter().next() else { panic!() };
+    let outputs = harness.request(
+        3,
+        RequestKind::ApiVersions(kafka_protocol::messages::ApiVersionsRequest::default()),
+    );
+    let Some(Output::Respond { response, .. }) = outputs.into_iter().next() else {
+        panic!()
+    };
     assert_eq!(response.api_key, ApiKey::ApiVersions);
     assert_eq!(response.correlation_id, harness.correlation_id);
 }

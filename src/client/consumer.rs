@@ -51,7 +51,10 @@ impl SubscriptionState {
     pub fn assign(&mut self, partitions: &[TopicPartition]) {
         let mut positions = BTreeMap::new();
         for partition in partitions {
-            positions.insert(partition.clone(), self.positions.get(partition).copied().flatten());
+            positions.insert(
+                partition.clone(),
+                self.positions.get(partition).copied().flatten(),
+            );
         }
         self.positions = positions;
     }
@@ -59,7 +62,10 @@ impl SubscriptionState {
     /// Sets the next offset to read.
     pub fn seek(&mut self, partition: &TopicPartition, offset: i64) {
         assert!(offset >= 0, "positions are non-negative");
-        let slot = self.positions.get_mut(partition).expect("seek on an assigned partition");
+        let slot = self
+            .positions
+            .get_mut(partition)
+            .expect("seek on an assigned partition");
         *slot = Some(offset);
     }
 
@@ -75,7 +81,11 @@ impl SubscriptionState {
 
     /// Partitions without a position.
     pub fn needing_reset(&self) -> Vec<TopicPartition> {
-        self.positions.iter().filter(|(_, position)| position.is_none()).map(|(partition, _)| partition.clone()).collect()
+        self.positions
+            .iter()
+            .filter(|(_, position)| position.is_none())
+            .map(|(partition, _)| partition.clone())
+            .collect()
     }
 
     /// A Fetch request (v4–v12: topics by name) for every partition with a position.
@@ -101,7 +111,9 @@ impl SubscriptionState {
                 topics
                     .into_iter()
                     .map(|(topic, partitions)| {
-                        FetchTopic::default().with_topic(TopicName(StrBytes::from_string(topic.to_owned()))).with_partitions(partitions)
+                        FetchTopic::default()
+                            .with_topic(TopicName(StrBytes::from_string(topic.to_owned())))
+                            .with_partitions(partitions)
                     })
                     .collect(),
             )
@@ -109,12 +121,17 @@ impl SubscriptionState {
 
     /// Applies a Fetch response: returns the records at or past each position and advances the
     /// positions past every whole batch (control batches included).
-    pub fn on_fetch_response(&mut self, response: &FetchResponse) -> Result<FetchOutcome, BatchError> {
+    pub fn on_fetch_response(
+        &mut self,
+        response: &FetchResponse,
+    ) -> Result<FetchOutcome, BatchError> {
         let mut outcome = FetchOutcome::default();
         for topic in &response.responses {
             for data in &topic.partitions {
                 let partition = TopicPartition::new(topic.topic.to_string(), data.partition_index);
-                let Some(Some(position)) = self.positions.get(&partition).copied() else { continue };
+                let Some(Some(position)) = self.positions.get(&partition).copied() else {
+                    continue;
+                };
                 match ErrorCode::from_code(data.error_code) {
                     ErrorCode::None => {}
                     ErrorCode::OffsetOutOfRange => {
@@ -128,7 +145,8 @@ impl SubscriptionState {
                     }
                 }
                 let records = data.records.clone().unwrap_or_default();
-                let next = Self::take_records(&partition, position, &records, &mut outcome.records)?;
+                let next =
+                    Self::take_records(&partition, position, &records, &mut outcome.records)?;
                 self.positions.insert(partition, Some(next));
             }
         }
@@ -136,7 +154,12 @@ impl SubscriptionState {
     }
 
     /// Decodes whole batches; a trailing partial batch (allowed by Kafka) is left for later.
-    fn take_records(partition: &TopicPartition, mut position: i64, records: &Bytes, out: &mut Vec<ConsumerRecord>) -> Result<i64, BatchError> {
+    fn take_records(
+        partition: &TopicPartition,
+        mut position: i64,
+        records: &Bytes,
+        out: &mut Vec<ConsumerRecord>,
+    ) -> Result<i64, BatchError> {
         let mut at = 0;
         while at < records.len() {
             let header = match validate_batch(&records[at..]) {
@@ -171,10 +194,13 @@ mod tests {
     use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 
     use super::*;
-    use crate::protocol::record_batch::{assign_offsets, build_batch};
+    use crate::protocol::record_batch::{assign_offsets, build_batch, KeyValue};
 
     fn batch_at(offset: i64, values: &[&str]) -> Vec<u8> {
-        let records: Vec<(Option<&[u8]>, Option<&[u8]>)> = values.iter().map(|value| (None, Some(value.as_bytes()))).collect();
+        let records: Vec<KeyValue<'_>> = values
+            .iter()
+            .map(|value| (None, Some(value.as_bytes())))
+            .collect();
         let mut batch = build_batch(&records, 0).to_vec();
         assign_offsets(&mut batch, offset, 0);
         batch
@@ -200,7 +226,9 @@ mod tests {
         bytes.extend(batch_at(7, &["seven"]));
         let partial = batch_at(8, &["eight"]);
         bytes.extend_from_slice(&partial[..partial.len() - 3]);
-        let outcome = state.on_fetch_response(&response(ErrorCode::None, bytes)).expect("valid");
+        let outcome = state
+            .on_fetch_response(&response(ErrorCode::None, bytes))
+            .expect("valid");
         let offsets: Vec<i64> = outcome.records.iter().map(|record| record.offset).collect();
         assert_eq!(offsets, vec![6, 7]);
         assert_eq!(state.position(&partition), Some(8));
@@ -212,13 +240,17 @@ mod tests {
         let mut state = SubscriptionState::default();
         state.assign(std::slice::from_ref(&partition));
         state.seek(&partition, 100);
-        let outcome = state.on_fetch_response(&response(ErrorCode::OffsetOutOfRange, Vec::new())).expect("ok");
+        let outcome = state
+            .on_fetch_response(&response(ErrorCode::OffsetOutOfRange, Vec::new()))
+            .expect("ok");
         assert_eq!(outcome.resets, vec![partition.clone()]);
         assert_eq!(state.position(&partition), None);
         state.seek(&partition, 0);
         let mut corrupt = batch_at(0, &["x"]);
         let last = corrupt.len() - 1;
         corrupt[last] ^= 1;
-        assert!(state.on_fetch_response(&response(ErrorCode::None, corrupt)).is_err());
+        assert!(state
+            .on_fetch_response(&response(ErrorCode::None, corrupt))
+            .is_err());
     }
 }

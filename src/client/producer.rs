@@ -182,7 +182,10 @@ impl ProducerCore {
     pub fn handle(&mut self, now: Millis, input: ProducerInput, out: &mut Vec<ProducerOutput>) {
         match input {
             ProducerInput::Send { id, record } => {
-                let bytes = build_batch(&[(record.key.as_deref(), record.value.as_deref())], record.timestamp_ms);
+                let bytes = build_batch(
+                    &[(record.key.as_deref(), record.value.as_deref())],
+                    record.timestamp_ms,
+                );
                 let batch = Batch {
                     id,
                     topic_partition: record.topic_partition,
@@ -195,7 +198,11 @@ impl ProducerCore {
                 self.requeue(batch);
             }
             ProducerInput::Connected => {
-                assert_eq!(self.connection, ConnectionState::Connecting, "connected without asking");
+                assert_eq!(
+                    self.connection,
+                    ConnectionState::Connecting,
+                    "connected without asking"
+                );
                 self.connection = ConnectionState::Connected;
                 self.connect_failures = 0;
             }
@@ -206,9 +213,19 @@ impl ProducerCore {
             }
             ProducerInput::Disconnected { reason } => self.on_disconnected(now, &reason, out),
             ProducerInput::Written => {
-                let in_flight = self.in_flight.pop_front().expect("a write without a request in flight");
-                assert_eq!(self.config.acks, Acks::None, "only acks=0 requests complete on write");
-                out.push(ProducerOutput::Complete { id: in_flight.batch.id, result: Ok(-1) });
+                let in_flight = self
+                    .in_flight
+                    .pop_front()
+                    .expect("a write without a request in flight");
+                assert_eq!(
+                    self.config.acks,
+                    Acks::None,
+                    "only acks=0 requests complete on write"
+                );
+                out.push(ProducerOutput::Complete {
+                    id: in_flight.batch.id,
+                    result: Ok(-1),
+                });
             }
             ProducerInput::Response(response) => self.on_produce_response(now, &response, out),
             ProducerInput::Tick => self.on_tick(now, out),
@@ -225,7 +242,10 @@ impl ProducerCore {
     fn backoff(&mut self, now: Millis) {
         let exponent = self.connect_failures.saturating_sub(1).min(10);
         let delay = (RECONNECT_BACKOFF_MS << exponent).min(RECONNECT_BACKOFF_MAX_MS);
-        self.connection = ConnectionState::Backoff { until: now.plus(delay), failures: self.connect_failures };
+        self.connection = ConnectionState::Backoff {
+            until: now.plus(delay),
+            failures: self.connect_failures,
+        };
     }
 
     fn maybe_connect(&mut self, out: &mut Vec<ProducerOutput>) {
@@ -237,14 +257,19 @@ impl ProducerCore {
 
     fn maybe_send(&mut self, now: Millis, out: &mut Vec<ProducerOutput>) {
         let max_in_flight = self.config.max_in_flight_requests_per_connection as usize;
-        while self.connection == ConnectionState::Connected && self.in_flight.len() < max_in_flight {
-            let Some(front) = self.queue.front() else { break };
+        while self.connection == ConnectionState::Connected && self.in_flight.len() < max_in_flight
+        {
+            let Some(front) = self.queue.front() else {
+                break;
+            };
             if front.retry_at > now {
                 break;
             }
             let batch = self.queue.pop_front().expect("front exists");
             let data = TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_string(batch.topic_partition.topic.clone())))
+                .with_name(TopicName(StrBytes::from_string(
+                    batch.topic_partition.topic.clone(),
+                )))
                 .with_partition_data(vec![PartitionProduceData::default()
                     .with_index(batch.topic_partition.partition)
                     .with_records(Some(batch.bytes.clone()))]);
@@ -253,15 +278,28 @@ impl ProducerCore {
                 .with_timeout_ms(self.config.request_timeout_ms.min(i32::MAX as u64) as i32)
                 .with_topic_data(vec![data]);
             let expects_response = self.config.acks != Acks::None;
-            self.in_flight.push_back(InFlight { batch, sent_at: now });
-            out.push(ProducerOutput::Request { request, expects_response });
+            self.in_flight.push_back(InFlight {
+                batch,
+                sent_at: now,
+            });
+            out.push(ProducerOutput::Request {
+                request,
+                expects_response,
+            });
         }
     }
 
-    fn on_produce_response(&mut self, now: Millis, response: &ProduceResponse, out: &mut Vec<ProducerOutput>) {
+    fn on_produce_response(
+        &mut self,
+        now: Millis,
+        response: &ProduceResponse,
+        out: &mut Vec<ProducerOutput>,
+    ) {
         let Some(in_flight) = self.in_flight.pop_front() else {
             let reason = "a produce response with nothing in flight".to_owned();
-            out.push(ProducerOutput::Disconnect { reason: reason.clone() });
+            out.push(ProducerOutput::Disconnect {
+                reason: reason.clone(),
+            });
             self.on_disconnected(now, &reason, out);
             return;
         };
@@ -269,37 +307,64 @@ impl ProducerCore {
             .responses
             .iter()
             .find(|topic| topic.name.as_str() == in_flight.batch.topic_partition.topic)
-            .and_then(|topic| topic.partition_responses.iter().find(|entry| entry.index == in_flight.batch.topic_partition.partition));
+            .and_then(|topic| {
+                topic
+                    .partition_responses
+                    .iter()
+                    .find(|entry| entry.index == in_flight.batch.topic_partition.partition)
+            });
         let Some(partition) = partition else {
             let mut batch = in_flight.batch;
             batch.maybe_written = true;
-            self.retry_or_fail(now, batch, "the response did not mention the partition", out);
+            self.retry_or_fail(
+                now,
+                batch,
+                "the response did not mention the partition",
+                out,
+            );
             return;
         };
         let error = ErrorCode::from_code(partition.error_code);
         if error == ErrorCode::None {
-            out.push(ProducerOutput::Complete { id: in_flight.batch.id, result: Ok(partition.base_offset) });
+            out.push(ProducerOutput::Complete {
+                id: in_flight.batch.id,
+                result: Ok(partition.base_offset),
+            });
             return;
         }
-        let message = partition.error_message.as_ref().map_or_else(|| format!("{error:?}"), |text| format!("{error:?}: {text}"));
+        let message = partition
+            .error_message
+            .as_ref()
+            .map_or_else(|| format!("{error:?}"), |text| format!("{error:?}: {text}"));
         let mut batch = in_flight.batch;
         batch.maybe_written |= error.may_have_been_written();
         if error.is_retriable() {
             self.retry_or_fail(now, batch, &message, out);
         } else {
-            out.push(ProducerOutput::Complete { id: batch.id, result: Err(Self::failure(&batch, error, message)) });
+            out.push(ProducerOutput::Complete {
+                id: batch.id,
+                result: Err(Self::failure(&batch, error, message)),
+            });
         }
     }
 
     fn failure(batch: &Batch, error: ErrorCode, message: String) -> ProduceError {
         if batch.maybe_written {
-            ProduceError::Indeterminate { reason: format!("{message} (an earlier attempt may have been written)") }
+            ProduceError::Indeterminate {
+                reason: format!("{message} (an earlier attempt may have been written)"),
+            }
         } else {
             ProduceError::Rejected { error, message }
         }
     }
 
-    fn retry_or_fail(&mut self, now: Millis, mut batch: Batch, reason: &str, out: &mut Vec<ProducerOutput>) {
+    fn retry_or_fail(
+        &mut self,
+        now: Millis,
+        mut batch: Batch,
+        reason: &str,
+        out: &mut Vec<ProducerOutput>,
+    ) {
         let expired = now >= batch.created.plus(self.config.delivery_timeout_ms);
         if batch.retries < self.config.retries as u32 && !expired {
             batch.retries += 1;
@@ -311,9 +376,15 @@ impl ProducerCore {
             let result = if batch.maybe_written {
                 ProduceError::Indeterminate { reason }
             } else {
-                ProduceError::Rejected { error: ErrorCode::RequestTimedOut, message: reason }
+                ProduceError::Rejected {
+                    error: ErrorCode::RequestTimedOut,
+                    message: reason,
+                }
             };
-            out.push(ProducerOutput::Complete { id: batch.id, result: Err(result) });
+            out.push(ProducerOutput::Complete {
+                id: batch.id,
+                result: Err(result),
+            });
         }
     }
 
@@ -336,18 +407,28 @@ impl ProducerCore {
         }
         if let Some(oldest) = self.in_flight.front() {
             if now >= oldest.sent_at.plus(self.config.request_timeout_ms) {
-                let reason = format!("request timed out after {} ms", self.config.request_timeout_ms);
-                out.push(ProducerOutput::Disconnect { reason: reason.clone() });
+                let reason = format!(
+                    "request timed out after {} ms",
+                    self.config.request_timeout_ms
+                );
+                out.push(ProducerOutput::Disconnect {
+                    reason: reason.clone(),
+                });
                 self.on_disconnected(now, &reason, out);
             }
         }
         let delivery_timeout_ms = self.config.delivery_timeout_ms;
-        let (expired, kept): (Vec<Batch>, Vec<Batch>) =
-            self.queue.drain(..).partition(|batch| now >= batch.created.plus(delivery_timeout_ms));
+        let (expired, kept): (Vec<Batch>, Vec<Batch>) = self
+            .queue
+            .drain(..)
+            .partition(|batch| now >= batch.created.plus(delivery_timeout_ms));
         self.queue = kept.into();
         for batch in expired {
             let message = format!("Expiring 1 record(s) for {}: delivery.timeout.ms of {delivery_timeout_ms} ms has passed", batch.topic_partition);
-            out.push(ProducerOutput::Complete { id: batch.id, result: Err(Self::failure(&batch, ErrorCode::RequestTimedOut, message)) });
+            out.push(ProducerOutput::Complete {
+                id: batch.id,
+                result: Err(Self::failure(&batch, ErrorCode::RequestTimedOut, message)),
+            });
         }
     }
 
@@ -357,19 +438,45 @@ impl ProducerCore {
             ConnectionState::Backoff { until, .. } => Some(until),
             _ => None,
         };
-        let request_timeout = self.in_flight.front().map(|oldest| oldest.sent_at.plus(self.config.request_timeout_ms));
-        let delivery = self.queue.iter().map(|batch| batch.created.plus(self.config.delivery_timeout_ms)).min();
-        let retry = self.queue.front().map(|batch| batch.retry_at).filter(|_| self.connection == ConnectionState::Connected);
-        [backoff, request_timeout, delivery, retry].into_iter().flatten().min()
+        let request_timeout = self
+            .in_flight
+            .front()
+            .map(|oldest| oldest.sent_at.plus(self.config.request_timeout_ms));
+        let delivery = self
+            .queue
+            .iter()
+            .map(|batch| batch.created.plus(self.config.delivery_timeout_ms))
+            .min();
+        let retry = self
+            .queue
+            .front()
+            .map(|batch| batch.retry_at)
+            .filter(|_| self.connection == ConnectionState::Connected);
+        [backoff, request_timeout, delivery, retry]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Cross-field invariants.
     pub fn check_invariants(&self) {
-        assert!(self.in_flight.len() <= self.config.max_in_flight_requests_per_connection as usize, "too many requests in flight");
+        assert!(
+            self.in_flight.len() <= self.config.max_in_flight_requests_per_connection as usize,
+            "too many requests in flight"
+        );
         if self.connection != ConnectionState::Connected {
-            assert!(self.in_flight.is_empty(), "requests in flight without a connection");
+            assert!(
+                self.in_flight.is_empty(),
+                "requests in flight without a connection"
+            );
         }
-        assert!(self.queue.iter().zip(self.queue.iter().skip(1)).all(|(a, b)| a.id < b.id), "the queue is ordered by id");
+        assert!(
+            self.queue
+                .iter()
+                .zip(self.queue.iter().skip(1))
+                .all(|(a, b)| a.id < b.id),
+            "the queue is ordered by id"
+        );
     }
 }
 
@@ -377,11 +484,19 @@ impl ProducerCore {
 mod tests {
     use super::*;
     use crate::config::Configurable;
-    use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+    use kafka_protocol::messages::produce_response::{
+        PartitionProduceResponse, TopicProduceResponse,
+    };
 
     fn core(pairs: &[(&str, &str)]) -> ProducerCore {
         let mut config = ProducerConfig::default();
-        config.apply([("enable.idempotence", "false")].into_iter().chain(pairs.iter().copied())).expect("valid");
+        config
+            .apply(
+                [("enable.idempotence", "false")]
+                    .into_iter()
+                    .chain(pairs.iter().copied()),
+            )
+            .expect("valid");
         ProducerCore::new(config).expect("core")
     }
 
@@ -393,7 +508,14 @@ mod tests {
             timestamp_ms: 0,
         };
         let mut out = Vec::new();
-        core.handle(Millis(now), ProducerInput::Send { id: RecordId(id), record }, &mut out);
+        core.handle(
+            Millis(now),
+            ProducerInput::Send {
+                id: RecordId(id),
+                record,
+            },
+            &mut out,
+        );
         core.check_invariants();
         out
     }
@@ -406,7 +528,10 @@ mod tests {
     }
 
     fn response(error: ErrorCode, base_offset: i64) -> ProduceResponse {
-        let partition = PartitionProduceResponse::default().with_index(0).with_error_code(error.code()).with_base_offset(base_offset);
+        let partition = PartitionProduceResponse::default()
+            .with_index(0)
+            .with_error_code(error.code())
+            .with_base_offset(base_offset);
         ProduceResponse::default().with_responses(vec![TopicProduceResponse::default()
             .with_name(TopicName(StrBytes::from_static_str("t")))
             .with_partition_responses(vec![partition])])
@@ -423,7 +548,10 @@ mod tests {
     }
 
     fn requests(outputs: &[ProducerOutput]) -> usize {
-        outputs.iter().filter(|output| matches!(output, ProducerOutput::Request { .. })).count()
+        outputs
+            .iter()
+            .filter(|output| matches!(output, ProducerOutput::Request { .. }))
+            .count()
     }
 
     #[test]
@@ -436,11 +564,18 @@ mod tests {
     #[test]
     fn pipelines_up_to_max_in_flight_and_completes_in_order() {
         let mut core = core(&[("max.in.flight.requests.per.connection", "2")]);
-        assert!(matches!(send(&mut core, 0, 1).as_slice(), [ProducerOutput::Connect]));
+        assert!(matches!(
+            send(&mut core, 0, 1).as_slice(),
+            [ProducerOutput::Connect]
+        ));
         send(&mut core, 0, 2);
         send(&mut core, 0, 3);
         assert_eq!(requests(&step(&mut core, 1, ProducerInput::Connected)), 2);
-        let out = step(&mut core, 2, ProducerInput::Response(response(ErrorCode::None, 10)));
+        let out = step(
+            &mut core,
+            2,
+            ProducerInput::Response(response(ErrorCode::None, 10)),
+        );
         assert_eq!(completions(&out), vec![(1, Ok(10))]);
         assert_eq!(requests(&out), 1, "a slot opened for the third");
     }
@@ -450,13 +585,28 @@ mod tests {
         let mut core = core(&[("retries", "1"), ("retry.backoff.ms", "10")]);
         send(&mut core, 0, 1);
         step(&mut core, 0, ProducerInput::Connected);
-        let out = step(&mut core, 5, ProducerInput::Disconnected { reason: "reset".into() });
+        let out = step(
+            &mut core,
+            5,
+            ProducerInput::Disconnected {
+                reason: "reset".into(),
+            },
+        );
         assert!(completions(&out).is_empty(), "one retry left");
         let out = step(&mut core, 100, ProducerInput::Tick);
         assert!(matches!(out.as_slice(), [ProducerOutput::Connect]));
         assert_eq!(requests(&step(&mut core, 101, ProducerInput::Connected)), 1);
-        let out = step(&mut core, 102, ProducerInput::Disconnected { reason: "reset".into() });
-        assert!(matches!(completions(&out).as_slice(), [(1, Err(ProduceError::Indeterminate { .. }))]));
+        let out = step(
+            &mut core,
+            102,
+            ProducerInput::Disconnected {
+                reason: "reset".into(),
+            },
+        );
+        assert!(matches!(
+            completions(&out).as_slice(),
+            [(1, Err(ProduceError::Indeterminate { .. }))]
+        ));
     }
 
     #[test]
@@ -464,8 +614,21 @@ mod tests {
         let mut core = core(&[]);
         send(&mut core, 0, 1);
         step(&mut core, 0, ProducerInput::Connected);
-        let out = step(&mut core, 1, ProducerInput::Response(response(ErrorCode::MessageTooLarge, -1)));
-        assert!(matches!(completions(&out).as_slice(), [(1, Err(ProduceError::Rejected { error: ErrorCode::MessageTooLarge, .. }))]));
+        let out = step(
+            &mut core,
+            1,
+            ProducerInput::Response(response(ErrorCode::MessageTooLarge, -1)),
+        );
+        assert!(matches!(
+            completions(&out).as_slice(),
+            [(
+                1,
+                Err(ProduceError::Rejected {
+                    error: ErrorCode::MessageTooLarge,
+                    ..
+                })
+            )]
+        ));
     }
 
     #[test]
@@ -473,18 +636,31 @@ mod tests {
         let mut core = core(&[("retries", "0")]);
         send(&mut core, 0, 1);
         step(&mut core, 0, ProducerInput::Connected);
-        let out = step(&mut core, 1, ProducerInput::Response(response(ErrorCode::KafkaStorageError, -1)));
-        assert!(matches!(completions(&out).as_slice(), [(1, Err(ProduceError::Indeterminate { .. }))]));
+        let out = step(
+            &mut core,
+            1,
+            ProducerInput::Response(response(ErrorCode::KafkaStorageError, -1)),
+        );
+        assert!(matches!(
+            completions(&out).as_slice(),
+            [(1, Err(ProduceError::Indeterminate { .. }))]
+        ));
     }
 
     #[test]
     fn a_request_timeout_closes_the_connection_and_resends() {
-        let mut core = core(&[("request.timeout.ms", "1000"), ("delivery.timeout.ms", "5000"), ("linger.ms", "0")]);
+        let mut core = core(&[
+            ("request.timeout.ms", "1000"),
+            ("delivery.timeout.ms", "5000"),
+            ("linger.ms", "0"),
+        ]);
         send(&mut core, 0, 1);
         step(&mut core, 0, ProducerInput::Connected);
         assert_eq!(core.next_deadline(), Some(Millis(1000)));
         let out = step(&mut core, 1000, ProducerInput::Tick);
-        assert!(out.iter().any(|output| matches!(output, ProducerOutput::Disconnect { .. })));
+        assert!(out
+            .iter()
+            .any(|output| matches!(output, ProducerOutput::Disconnect { .. })));
         assert_eq!(core.pending(), 1, "still queued for a retry");
     }
 
@@ -494,11 +670,31 @@ mod tests {
         send(&mut core, 0, 1);
         send(&mut core, 0, 2);
         assert_eq!(requests(&step(&mut core, 0, ProducerInput::Connected)), 2);
-        let out = step(&mut core, 1, ProducerInput::Response(response(ErrorCode::NotLeaderOrFollower, -1)));
-        assert_eq!(requests(&out), 1, "batch 1 is resent while batch 2 is still in flight");
-        let out = step(&mut core, 2, ProducerInput::Response(response(ErrorCode::None, 0)));
+        let out = step(
+            &mut core,
+            1,
+            ProducerInput::Response(response(ErrorCode::NotLeaderOrFollower, -1)),
+        );
+        assert_eq!(
+            requests(&out),
+            1,
+            "batch 1 is resent while batch 2 is still in flight"
+        );
+        let out = step(
+            &mut core,
+            2,
+            ProducerInput::Response(response(ErrorCode::None, 0)),
+        );
         assert_eq!(completions(&out), vec![(2, Ok(0))]);
-        let out = step(&mut core, 3, ProducerInput::Response(response(ErrorCode::None, 1)));
-        assert_eq!(completions(&out), vec![(1, Ok(1))], "reordered: the anomaly idempotence exists to prevent");
+        let out = step(
+            &mut core,
+            3,
+            ProducerInput::Response(response(ErrorCode::None, 1)),
+        );
+        assert_eq!(
+            completions(&out),
+            vec![(1, Ok(1))],
+            "reordered: the anomaly idempotence exists to prevent"
+        );
     }
 }

@@ -15,21 +15,37 @@ impl Listener {
     /// Parses `PLAINTEXT://host:port` (the only security protocol seedlog speaks).
     pub fn parse(key: &str, value: &str) -> Result<Listener, ConfigError> {
         if value.contains(',') {
-            return Err(ConfigError::not_implemented(key, "seedlog serves exactly one listener"));
+            return Err(ConfigError::not_implemented(
+                key,
+                "seedlog serves exactly one listener",
+            ));
         }
         let Some(address) = value.trim().strip_prefix("PLAINTEXT://") else {
-            return Err(ConfigError::invalid(key, value, "expected PLAINTEXT://host:port"));
+            return Err(ConfigError::invalid(
+                key,
+                value,
+                "expected PLAINTEXT://host:port",
+            ));
         };
         let (host, port) = address
             .rsplit_once(':')
             .ok_or_else(|| ConfigError::invalid(key, value, "missing :port"))?;
-        let port = port.parse::<u16>().map_err(|_| ConfigError::invalid(key, value, "bad port"))?;
-        Ok(Listener { host: host.trim_matches(['[', ']']).to_owned(), port })
+        let port = port
+            .parse::<u16>()
+            .map_err(|_| ConfigError::invalid(key, value, "bad port"))?;
+        Ok(Listener {
+            host: host.trim_matches(['[', ']']).to_owned(),
+            port,
+        })
     }
 
     /// `host:port` to bind (an empty host binds every interface).
     pub fn bind_address(&self) -> String {
-        let host = if self.host.is_empty() { "0.0.0.0" } else { &self.host };
+        let host = if self.host.is_empty() {
+            "0.0.0.0"
+        } else {
+            &self.host
+        };
         format!("{host}:{}", self.port)
     }
 }
@@ -73,7 +89,10 @@ impl Default for BrokerConfig {
     fn default() -> Self {
         BrokerConfig {
             node_id: 0,
-            listeners: Listener { host: String::new(), port: 9092 },
+            listeners: Listener {
+                host: String::new(),
+                port: 9092,
+            },
             advertised_listeners: None,
             log_dirs: "/tmp/kafka-logs".to_owned(),
             log_flush_interval_messages: i64::MAX,
@@ -97,9 +116,15 @@ pub const SEGMENT_BYTES_MIN: i32 = 14;
 impl BrokerConfig {
     /// The listener clients are told about.
     pub fn advertised(&self) -> Listener {
-        let listener = self.advertised_listeners.clone().unwrap_or_else(|| self.listeners.clone());
+        let listener = self
+            .advertised_listeners
+            .clone()
+            .unwrap_or_else(|| self.listeners.clone());
         if listener.host.is_empty() {
-            Listener { host: "localhost".to_owned(), port: listener.port }
+            Listener {
+                host: "localhost".to_owned(),
+                port: listener.port,
+            }
         } else {
             listener
         }
@@ -111,29 +136,53 @@ impl Configurable for BrokerConfig {
         match key {
             "node.id" | "broker.id" => self.node_id = parse_at_least(key, value, 0)?,
             "listeners" => self.listeners = Listener::parse(key, value)?,
-            "advertised.listeners" => self.advertised_listeners = Some(Listener::parse(key, value)?),
+            "advertised.listeners" => {
+                self.advertised_listeners = Some(Listener::parse(key, value)?)
+            }
             "log.dirs" | "log.dir" => {
                 if value.contains(',') {
-                    return Err(ConfigError::not_implemented(key, "seedlog uses exactly one log directory"));
+                    return Err(ConfigError::not_implemented(
+                        key,
+                        "seedlog uses exactly one log directory",
+                    ));
                 }
                 if value.trim().is_empty() {
                     return Err(ConfigError::invalid(key, value, "must not be empty"));
                 }
                 self.log_dirs = value.trim().to_owned();
             }
-            "log.flush.interval.messages" => self.log_flush_interval_messages = parse_at_least(key, value, 1)?,
-            "log.flush.interval.ms" => self.log_flush_interval_ms = Some(parse_at_least(key, value, 0)?),
-            "log.segment.bytes" => self.log_segment_bytes = parse_at_least(key, value, SEGMENT_BYTES_MIN)?,
-            "log.index.interval.bytes" => self.log_index_interval_bytes = parse_at_least(key, value, 0)?,
+            "log.flush.interval.messages" => {
+                self.log_flush_interval_messages = parse_at_least(key, value, 1)?
+            }
+            "log.flush.interval.ms" => {
+                self.log_flush_interval_ms = Some(parse_at_least(key, value, 0)?)
+            }
+            "log.segment.bytes" => {
+                self.log_segment_bytes = parse_at_least(key, value, SEGMENT_BYTES_MIN)?
+            }
+            "log.index.interval.bytes" => {
+                self.log_index_interval_bytes = parse_at_least(key, value, 0)?
+            }
             "message.max.bytes" => self.message_max_bytes = parse_at_least(key, value, 0)?,
-            "socket.request.max.bytes" => self.socket_request_max_bytes = parse_at_least(key, value, 1)?,
+            "socket.request.max.bytes" => {
+                self.socket_request_max_bytes = parse_at_least(key, value, 1)?
+            }
             "num.partitions" => self.num_partitions = parse_at_least(key, value, 1)?,
-            "default.replication.factor" => self.default_replication_factor = parse_at_least(key, value, 1)?,
+            "default.replication.factor" => {
+                self.default_replication_factor = parse_at_least(key, value, 1)?
+            }
             "min.insync.replicas" => self.min_insync_replicas = parse_at_least(key, value, 1)?,
             "auto.create.topics.enable" => self.auto_create_topics_enable = parse_bool(key, value)?,
-            "unclean.leader.election.enable" => self.unclean_leader_election_enable = parse_bool(key, value)?,
-            "process.roles" | "controller.quorum.voters" | "controller.listener.names"
-            | "log.retention.hours" | "log.retention.ms" | "log.retention.bytes" | "num.network.threads"
+            "unclean.leader.election.enable" => {
+                self.unclean_leader_election_enable = parse_bool(key, value)?
+            }
+            "process.roles"
+            | "controller.quorum.voters"
+            | "controller.listener.names"
+            | "log.retention.hours"
+            | "log.retention.ms"
+            | "log.retention.bytes"
+            | "num.network.threads"
             | "num.io.threads" => {
                 return Err(ConfigError::not_implemented(key, ""));
             }
@@ -175,7 +224,10 @@ mod tests {
         let mut config = BrokerConfig::default();
         let properties = parse_properties("node.id=1\nlog.segment.bytes=3\n").expect("parses");
         let error = apply_properties(&mut config, &properties).expect_err("too small");
-        assert_eq!(error.to_string(), "line 2: invalid value '3' for 'log.segment.bytes': value must be at least 14");
+        assert_eq!(
+            error.to_string(),
+            "line 2: invalid value '3' for 'log.segment.bytes': value must be at least 14"
+        );
         let properties = parse_properties("\nlistener=PLAINTEXT://:1\n").expect("parses");
         let error = apply_properties(&mut config, &properties).expect_err("typo");
         assert_eq!(error.to_string(), "line 2: unknown config 'listener'");

@@ -84,7 +84,10 @@ impl Configurable for ConsumerConfig {
     fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         match key {
             "bootstrap.servers" => {
-                self.bootstrap_servers = value.split(',').map(|server| server.trim().to_owned()).collect();
+                self.bootstrap_servers = value
+                    .split(',')
+                    .map(|server| server.trim().to_owned())
+                    .collect();
             }
             "client.id" => self.client_id = value.to_owned(),
             "auto.offset.reset" => {
@@ -92,14 +95,26 @@ impl Configurable for ConsumerConfig {
                     "earliest" => AutoOffsetReset::Earliest,
                     "latest" => AutoOffsetReset::Latest,
                     "none" => AutoOffsetReset::None,
-                    _ => return Err(ConfigError::invalid(key, value, "expected earliest, latest or none")),
+                    _ => {
+                        return Err(ConfigError::invalid(
+                            key,
+                            value,
+                            "expected earliest, latest or none",
+                        ))
+                    }
                 };
             }
             "isolation.level" => {
                 self.isolation_level = match value.trim() {
                     "read_uncommitted" => IsolationLevel::ReadUncommitted,
                     "read_committed" => IsolationLevel::ReadCommitted,
-                    _ => return Err(ConfigError::invalid(key, value, "expected read_uncommitted or read_committed")),
+                    _ => {
+                        return Err(ConfigError::invalid(
+                            key,
+                            value,
+                            "expected read_uncommitted or read_committed",
+                        ))
+                    }
                 };
             }
             "enable.auto.commit" => {
@@ -109,12 +124,22 @@ impl Configurable for ConsumerConfig {
             "fetch.min.bytes" => self.fetch_min_bytes = parse_at_least(key, value, 0)?,
             "fetch.max.bytes" => self.fetch_max_bytes = parse_at_least(key, value, 0)?,
             "fetch.max.wait.ms" => self.fetch_max_wait_ms = parse_at_least(key, value, 0)?,
-            "max.partition.fetch.bytes" => self.max_partition_fetch_bytes = parse_at_least(key, value, 0)?,
+            "max.partition.fetch.bytes" => {
+                self.max_partition_fetch_bytes = parse_at_least(key, value, 0)?
+            }
             "request.timeout.ms" => self.request_timeout_ms = parse_at_least(key, value, 0)?,
             "retry.backoff.ms" => self.retry_backoff_ms = parse_at_least(key, value, 0)?,
-            "group.id" | "group.instance.id" | "auto.commit.interval.ms" | "session.timeout.ms"
-            | "heartbeat.interval.ms" | "max.poll.interval.ms" | "partition.assignment.strategy" => {
-                return Err(ConfigError::not_implemented(key, "consumer groups come with a later issue; assign partitions instead"));
+            "group.id"
+            | "group.instance.id"
+            | "auto.commit.interval.ms"
+            | "session.timeout.ms"
+            | "heartbeat.interval.ms"
+            | "max.poll.interval.ms"
+            | "partition.assignment.strategy" => {
+                return Err(ConfigError::not_implemented(
+                    key,
+                    "consumer groups come with a later issue; assign partitions instead",
+                ));
             }
             _ => return Err(ConfigError::unknown(key)),
         }
@@ -125,7 +150,8 @@ impl Configurable for ConsumerConfig {
     fn validate(&mut self) -> Result<(), ConfigError> {
         if self.enable_auto_commit && self.enable_auto_commit_explicit {
             return Err(ConfigError::Conflict(
-                "enable.auto.commit cannot be set to true when default group id (null) is used.".to_owned(),
+                "enable.auto.commit cannot be set to true when default group id (null) is used."
+                    .to_owned(),
             ));
         }
         self.enable_auto_commit = false;
@@ -140,11 +166,19 @@ mod tests {
     #[test]
     fn groups_are_refused_until_implemented_and_auto_commit_needs_a_group() {
         let mut config = ConsumerConfig::default();
-        assert!(matches!(config.set("group.id", "g1"), Err(ConfigError::NotImplemented { .. })));
+        assert!(matches!(
+            config.set("group.id", "g1"),
+            Err(ConfigError::NotImplemented { .. })
+        ));
         let mut config = ConsumerConfig::default();
         assert!(config.apply([("enable.auto.commit", "true")]).is_err());
         let mut config = ConsumerConfig::default();
-        config.apply([("auto.offset.reset", "earliest"), ("enable.auto.commit", "false")]).expect("valid");
+        config
+            .apply([
+                ("auto.offset.reset", "earliest"),
+                ("enable.auto.commit", "false"),
+            ])
+            .expect("valid");
         assert_eq!(config.auto_offset_reset, AutoOffsetReset::Earliest);
         assert!(config.set("auto.offset.reset", "smallest").is_err());
     }

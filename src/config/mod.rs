@@ -59,16 +59,29 @@ pub enum ConfigError {
 
 impl ConfigError {
     pub(crate) fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
-        ConfigError::Invalid { key: key.to_owned(), value: value.to_owned(), reason: reason.into() }
+        ConfigError::Invalid {
+            key: key.to_owned(),
+            value: value.to_owned(),
+            reason: reason.into(),
+        }
     }
 
     pub(crate) fn unknown(key: &str) -> ConfigError {
-        ConfigError::Unknown { key: key.to_owned() }
+        ConfigError::Unknown {
+            key: key.to_owned(),
+        }
     }
 
     pub(crate) fn not_implemented(key: &str, hint: &str) -> ConfigError {
-        let hint = if hint.is_empty() { String::new() } else { format!("; {hint}") };
-        ConfigError::NotImplemented { key: key.to_owned(), hint }
+        let hint = if hint.is_empty() {
+            String::new()
+        } else {
+            format!("; {hint}")
+        };
+        ConfigError::NotImplemented {
+            key: key.to_owned(),
+            hint,
+        }
     }
 }
 
@@ -80,7 +93,10 @@ pub trait Configurable {
     fn validate(&mut self) -> Result<(), ConfigError>;
 
     /// Applies `pairs` in order, then validates.
-    fn apply<'a>(&mut self, pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<(), ConfigError> {
+    fn apply<'a>(
+        &mut self,
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<(), ConfigError> {
         for (key, value) in pairs {
             self.set(key, value)?;
         }
@@ -98,7 +114,11 @@ where
         .parse::<T>()
         .map_err(|_| ConfigError::invalid(key, value, "expected an integer"))?;
     if parsed < min {
-        return Err(ConfigError::invalid(key, value, format!("value must be at least {min}")));
+        return Err(ConfigError::invalid(
+            key,
+            value,
+            format!("value must be at least {min}"),
+        ));
     }
     Ok(parsed)
 }
@@ -133,28 +153,45 @@ pub fn parse_properties(text: &str) -> Result<Vec<Property>, ConfigError> {
         if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with('!') {
             continue;
         }
-        let at_line = |error| ConfigError::AtLine { line, error: Box::new(error) };
+        let at_line = |error| ConfigError::AtLine {
+            line,
+            error: Box::new(error),
+        };
         if trimmed.ends_with('\\') {
-            return Err(at_line(ConfigError::Conflict("line continuations are not supported".into())));
+            return Err(at_line(ConfigError::Conflict(
+                "line continuations are not supported".into(),
+            )));
         }
         let Some(split) = trimmed.find(['=', ':']) else {
-            return Err(at_line(ConfigError::Conflict(format!("expected key=value, found '{trimmed}'"))));
+            return Err(at_line(ConfigError::Conflict(format!(
+                "expected key=value, found '{trimmed}'"
+            ))));
         };
         let key = trimmed[..split].trim();
         if key.is_empty() {
             return Err(at_line(ConfigError::Conflict("empty key".into())));
         }
-        properties.push(Property { line, key: key.to_owned(), value: trimmed[split + 1..].trim().to_owned() });
+        properties.push(Property {
+            line,
+            key: key.to_owned(),
+            value: trimmed[split + 1..].trim().to_owned(),
+        });
     }
     Ok(properties)
 }
 
 /// Applies parsed properties to `config`, attaching line numbers to errors.
-pub fn apply_properties<C: Configurable>(config: &mut C, properties: &[Property]) -> Result<(), ConfigError> {
+pub fn apply_properties<C: Configurable>(
+    config: &mut C,
+    properties: &[Property],
+) -> Result<(), ConfigError> {
     for property in properties {
         config
             .set(&property.key, &property.value)
-            .map_err(|error| ConfigError::AtLine { line: property.line, error: Box::new(error) })?;
+            .map_err(|error| ConfigError::AtLine {
+                line: property.line,
+                error: Box::new(error),
+            })?;
     }
     config.validate()
 }
@@ -168,9 +205,19 @@ mod tests {
         let text = "# comment\n\nnode.id=3\nlisteners : PLAINTEXT://127.0.0.1:9092\n! other\n";
         let parsed = parse_properties(text).expect("parses");
         assert_eq!(parsed.len(), 2);
-        assert_eq!(parsed[1], Property { line: 4, key: "listeners".into(), value: "PLAINTEXT://127.0.0.1:9092".into() });
+        assert_eq!(
+            parsed[1],
+            Property {
+                line: 4,
+                key: "listeners".into(),
+                value: "PLAINTEXT://127.0.0.1:9092".into()
+            }
+        );
         let error = parse_properties("a=1\njunk line\n").expect_err("garbage");
-        assert_eq!(error.to_string(), "line 2: expected key=value, found 'junk line'");
+        assert_eq!(
+            error.to_string(),
+            "line 2: expected key=value, found 'junk line'"
+        );
     }
 
     #[test]

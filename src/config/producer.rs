@@ -33,7 +33,11 @@ impl FromStr for Acks {
             "0" => Ok(Acks::None),
             "1" => Ok(Acks::Leader),
             "all" | "-1" => Ok(Acks::All),
-            _ => Err(ConfigError::invalid("acks", value, "expected one of 0, 1, all, -1")),
+            _ => Err(ConfigError::invalid(
+                "acks",
+                value,
+                "expected one of 0, 1, all, -1",
+            )),
         }
     }
 }
@@ -91,7 +95,10 @@ impl Configurable for ProducerConfig {
     fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         match key {
             "bootstrap.servers" => {
-                self.bootstrap_servers = value.split(',').map(|server| server.trim().to_owned()).collect();
+                self.bootstrap_servers = value
+                    .split(',')
+                    .map(|server| server.trim().to_owned())
+                    .collect();
             }
             "client.id" => self.client_id = value.to_owned(),
             "acks" => self.acks = value.parse()?,
@@ -109,7 +116,10 @@ impl Configurable for ProducerConfig {
             "linger.ms" => self.linger_ms = parse_at_least(key, value, 0)?,
             "batch.size" => self.batch_size = parse_at_least(key, value, 0)?,
             "transactional.id" => {
-                return Err(ConfigError::not_implemented(key, "transactions come with a later issue"));
+                return Err(ConfigError::not_implemented(
+                    key,
+                    "transactions come with a later issue",
+                ));
             }
             "compression.type" | "partitioner.class" | "buffer.memory" | "max.block.ms" => {
                 return Err(ConfigError::not_implemented(key, ""));
@@ -168,10 +178,14 @@ mod tests {
 
     #[test]
     fn explicit_idempotence_with_acks_1_is_rejected_with_kafkas_message() {
-        let error = configured(&[("acks", "1"), ("enable.idempotence", "true")]).expect_err("conflict");
+        let error =
+            configured(&[("acks", "1"), ("enable.idempotence", "true")]).expect_err("conflict");
         assert!(error.to_string().starts_with("Must set acks to all"));
-        let error = configured(&[("max.in.flight.requests.per.connection", "6"), ("enable.idempotence", "true")])
-            .expect_err("conflict");
+        let error = configured(&[
+            ("max.in.flight.requests.per.connection", "6"),
+            ("enable.idempotence", "true"),
+        ])
+        .expect_err("conflict");
         assert!(error.to_string().contains("at most 5"));
     }
 
@@ -179,13 +193,26 @@ mod tests {
     fn implicit_idempotence_is_dropped_when_settings_conflict() {
         let config = configured(&[("acks", "1")]).expect("valid");
         assert!(!config.enable_idempotence);
-        assert_eq!(configured(&[("acks", "-1")]).expect("valid").acks, Acks::All);
+        assert_eq!(
+            configured(&[("acks", "-1")]).expect("valid").acks,
+            Acks::All
+        );
         assert!(configured(&[("acks", "2")]).is_err());
     }
 
     #[test]
     fn delivery_timeout_must_cover_linger_plus_request_timeout() {
-        assert!(configured(&[("delivery.timeout.ms", "1000"), ("request.timeout.ms", "999"), ("linger.ms", "5")]).is_err());
-        assert!(configured(&[("delivery.timeout.ms", "1004"), ("request.timeout.ms", "999"), ("linger.ms", "5")]).is_ok());
+        assert!(configured(&[
+            ("delivery.timeout.ms", "1000"),
+            ("request.timeout.ms", "999"),
+            ("linger.ms", "5")
+        ])
+        .is_err());
+        assert!(configured(&[
+            ("delivery.timeout.ms", "1004"),
+            ("request.timeout.ms", "999"),
+            ("linger.ms", "5")
+        ])
+        .is_ok());
     }
 }

@@ -43,9 +43,16 @@ impl TopicConfig {
     }
 
     /// Defaults plus `overrides`, validated.
-    pub fn with_overrides(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -> Result<TopicConfig, ConfigError> {
+    pub fn with_overrides(
+        broker: &BrokerConfig,
+        overrides: &BTreeMap<String, String>,
+    ) -> Result<TopicConfig, ConfigError> {
         let mut config = TopicConfig::defaults(broker);
-        config.apply(overrides.iter().map(|(key, value)| (key.as_str(), value.as_str())))?;
+        config.apply(
+            overrides
+                .iter()
+                .map(|(key, value)| (key.as_str(), value.as_str())),
+        )?;
         Ok(config)
     }
 }
@@ -59,20 +66,34 @@ impl Configurable for TopicConfig {
             "index.interval.bytes" => self.index_interval_bytes = parse_at_least(key, value, 0)?,
             "max.message.bytes" => self.max_message_bytes = parse_at_least(key, value, 0)?,
             "min.insync.replicas" => self.min_insync_replicas = parse_at_least(key, value, 1)?,
-            "unclean.leader.election.enable" => self.unclean_leader_election_enable = parse_bool(key, value)?,
+            "unclean.leader.election.enable" => {
+                self.unclean_leader_election_enable = parse_bool(key, value)?
+            }
             "cleanup.policy" => {
                 if value.trim() != "delete" {
-                    return Err(ConfigError::not_implemented(key, "only cleanup.policy=delete is supported"));
+                    return Err(ConfigError::not_implemented(
+                        key,
+                        "only cleanup.policy=delete is supported",
+                    ));
                 }
             }
-            "retention.ms" | "retention.bytes" | "segment.ms" | "segment.index.bytes" | "compression.type"
-            | "message.timestamp.type" | "min.compaction.lag.ms" | "delete.retention.ms"
-            | "file.delete.delay.ms" | "preallocate" | "message.downconversion.enable" => {
+            "retention.ms"
+            | "retention.bytes"
+            | "segment.ms"
+            | "segment.index.bytes"
+            | "compression.type"
+            | "message.timestamp.type"
+            | "min.compaction.lag.ms"
+            | "delete.retention.ms"
+            | "file.delete.delay.ms"
+            | "preallocate"
+            | "message.downconversion.enable" => {
                 return Err(ConfigError::not_implemented(key, ""));
             }
             _ => return Err(ConfigError::unknown(key)),
         }
-        self.overrides.insert(key.to_owned(), value.trim().to_owned());
+        self.overrides
+            .insert(key.to_owned(), value.trim().to_owned());
         Ok(())
     }
 
@@ -87,7 +108,10 @@ mod tests {
 
     #[test]
     fn overrides_replace_broker_defaults_and_are_remembered() {
-        let broker = BrokerConfig { log_flush_interval_messages: 7, ..BrokerConfig::default() };
+        let broker = BrokerConfig {
+            log_flush_interval_messages: 7,
+            ..BrokerConfig::default()
+        };
         let overrides = BTreeMap::from([("segment.bytes".to_owned(), "1024".to_owned())]);
         let config = TopicConfig::with_overrides(&broker, &overrides).expect("valid");
         assert_eq!(config.flush_messages, 7);
@@ -98,9 +122,18 @@ mod tests {
     #[test]
     fn unknown_and_unimplemented_keys_are_refused_with_distinct_messages() {
         let mut config = TopicConfig::defaults(&BrokerConfig::default());
-        assert_eq!(config.set("flush.mesages", "1").expect_err("typo").to_string(), "unknown config 'flush.mesages'");
         assert_eq!(
-            config.set("retention.ms", "1").expect_err("later").to_string(),
+            config
+                .set("flush.mesages", "1")
+                .expect_err("typo")
+                .to_string(),
+            "unknown config 'flush.mesages'"
+        );
+        assert_eq!(
+            config
+                .set("retention.ms", "1")
+                .expect_err("later")
+                .to_string(),
             "'retention.ms' is a Kafka config that seedlog does not implement yet"
         );
         assert!(config.set("min.insync.replicas", "0").is_err());

@@ -19,7 +19,11 @@ pub struct SupportedApi {
 }
 
 const fn api(key: ApiKey, min_version: i16, max_version: i16) -> SupportedApi {
-    SupportedApi { key, min_version, max_version }
+    SupportedApi {
+        key,
+        min_version,
+        max_version,
+    }
 }
 
 /// Every API seedlog answers, in key order.
@@ -77,7 +81,10 @@ mod tests {
         for (key, versions) in sent {
             let api = supported(key).expect("supported");
             for version in versions {
-                assert!((api.min_version..=api.max_version).contains(&version), "{key:?} v{version}");
+                assert!(
+                    (api.min_version..=api.max_version).contains(&version),
+                    "{key:?} v{version}"
+                );
             }
         }
     }

@@ -33,8 +33,8 @@ pub struct Request {
 /// What the broker does with a frame.
 #[derive(Debug, Clone)]
 pub enum Decoded {
-    /// A supported request.
-    Request(Request),
+    /// A supported request (boxed: the generated enum is large).
+    Request(Box<Request>),
     /// An ApiVersions request at a version seedlog does not know: answer with a v0-format body
     /// carrying `UNSUPPORTED_VERSION` and the supported ranges (KIP-511), so the client retries.
     UnsupportedApiVersions {
@@ -104,7 +104,10 @@ pub fn decode_request(frame: Bytes) -> Result<Decoded, CodecError> {
     let supported = api_versions::supported(api_key).ok_or(CodecError::UnsupportedApi(api_key))?;
     if !(supported.min_version..=supported.max_version).contains(&api_version) {
         if api_key == ApiKey::ApiVersions {
-            return Ok(Decoded::UnsupportedApiVersions { correlation_id, api_version });
+            return Ok(Decoded::UnsupportedApiVersions {
+                correlation_id,
+                api_version,
+            });
         }
         return Err(CodecError::UnsupportedVersion {
             api: api_key,
@@ -113,19 +116,23 @@ pub fn decode_request(frame: Bytes) -> Result<Decoded, CodecError> {
             max: supported.max_version,
         });
     }
-    let malformed = |reason: String| CodecError::Malformed { api: api_key, version: api_version, reason };
+    let malformed = |reason: String| CodecError::Malformed {
+        api: api_key,
+        version: api_version,
+        reason,
+    };
     let mut body = frame;
     let header = RequestHeader::decode(&mut body, api_key.request_header_version(api_version))
         .map_err(|error| malformed(error.to_string()))?;
     let body = RequestKind::decode(api_key, &mut body, api_version)
         .map_err(|error| malformed(format!("{error:#}")))?;
-    Ok(Decoded::Request(Request {
+    Ok(Decoded::Request(Box::new(Request {
         api_key,
         api_version,
         correlation_id,
         client_id: header.client_id.map(|id| id.to_string()),
         body,
-    }))
+    })))
 }
 
 /// Reserves the size prefix at the start of a new frame buffer.
@@ -145,7 +152,12 @@ pub fn finish_frame(mut frame: BytesMut, trailing_bytes: usize) -> BytesMut {
 }
 
 /// Encodes a response header for `api_key` at `api_version` into `frame`.
-pub fn encode_response_header(frame: &mut BytesMut, api_key: ApiKey, api_version: i16, correlation_id: i32) {
+pub fn encode_response_header(
+    frame: &mut BytesMut,
+    api_key: ApiKey,
+    api_version: i16,
+    correlation_id: i32,
+) {
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
     header
         .encode(frame, api_key.response_header_version(api_version))
@@ -161,11 +173,12 @@ pub fn encode_response(
 ) -> Result<BytesMut, CodecError> {
     let mut frame = start_frame(256);
     encode_response_header(&mut frame, api_key, api_version, correlation_id);
-    body.encode(&mut frame, api_version).map_err(|error| CodecError::Encode {
-        api: api_key,
-        version: api_version,
-        reason: error.to_string(),
-    })?;
+    body.encode(&mut frame, api_version)
+        .map_err(|error| CodecError::Encode {
+            api: api_key,
+            version: api_version,
+            reason: error.to_string(),
+        })?;
     Ok(finish_frame(frame, 0))
 }
 
@@ -175,8 +188,13 @@ pub fn encode_api_versions_fallback(correlation_id: i32) -> BytesMut {
     let body = ApiVersionsResponse::default()
         .with_error_code(ErrorCode::UnsupportedVersion.code())
         .with_api_keys(api_versions::advertised());
-    encode_response(ApiKey::ApiVersions, 0, correlation_id, &ResponseKind::ApiVersions(body))
-        .expect("ApiVersions v0 always encodes")
+    encode_response(
+        ApiKey::ApiVersions,
+        0,
+        correlation_id,
+        &ResponseKind::ApiVersions(body),
+    )
+    .expect("ApiVersions v0 always encodes")
 }
 
 /// Client side: encodes a request frame, size prefix included.
@@ -192,19 +210,32 @@ pub fn encode_request(
         .with_request_api_version(api_version)
         .with_correlation_id(correlation_id)
         .with_client_id(Some(StrBytes::from_string(client_id.to_owned())));
-    let encode_error = |reason: String| CodecError::Encode { api: api_key, version: api_version, reason };
+    let encode_error = |reason: String| CodecError::Encode {
+        api: api_key,
+        version: api_version,
+        reason,
+    };
     let mut frame = start_frame(256);
     header
         .encode(&mut frame, api_key.request_header_version(api_version))
         .map_err(|error| encode_error(error.to_string()))?;
-    body.encode(&mut frame, api_version).map_err(|error| encode_error(format!("{error:#}")))?;
+    body.encode(&mut frame, api_version)
+        .map_err(|error| encode_error(format!("{error:#}")))?;
     Ok(finish_frame(frame, 0))
 }
 
 /// Client side: decodes a response frame (without its size prefix) for the request it answers.
 /// Returns the correlation id and the body.
-pub fn decode_response(frame: Bytes, api_key: ApiKey, api_version: i16) -> Result<(i32, ResponseKind), CodecError> {
-    let malformed = |reason: String| CodecError::Malformed { api: api_key, version: api_version, reason };
+pub fn decode_response(
+    frame: Bytes,
+    api_key: ApiKey,
+    api_version: i16,
+) -> Result<(i32, ResponseKind), CodecError> {
+    let malformed = |reason: String| CodecError::Malformed {
+        api: api_key,
+        version: api_version,
+        reason,
+    };
     let mut body = frame;
     let header = ResponseHeader::decode(&mut body, api_key.response_header_version(api_version))
         .map_err(|error| malformed(error.to_string()))?;

@@ -46,7 +46,10 @@ impl ErrorCode {
 
     /// Maps a wire value back; unknown codes become `UnknownServerError`.
     pub fn from_code(code: i16) -> ErrorCode {
-        ALL.iter().copied().find(|error| error.code() == code).unwrap_or(ErrorCode::UnknownServerError)
+        ALL.iter()
+            .copied()
+            .find(|error| error.code() == code)
+            .unwrap_or(ErrorCode::UnknownServerError)
     }
 
     /// Whether a client may retry the request (Kafka's `RetriableException` subclasses).
@@ -135,7 +138,10 @@ mod tests {
         // scenarios/durability/fsync-eio-without-retries.toml, seed 1).
         assert!(ErrorCode::KafkaStorageError.may_have_been_written());
         assert!(ErrorCode::NotEnoughReplicasAfterAppend.may_have_been_written());
-        assert!(!ErrorCode::NotEnoughReplicas.may_have_been_written(), "checked before the append");
+        assert!(
+            !ErrorCode::NotEnoughReplicas.may_have_been_written(),
+            "checked before the append"
+        );
         assert!(!ErrorCode::MessageTooLarge.may_have_been_written());
     }
 }

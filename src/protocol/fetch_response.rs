@@ -126,77 +126,119 @@ fn put_array_len(buf: &mut BytesMut, len: usize, flexible: bool) {
 impl<F: Clone> FetchResponseParts<F> {
     /// Encodes the whole frame (size prefix, response header, body) for `api_version`.
     pub fn encode(&self, api_version: i16, correlation_id: i32) -> Vec<Chunk<F>> {
-        assert!((4..=16).contains(&api_version), "Fetch v{api_version} is not supported");
-        let flexible = api_version >= FLEXIBLE_FROM;
-        let mut chunks = Vec::new();
-        let mut buf = start_frame(64);
-        encode_response_header(&mut buf, ApiKey::Fetch, api_version, correlation_id);
-        buf.put_i32(0); // throttle_time_ms
+        assert!(
+            (4..=16).contains(&api_version),
+            "Fetch v{api_version} is not supported"
+        );
+        let mut encoder = Encoder {
+            buf: start_frame(64),
+            chunks: Vec::new(),
+            api_version,
+            flexible: api_version >= FLEXIBLE_FROM,
+        };
+        encode_response_header(&mut encoder.buf, ApiKey::Fetch, api_version, correlation_id);
+        encoder.buf.put_i32(0); // throttle_time_ms
         if api_version >= 7 {
-            buf.put_i16(self.error_code);
-            buf.put_i32(self.session_id);
+            encoder.buf.put_i16(self.error_code);
+            encoder.buf.put_i32(self.session_id);
         }
-        put_array_len(&mut buf, self.topics.len(), flexible);
+        put_array_len(&mut encoder.buf, self.topics.len(), encoder.flexible);
         for topic in &self.topics {
-            if api_version >= TOPIC_IDS_FROM {
-                buf.put_slice(topic.topic_id.as_bytes());
-            } else if flexible {
-                put_unsigned_varint(&mut buf, topic.topic.len() as u32 + 1);
-                buf.put_slice(topic.topic.as_bytes());
-            } else {
-                buf.put_i16(topic.topic.len() as i16);
-                buf.put_slice(topic.topic.as_bytes());
-            }
-            put_array_len(&mut buf, topic.partitions.len(), flexible);
-            for partition in &topic.partitions {
-                buf.put_i32(partition.partition_index);
-                buf.put_i16(partition.error_code);
-                buf.put_i64(partition.high_watermark);
-                buf.put_i64(partition.last_stable_offset);
-                if api_version >= 5 {
-                    buf.put_i64(partition.log_start_offset);
-                }
-                // aborted_transactions: null, as Kafka sends for read_uncommitted.
-                if flexible {
-                    put_unsigned_varint(&mut buf, 0);
-                } else {
-                    buf.put_i32(-1);
-                }
-                if api_version >= 11 {
-                    buf.put_i32(-1); // preferred_read_replica
-                }
-                let records_len = partition.records.len();
-                if flexible {
-                    put_unsigned_varint(&mut buf, records_len as u32 + 1);
-                } else {
-                    buf.put_i32(records_len as i32);
-                }
-                match &partition.records {
-                    RecordsSource::Empty => {}
-                    RecordsSource::Bytes(bytes) => buf.put_slice(bytes),
-                    RecordsSource::File { file, position, len } => {
-                        chunks.push(Chunk::Bytes(std::mem::take(&mut buf).freeze()));
-                        chunks.push(Chunk::File { file: file.clone(), position: *position, len: *len });
-                    }
-                }
-                if flexible {
-                    buf.put_u8(0); // partition tagged fields
-                }
-            }
-            if flexible {
-                buf.put_u8(0); // topic tagged fields
+            encoder.topic(topic);
+        }
+        encoder.tags(); // response tagged fields (no node_endpoints)
+        encoder.finish()
+    }
+}
+
+/// Writes the body into bytes and file chunks.
+struct Encoder<F> {
+    buf: BytesMut,
+    chunks: Vec<Chunk<F>>,
+    api_version: i16,
+    flexible: bool,
+}
+
+impl<F: Clone> Encoder<F> {
+    /// An empty tagged-field buffer (flexible versions only).
+    fn tags(&mut self) {
+        if self.flexible {
+            self.buf.put_u8(0);
+        }
+    }
+
+    fn topic(&mut self, topic: &FetchTopicResponse<F>) {
+        if self.api_version >= TOPIC_IDS_FROM {
+            self.buf.put_slice(topic.topic_id.as_bytes());
+        } else if self.flexible {
+            put_unsigned_varint(&mut self.buf, topic.topic.len() as u32 + 1);
+            self.buf.put_slice(topic.topic.as_bytes());
+        } else {
+            self.buf.put_i16(topic.topic.len() as i16);
+            self.buf.put_slice(topic.topic.as_bytes());
+        }
+        put_array_len(&mut self.buf, topic.partitions.len(), self.flexible);
+        for partition in &topic.partitions {
+            self.partition(partition);
+        }
+        self.tags();
+    }
+
+    fn partition(&mut self, partition: &FetchPartitionResponse<F>) {
+        let buf = &mut self.buf;
+        buf.put_i32(partition.partition_index);
+        buf.put_i16(partition.error_code);
+        buf.put_i64(partition.high_watermark);
+        buf.put_i64(partition.last_stable_offset);
+        if self.api_version >= 5 {
+            buf.put_i64(partition.log_start_offset);
+        }
+        // aborted_transactions: null, as Kafka sends for read_uncommitted.
+        if self.flexible {
+            put_unsigned_varint(buf, 0);
+        } else {
+            buf.put_i32(-1);
+        }
+        if self.api_version >= 11 {
+            buf.put_i32(-1); // preferred_read_replica
+        }
+        let records_len = partition.records.len();
+        if self.flexible {
+            put_unsigned_varint(buf, records_len as u32 + 1);
+        } else {
+            buf.put_i32(records_len as i32);
+        }
+        match &partition.records {
+            RecordsSource::Empty => {}
+            RecordsSource::Bytes(bytes) => buf.put_slice(bytes),
+            RecordsSource::File {
+                file,
+                position,
+                len,
+            } => {
+                let head = std::mem::take(buf).freeze();
+                self.chunks.push(Chunk::Bytes(head));
+                self.chunks.push(Chunk::File {
+                    file: file.clone(),
+                    position: *position,
+                    len: *len,
+                });
             }
         }
-        if flexible {
-            buf.put_u8(0); // response tagged fields (no node_endpoints)
-        }
-        chunks.push(Chunk::Bytes(buf.freeze()));
-        let total: usize = chunks.iter().map(Chunk::len).sum();
-        let Chunk::Bytes(first) = &mut chunks[0] else { unreachable!("the frame starts with bytes") };
+        self.tags();
+    }
+
+    /// Closes the last bytes chunk and writes the size prefix.
+    fn finish(mut self) -> Vec<Chunk<F>> {
+        self.chunks.push(Chunk::Bytes(self.buf.freeze()));
+        let total: usize = self.chunks.iter().map(Chunk::len).sum();
+        let Chunk::Bytes(first) = &mut self.chunks[0] else {
+            unreachable!("the frame starts with bytes")
+        };
         let head = BytesMut::from(&first[..]);
         let trailing = total - head.len();
         *first = finish_frame(head, trailing).freeze();
-        chunks
+        self.chunks
     }
 }
 
@@ -217,7 +259,11 @@ mod tests {
         for chunk in chunks {
             match chunk {
                 Chunk::Bytes(bytes) => out.extend_from_slice(bytes),
-                Chunk::File { file, position, len } => {
+                Chunk::File {
+                    file,
+                    position,
+                    len,
+                } => {
                     out.extend_from_slice(&file[*position as usize..(*position + *len) as usize]);
                 }
             }
@@ -225,71 +271,81 @@ mod tests {
         out
     }
 
-    #[test]
-    fn hand_encoding_is_byte_identical_to_kafka_protocol_for_every_version() {
-        let file = Bytes::from_static(b"....0123456789abcdef....");
-        let topic_id = Uuid::from_u128(0x1234_5678_9abc_def0_1122_3344_5566_7788);
-        let ours = FetchResponseParts {
+    fn ours(file: &Bytes, topic_id: Uuid) -> FetchResponseParts<TestFile> {
+        let partition = |index, error, hw: i64, start: i64, records| FetchPartitionResponse {
+            partition_index: index,
+            error_code: error,
+            high_watermark: hw,
+            last_stable_offset: hw,
+            log_start_offset: start,
+            records,
+        };
+        FetchResponseParts {
             error_code: 0,
             session_id: 0,
             topics: vec![FetchTopicResponse {
                 topic: "orders".to_owned(),
                 topic_id,
                 partitions: vec![
-                    FetchPartitionResponse {
-                        partition_index: 0,
-                        error_code: 0,
-                        high_watermark: 10,
-                        last_stable_offset: 10,
-                        log_start_offset: 0,
-                        records: RecordsSource::File { file: file.clone(), position: 4, len: 16 },
-                    },
-                    FetchPartitionResponse {
-                        partition_index: 2,
-                        error_code: 1,
-                        high_watermark: -1,
-                        last_stable_offset: -1,
-                        log_start_offset: -1,
-                        records: RecordsSource::Empty,
-                    },
-                    FetchPartitionResponse {
-                        partition_index: 1,
-                        error_code: 0,
-                        high_watermark: 3,
-                        last_stable_offset: 3,
-                        log_start_offset: 1,
-                        records: RecordsSource::Bytes(Bytes::from_static(b"xyz")),
-                    },
+                    partition(
+                        0,
+                        0,
+                        10,
+                        0,
+                        RecordsSource::File {
+                            file: file.clone(),
+                            position: 4,
+                            len: 16,
+                        },
+                    ),
+                    partition(2, 1, -1, -1, RecordsSource::Empty),
+                    partition(1, 0, 3, 1, RecordsSource::Bytes(Bytes::from_static(b"xyz"))),
                 ],
             }],
-        };
-        let partition = |index, error, hw, lso, lss, records: &[u8]| {
+        }
+    }
+
+    fn theirs(version: i16, topic_id: Uuid) -> FetchResponse {
+        let partition = |index, error, hw, start, records: &[u8]| {
             PartitionData::default()
                 .with_partition_index(index)
                 .with_error_code(error)
                 .with_high_watermark(hw)
-                .with_last_stable_offset(lso)
-                .with_log_start_offset(lss)
+                .with_last_stable_offset(hw)
+                .with_log_start_offset(start)
                 .with_aborted_transactions(None)
                 .with_records(Some(Bytes::copy_from_slice(records)))
         };
+        let mut topic = FetchableTopicResponse::default().with_partitions(vec![
+            partition(0, 0, 10, 0, b"0123456789abcdef"),
+            partition(2, 1, -1, -1, b""),
+            partition(1, 0, 3, 1, b"xyz"),
+        ]);
+        if version >= TOPIC_IDS_FROM {
+            topic = topic.with_topic_id(topic_id);
+        } else {
+            topic = topic.with_topic(TopicName(StrBytes::from_static_str("orders")));
+        }
+        FetchResponse::default().with_responses(vec![topic])
+    }
+
+    #[test]
+    fn hand_encoding_is_byte_identical_to_kafka_protocol_for_every_version() {
+        let file = Bytes::from_static(b"....0123456789abcdef....");
+        let topic_id = Uuid::from_u128(0x1234_5678_9abc_def0_1122_3344_5566_7788);
         for version in 4..=16 {
-            let mut topic = FetchableTopicResponse::default().with_partitions(vec![
-                partition(0, 0, 10, 10, 0, b"0123456789abcdef"),
-                partition(2, 1, -1, -1, -1, b""),
-                partition(1, 0, 3, 3, 1, b"xyz"),
-            ]);
-            if version >= TOPIC_IDS_FROM {
-                topic = topic.with_topic_id(topic_id);
-            } else {
-                topic = topic.with_topic(TopicName(StrBytes::from_static_str("orders")));
-            }
-            let theirs = FetchResponse::default().with_responses(vec![topic]);
-            let expected = encode_response(ApiKey::Fetch, version, 77, &ResponseKind::Fetch(theirs))
-                .expect("encodes");
-            let chunks = ours.encode(version, 77);
+            let expected = encode_response(
+                ApiKey::Fetch,
+                version,
+                77,
+                &ResponseKind::Fetch(theirs(version, topic_id)),
+            )
+            .expect("encodes");
+            let chunks = ours(&file, topic_id).encode(version, 77);
             assert_eq!(flatten(&chunks), expected.to_vec(), "Fetch v{version}");
-            assert!(chunks.iter().any(|chunk| matches!(chunk, Chunk::File { .. })));
+            assert!(chunks
+                .iter()
+                .any(|chunk| matches!(chunk, Chunk::File { .. })));
         }
     }
 }

@@ -53,7 +53,10 @@ mod tests {
         buffer.extend_from_slice(&[0, 0, 0, 3, b'a', b'b']);
         assert_eq!(parse_frame(&mut buffer, 100), Ok(None));
         buffer.extend_from_slice(&[b'c', 0, 0, 0, 0, 0, 0]);
-        assert_eq!(parse_frame(&mut buffer, 100), Ok(Some(Bytes::from_static(b"abc"))));
+        assert_eq!(
+            parse_frame(&mut buffer, 100),
+            Ok(Some(Bytes::from_static(b"abc")))
+        );
         assert_eq!(parse_frame(&mut buffer, 100), Ok(Some(Bytes::new())));
         assert_eq!(parse_frame(&mut buffer, 100), Ok(None));
         assert_eq!(buffer.len(), 2);
@@ -64,9 +67,15 @@ mod tests {
         let mut buffer = BytesMut::from(&[0x7f, 0xff, 0xff, 0xff][..]);
         assert_eq!(
             parse_frame(&mut buffer, 1024),
-            Err(FrameError::TooLarge { size: 0x7fff_ffff, max_bytes: 1024 })
+            Err(FrameError::TooLarge {
+                size: 0x7fff_ffff,
+                max_bytes: 1024
+            })
         );
         let mut buffer = BytesMut::from(&[0xff, 0xff, 0xff, 0xfe][..]);
-        assert_eq!(parse_frame(&mut buffer, 1024), Err(FrameError::NegativeSize(-2)));
+        assert_eq!(
+            parse_frame(&mut buffer, 1024),
+            Err(FrameError::NegativeSize(-2))
+        );
     }
 }

@@ -117,7 +117,9 @@ impl RecordBatchHeader {
             return Err(BatchError::InvalidLength(header.batch_length));
         }
         if header.last_offset_delta < 0 || header.records_count < 0 {
-            return Err(BatchError::Invalid("negative lastOffsetDelta or recordsCount"));
+            return Err(BatchError::Invalid(
+                "negative lastOffsetDelta or recordsCount",
+            ));
         }
         Ok(header)
     }
@@ -154,24 +156,35 @@ pub fn validate_batch(bytes: &[u8]) -> Result<RecordBatchHeader, BatchError> {
     let header = RecordBatchHeader::parse(bytes)?;
     let size = header.size_bytes();
     if bytes.len() < size {
-        return Err(BatchError::Truncated { needed: size, available: bytes.len() });
+        return Err(BatchError::Truncated {
+            needed: size,
+            available: bytes.len(),
+        });
     }
     let computed = crc32c::crc32c(&bytes[CRC_START..size]);
     if computed != header.crc {
-        return Err(BatchError::CrcMismatch { stored: header.crc, computed });
+        return Err(BatchError::CrcMismatch {
+            stored: header.crc,
+            computed,
+        });
     }
     Ok(header)
 }
 
 /// Rewrites `baseOffset` and `partitionLeaderEpoch` in place (neither is covered by the CRC).
 pub fn assign_offsets(batch: &mut [u8], base_offset: i64, partition_leader_epoch: i32) {
-    assert!(batch.len() >= RECORD_BATCH_HEADER_BYTES, "assign_offsets on a short batch");
+    assert!(
+        batch.len() >= RECORD_BATCH_HEADER_BYTES,
+        "assign_offsets on a short batch"
+    );
     batch[0..8].copy_from_slice(&base_offset.to_be_bytes());
     batch[12..16].copy_from_slice(&partition_leader_epoch.to_be_bytes());
 }
 
 /// Splits a records blob into validated batches. Stops with an error at the first bad batch.
-pub fn split_batches(records: &[u8]) -> Result<Vec<(RecordBatchHeader, std::ops::Range<usize>)>, BatchError> {
+pub fn split_batches(
+    records: &[u8],
+) -> Result<Vec<(RecordBatchHeader, std::ops::Range<usize>)>, BatchError> {
     let mut batches = Vec::new();
     let mut position = 0;
     while position < records.len() {
@@ -196,8 +209,11 @@ pub struct Record {
     pub value: Option<Bytes>,
 }
 
+/// A record's key and value, either of which may be null.
+pub type KeyValue<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
 /// Builds an uncompressed, non-transactional RecordBatch v2 (seedlog producer).
-pub fn build_batch(records: &[(Option<&[u8]>, Option<&[u8]>)], timestamp_ms: i64) -> Bytes {
+pub fn build_batch(records: &[KeyValue<'_>], timestamp_ms: i64) -> Bytes {
     let mut body = BytesMut::new();
     for (delta, (key, value)) in records.iter().enumerate() {
         let mut record = BytesMut::new();
@@ -242,15 +258,26 @@ pub fn decode_records(records: &Bytes) -> Result<Vec<Record>, BatchError> {
 }
 
 /// Decodes the records of the one batch at `range` of `records` (already validated).
-pub fn decode_batch(records: &Bytes, header: &RecordBatchHeader, range: std::ops::Range<usize>) -> Result<Vec<Record>, BatchError> {
+pub fn decode_batch(
+    records: &Bytes,
+    header: &RecordBatchHeader,
+    range: std::ops::Range<usize>,
+) -> Result<Vec<Record>, BatchError> {
     if header.is_control() {
         return Ok(Vec::new());
     }
     if header.compression() != 0 {
-        return Err(BatchError::Invalid("compressed batches are not supported by the seedlog client yet"));
+        return Err(BatchError::Invalid(
+            "compressed batches are not supported by the seedlog client yet",
+        ));
     }
-    let mut cursor = Cursor { bytes: &records[range.start + RECORD_BATCH_HEADER_BYTES..range.end], at: 0 };
-    (0..header.records_count).map(|_| cursor.record(header, records, range.start)).collect()
+    let mut cursor = Cursor {
+        bytes: &records[range.start + RECORD_BATCH_HEADER_BYTES..range.end],
+        at: 0,
+    };
+    (0..header.records_count)
+        .map(|_| cursor.record(header, records, range.start))
+        .collect()
 }
 
 struct Cursor<'a> {
@@ -279,15 +306,27 @@ impl Cursor<'_> {
         if length < 0 {
             return Ok(None);
         }
-        let end = self.at.checked_add(length as usize).filter(|end| *end <= self.bytes.len()).ok_or(MALFORMED)?;
+        let end = self
+            .at
+            .checked_add(length as usize)
+            .filter(|end| *end <= self.bytes.len())
+            .ok_or(MALFORMED)?;
         let start = base + RECORD_BATCH_HEADER_BYTES + self.at;
         self.at = end;
         Ok(Some(whole.slice(start..start + length as usize)))
     }
 
-    fn record(&mut self, header: &RecordBatchHeader, whole: &Bytes, base: usize) -> Result<Record, BatchError> {
+    fn record(
+        &mut self,
+        header: &RecordBatchHeader,
+        whole: &Bytes,
+        base: usize,
+    ) -> Result<Record, BatchError> {
         let length = self.varlong()?;
-        let end = self.at.checked_add(usize::try_from(length).map_err(|_| MALFORMED)?).ok_or(MALFORMED)?;
+        let end = self
+            .at
+            .checked_add(usize::try_from(length).map_err(|_| MALFORMED)?)
+            .ok_or(MALFORMED)?;
         if end > self.bytes.len() {
             return Err(MALFORMED);
         }
@@ -331,7 +370,14 @@ mod tests {
 
     #[test]
     fn built_batch_validates_and_decodes_after_offset_assignment() {
-        let batch = build_batch(&[(Some(b"k0"), Some(b"v0")), (None, Some(b"v1")), (None, None)], 1_000);
+        let batch = build_batch(
+            &[
+                (Some(b"k0"), Some(b"v0")),
+                (None, Some(b"v1")),
+                (None, None),
+            ],
+            1_000,
+        );
         let header = validate_batch(&batch).expect("valid");
         assert_eq!(header.records_count, 3);
         assert_eq!(header.last_offset_delta, 2);
@@ -339,7 +385,14 @@ mod tests {
         let mut stored = batch.to_vec();
         assign_offsets(&mut stored, 40, 7);
         let header = validate_batch(&stored).expect("offsets are outside the CRC");
-        assert_eq!((header.base_offset, header.partition_leader_epoch, header.last_offset()), (40, 7, 42));
+        assert_eq!(
+            (
+                header.base_offset,
+                header.partition_leader_epoch,
+                header.last_offset()
+            ),
+            (40, 7, 42)
+        );
         let records = decode_records(&Bytes::from(stored)).expect("decodes");
         assert_eq!(records.len(), 3);
         assert_eq!(records[0].key.as_deref(), Some(&b"k0"[..]));
@@ -353,14 +406,23 @@ mod tests {
         let mut batch = build_batch(&[(None, Some(b"hello"))], 5).to_vec();
         let last = batch.len() - 1;
         batch[last] ^= 0x01;
-        assert!(matches!(validate_batch(&batch), Err(BatchError::CrcMismatch { .. })));
+        assert!(matches!(
+            validate_batch(&batch),
+            Err(BatchError::CrcMismatch { .. })
+        ));
     }
 
     #[test]
     fn truncated_and_foreign_batches_are_rejected() {
         let batch = build_batch(&[(None, Some(b"hello"))], 5);
-        assert!(matches!(validate_batch(&batch[..30]), Err(BatchError::Truncated { .. })));
-        assert!(matches!(validate_batch(&batch[..batch.len() - 1]), Err(BatchError::Truncated { .. })));
+        assert!(matches!(
+            validate_batch(&batch[..30]),
+            Err(BatchError::Truncated { .. })
+        ));
+        assert!(matches!(
+            validate_batch(&batch[..batch.len() - 1]),
+            Err(BatchError::Truncated { .. })
+        ));
         let mut old = batch.to_vec();
         old[16] = 1;
         assert_eq!(validate_batch(&old), Err(BatchError::UnsupportedMagic(1)));

@@ -6,7 +6,8 @@ use std::time::Duration;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
-    BrokerId, CreateTopicsRequest, ListOffsetsRequest, MetadataRequest, MetadataResponse, RequestKind, ResponseKind, TopicName,
+    BrokerId, CreateTopicsRequest, ListOffsetsRequest, MetadataRequest, MetadataResponse,
+    RequestKind, ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -56,9 +57,16 @@ pub async fn create_topics(
                 .with_configs(configs)
         })
         .collect();
-    let request = CreateTopicsRequest::default().with_topics(creatable).with_timeout_ms(timeout.as_millis() as i32);
-    let ResponseKind::CreateTopics(response) = connection.call_within(timeout, RequestKind::CreateTopics(request)).await? else {
-        return Err(ClientError::Protocol("CreateTopics answered with another API".into()));
+    let request = CreateTopicsRequest::default()
+        .with_topics(creatable)
+        .with_timeout_ms(timeout.as_millis() as i32);
+    let ResponseKind::CreateTopics(response) = connection
+        .call_within(timeout, RequestKind::CreateTopics(request))
+        .await?
+    else {
+        return Err(ClientError::Protocol(
+            "CreateTopics answered with another API".into(),
+        ));
     };
     Ok(response
         .topics
@@ -68,7 +76,10 @@ pub async fn create_topics(
                 ErrorCode::None => Ok(()),
                 error => Err(ClientError::Kafka {
                     error,
-                    message: result.error_message.map(|text| text.to_string()).unwrap_or_default(),
+                    message: result
+                        .error_message
+                        .map(|text| text.to_string())
+                        .unwrap_or_default(),
                 }),
             };
             (result.name.to_string(), outcome)
@@ -77,27 +88,55 @@ pub async fn create_topics(
 }
 
 /// Metadata for `topics` (all topics when `None`), never auto-creating.
-pub async fn metadata(connection: &mut ClientConnection, topics: Option<&[String]>, timeout: Duration) -> Result<MetadataResponse, ClientError> {
+pub async fn metadata(
+    connection: &mut ClientConnection,
+    topics: Option<&[String]>,
+    timeout: Duration,
+) -> Result<MetadataResponse, ClientError> {
     use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-    let topics = topics.map(|names| names.iter().map(|topic| MetadataRequestTopic::default().with_name(Some(name(topic)))).collect());
-    let request = MetadataRequest::default().with_topics(topics).with_allow_auto_topic_creation(false);
-    match connection.call_within(timeout, RequestKind::Metadata(request)).await? {
+    let topics = topics.map(|names| {
+        names
+            .iter()
+            .map(|topic| MetadataRequestTopic::default().with_name(Some(name(topic))))
+            .collect()
+    });
+    let request = MetadataRequest::default()
+        .with_topics(topics)
+        .with_allow_auto_topic_creation(false);
+    match connection
+        .call_within(timeout, RequestKind::Metadata(request))
+        .await?
+    {
         ResponseKind::Metadata(response) => Ok(response),
-        _ => Err(ClientError::Protocol("Metadata answered with another API".into())),
+        _ => Err(ClientError::Protocol(
+            "Metadata answered with another API".into(),
+        )),
     }
 }
 
 /// Number of partitions of `topic`.
-pub async fn partition_count(connection: &mut ClientConnection, topic: &str, timeout: Duration) -> Result<i32, ClientError> {
+pub async fn partition_count(
+    connection: &mut ClientConnection,
+    topic: &str,
+    timeout: Duration,
+) -> Result<i32, ClientError> {
     let response = metadata(connection, Some(&[topic.to_owned()]), timeout).await?;
     let entry = response
         .topics
         .iter()
-        .find(|entry| entry.name.as_ref().is_some_and(|found| found.as_str() == topic))
+        .find(|entry| {
+            entry
+                .name
+                .as_ref()
+                .is_some_and(|found| found.as_str() == topic)
+        })
         .ok_or_else(|| ClientError::Protocol(format!("no metadata for {topic}")))?;
     match ErrorCode::from_code(entry.error_code) {
         ErrorCode::None => Ok(entry.partitions.len() as i32),
-        error => Err(ClientError::Kafka { error, message: format!("metadata for {topic}") }),
+        error => Err(ClientError::Kafka {
+            error,
+            message: format!("metadata for {topic}"),
+        }),
     }
 }
 
@@ -111,18 +150,31 @@ pub async fn list_offsets(
 ) -> Result<BTreeMap<TopicPartition, Result<i64, ErrorCode>>, ClientError> {
     let mut by_topic: BTreeMap<&str, Vec<ListOffsetsPartition>> = BTreeMap::new();
     for partition in partitions {
-        by_topic
-            .entry(partition.topic.as_str())
-            .or_default()
-            .push(ListOffsetsPartition::default().with_partition_index(partition.partition).with_timestamp(timestamp));
+        by_topic.entry(partition.topic.as_str()).or_default().push(
+            ListOffsetsPartition::default()
+                .with_partition_index(partition.partition)
+                .with_timestamp(timestamp),
+        );
     }
     let topics = by_topic
         .into_iter()
-        .map(|(topic, partitions)| ListOffsetsTopic::default().with_name(name(topic)).with_partitions(partitions))
+        .map(|(topic, partitions)| {
+            ListOffsetsTopic::default()
+                .with_name(name(topic))
+                .with_partitions(partitions)
+        })
         .collect();
-    let request = ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_isolation_level(isolation_level).with_topics(topics);
-    let ResponseKind::ListOffsets(response) = connection.call_within(timeout, RequestKind::ListOffsets(request)).await? else {
-        return Err(ClientError::Protocol("ListOffsets answered with another API".into()));
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_isolation_level(isolation_level)
+        .with_topics(topics);
+    let ResponseKind::ListOffsets(response) = connection
+        .call_within(timeout, RequestKind::ListOffsets(request))
+        .await?
+    else {
+        return Err(ClientError::Protocol(
+            "ListOffsets answered with another API".into(),
+        ));
     };
     let mut offsets = BTreeMap::new();
     for topic in response.topics {
@@ -131,7 +183,10 @@ pub async fn list_offsets(
                 ErrorCode::None => Ok(partition.offset),
                 error => Err(error),
             };
-            offsets.insert(TopicPartition::new(topic.name.to_string(), partition.partition_index), outcome);
+            offsets.insert(
+                TopicPartition::new(topic.name.to_string(), partition.partition_index),
+                outcome,
+            );
         }
     }
     Ok(offsets)

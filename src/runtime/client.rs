@@ -91,20 +91,33 @@ impl ClientConnection {
         let request = ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str("seedlog"))
             .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
-        let mut response = self.call_at(3, RequestKind::ApiVersions(request.clone())).await;
+        let mut response = self
+            .call_at(3, RequestKind::ApiVersions(request.clone()))
+            .await;
         if matches!(&response, Ok(ResponseKind::ApiVersions(body)) if body.error_code == ErrorCode::UnsupportedVersion.code())
             || response.is_err()
         {
             response = self.call_at(0, RequestKind::ApiVersions(request)).await;
         }
         let ResponseKind::ApiVersions(body) = response? else {
-            return Err(ClientError::Protocol("ApiVersions answered with another API".into()));
+            return Err(ClientError::Protocol(
+                "ApiVersions answered with another API".into(),
+            ));
         };
         if body.error_code != 0 {
-            return Err(ClientError::Kafka { error: ErrorCode::from_code(body.error_code), message: "ApiVersions".into() });
+            return Err(ClientError::Kafka {
+                error: ErrorCode::from_code(body.error_code),
+                message: "ApiVersions".into(),
+            });
         }
         for (api, client_min, client_max) in CLIENT_VERSIONS {
-            let Some(broker) = body.api_keys.iter().find(|entry| entry.api_key == api as i16) else { continue };
+            let Some(broker) = body
+                .api_keys
+                .iter()
+                .find(|entry| entry.api_key == api as i16)
+            else {
+                continue;
+            };
             let version = client_max.min(broker.max_version);
             if version >= client_min.max(broker.min_version) {
                 self.versions.insert(api as i16, version);
@@ -115,10 +128,11 @@ impl ClientConnection {
 
     /// The negotiated version of `api`.
     pub fn version(&self, api: ApiKey) -> Result<i16, ClientError> {
-        self.versions
-            .get(&(api as i16))
-            .copied()
-            .ok_or_else(|| ClientError::Unsupported(format!("the broker and seedlog share no version of {api:?}")))
+        self.versions.get(&(api as i16)).copied().ok_or_else(|| {
+            ClientError::Unsupported(format!(
+                "the broker and seedlog share no version of {api:?}"
+            ))
+        })
     }
 
     async fn send_at(&mut self, api_version: i16, body: &RequestKind) -> Result<(), ClientError> {
@@ -126,7 +140,8 @@ impl ClientConnection {
         let correlation_id = self.next_correlation_id;
         let frame = encode_request(api_version, correlation_id, &self.client_id, body)?;
         self.conn.write_frame(&frame).await?;
-        self.in_flight.push_back((correlation_id, body.api_key(), api_version));
+        self.in_flight
+            .push_back((correlation_id, body.api_key(), api_version));
         Ok(())
     }
 
@@ -151,7 +166,9 @@ impl ClientConnection {
     /// Reads the response to the oldest request in flight. Cancel-safe.
     pub async fn receive(&mut self) -> Result<ResponseKind, ClientError> {
         let Some(&(correlation_id, api_key, api_version)) = self.in_flight.front() else {
-            return Err(ClientError::Protocol("receive with nothing in flight".into()));
+            return Err(ClientError::Protocol(
+                "receive with nothing in flight".into(),
+            ));
         };
         let frame = self
             .conn
@@ -161,25 +178,40 @@ impl ClientConnection {
         self.in_flight.pop_front();
         let (answered, body) = decode_response(frame, api_key, api_version)?;
         if answered != correlation_id {
-            return Err(ClientError::Protocol(format!("correlation id {answered} answered, {correlation_id} expected")));
+            return Err(ClientError::Protocol(format!(
+                "correlation id {answered} answered, {correlation_id} expected"
+            )));
         }
         Ok(body)
     }
 
-    async fn call_at(&mut self, api_version: i16, body: RequestKind) -> Result<ResponseKind, ClientError> {
+    async fn call_at(
+        &mut self,
+        api_version: i16,
+        body: RequestKind,
+    ) -> Result<ResponseKind, ClientError> {
         self.send_at(api_version, &body).await?;
         self.receive().await
     }
 
     /// Sends a request and waits for its response (nothing else may be in flight).
     pub async fn call(&mut self, body: RequestKind) -> Result<ResponseKind, ClientError> {
-        assert!(self.in_flight.is_empty(), "call() with requests already in flight");
+        assert!(
+            self.in_flight.is_empty(),
+            "call() with requests already in flight"
+        );
         self.send(&body).await?;
         self.receive().await
     }
 
     /// [`call`](Self::call) within `timeout`.
-    pub async fn call_within(&mut self, timeout: Duration, body: RequestKind) -> Result<ResponseKind, ClientError> {
-        tokio::time::timeout(timeout, self.call(body)).await.map_err(|_| ClientError::Timeout(timeout))?
+    pub async fn call_within(
+        &mut self,
+        timeout: Duration,
+        body: RequestKind,
+    ) -> Result<ResponseKind, ClientError> {
+        tokio::time::timeout(timeout, self.call(body))
+            .await
+            .map_err(|_| ClientError::Timeout(timeout))?
     }
 }

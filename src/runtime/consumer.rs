@@ -40,12 +40,19 @@ const RETRY_PAUSE: Duration = Duration::from_millis(100);
 impl Consumer {
     /// A consumer for a validated config.
     pub fn new(config: ConsumerConfig) -> Result<Consumer, ConfigError> {
-        let bootstrap = config
-            .bootstrap_servers
-            .first()
-            .cloned()
-            .ok_or_else(|| ConfigError::invalid("bootstrap.servers", "", "at least one host:port is required"))?;
-        Ok(Consumer { config, state: SubscriptionState::default(), connection: None, bootstrap })
+        let bootstrap = config.bootstrap_servers.first().cloned().ok_or_else(|| {
+            ConfigError::invalid(
+                "bootstrap.servers",
+                "",
+                "at least one host:port is required",
+            )
+        })?;
+        Ok(Consumer {
+            config,
+            state: SubscriptionState::default(),
+            connection: None,
+            bootstrap,
+        })
     }
 
     /// Replaces the assignment.
@@ -69,16 +76,28 @@ impl Consumer {
 
     async fn connection(&mut self) -> Result<&mut ClientConnection, ClientError> {
         if self.connection.is_none() {
-            self.connection = Some(ClientConnection::connect(&self.bootstrap, &self.config.client_id).await?);
+            self.connection =
+                Some(ClientConnection::connect(&self.bootstrap, &self.config.client_id).await?);
         }
         Ok(self.connection.as_mut().expect("just connected"))
     }
 
     /// Log end (`-1`) or log start (`-2`) offsets of `partitions`.
-    pub async fn list_offsets(&mut self, partitions: &[TopicPartition], timestamp: i64) -> Result<Vec<(TopicPartition, i64)>, ClientError> {
+    pub async fn list_offsets(
+        &mut self,
+        partitions: &[TopicPartition],
+        timestamp: i64,
+    ) -> Result<Vec<(TopicPartition, i64)>, ClientError> {
         let timeout = self.request_timeout();
         let isolation = self.config.isolation_level.wire_value();
-        let result = list_offsets(self.connection().await?, partitions, timestamp, isolation, timeout).await;
+        let result = list_offsets(
+            self.connection().await?,
+            partitions,
+            timestamp,
+            isolation,
+            timeout,
+        )
+        .await;
         let offsets = match result {
             Ok(offsets) => offsets,
             Err(error) => {
@@ -90,7 +109,10 @@ impl Consumer {
             .into_iter()
             .map(|(partition, outcome)| match outcome {
                 Ok(offset) => Ok((partition, offset)),
-                Err(error) => Err(ClientError::Kafka { error, message: format!("ListOffsets {partition}") }),
+                Err(error) => Err(ClientError::Kafka {
+                    error,
+                    message: format!("ListOffsets {partition}"),
+                }),
             })
             .collect()
     }
@@ -103,7 +125,9 @@ impl Consumer {
         let timestamp = match self.config.auto_offset_reset {
             AutoOffsetReset::Earliest => -2,
             AutoOffsetReset::Latest => -1,
-            AutoOffsetReset::None => return Err(ConsumerError::NoOffsetForPartition(needing[0].clone())),
+            AutoOffsetReset::None => {
+                return Err(ConsumerError::NoOffsetForPartition(needing[0].clone()))
+            }
         };
         match self.list_offsets(&needing, timestamp).await {
             Ok(offsets) => {
@@ -126,7 +150,9 @@ impl Consumer {
             let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
             let max_wait_ms = (remaining.as_millis() as i32).min(self.config.fetch_max_wait_ms);
             let request = self.state.fetch_request(&self.config, max_wait_ms);
-            if !request.topics.is_empty() {
+            if request.topics.is_empty() {
+                tokio::time::sleep(RETRY_PAUSE.min(remaining)).await;
+            } else {
                 match self.fetch(request, max_wait_ms).await {
                     Ok(records) if !records.is_empty() => return Ok(records),
                     Ok(_) => {}
@@ -136,8 +162,6 @@ impl Consumer {
                         tokio::time::sleep(RETRY_PAUSE.min(remaining)).await;
                     }
                 }
-            } else {
-                tokio::time::sleep(RETRY_PAUSE.min(remaining)).await;
             }
             if tokio::time::Instant::now() >= deadline {
                 return Ok(Vec::new());
@@ -145,14 +169,26 @@ impl Consumer {
         }
     }
 
-    async fn fetch(&mut self, request: kafka_protocol::messages::FetchRequest, max_wait_ms: i32) -> Result<Vec<ConsumerRecord>, FetchFailure> {
+    async fn fetch(
+        &mut self,
+        request: kafka_protocol::messages::FetchRequest,
+        max_wait_ms: i32,
+    ) -> Result<Vec<ConsumerRecord>, FetchFailure> {
         let timeout = self.request_timeout() + Duration::from_millis(max_wait_ms.max(0) as u64);
-        let connection = self.connection().await.map_err(|error| FetchFailure::Retry(error.to_string()))?;
-        let response = match connection.call_within(timeout, RequestKind::Fetch(request)).await {
+        let connection = self
+            .connection()
+            .await
+            .map_err(|error| FetchFailure::Retry(error.to_string()))?;
+        let response = match connection
+            .call_within(timeout, RequestKind::Fetch(request))
+            .await
+        {
             Ok(ResponseKind::Fetch(response)) => response,
             Ok(_) => {
                 self.connection = None;
-                return Err(FetchFailure::Retry("Fetch answered with another API".into()));
+                return Err(FetchFailure::Retry(
+                    "Fetch answered with another API".into(),
+                ));
             }
             Err(error) => {
                 self.connection = None;
@@ -160,9 +196,15 @@ impl Consumer {
             }
         };
         if response.error_code != 0 {
-            return Err(FetchFailure::Retry(format!("fetch error {:?}", ErrorCode::from_code(response.error_code))));
+            return Err(FetchFailure::Retry(format!(
+                "fetch error {:?}",
+                ErrorCode::from_code(response.error_code)
+            )));
         }
-        let outcome = self.state.on_fetch_response(&response).map_err(|error| FetchFailure::Consumer(error.into()))?;
+        let outcome = self
+            .state
+            .on_fetch_response(&response)
+            .map_err(|error| FetchFailure::Consumer(error.into()))?;
         for (partition, error) in &outcome.errors {
             tracing::debug!(%partition, ?error, "fetch partition error");
         }

@@ -59,7 +59,9 @@ pub struct MemoryStorage {
 
 impl std::fmt::Debug for MemoryStorage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MemoryStorage").field("files", &lock(&self.shared).files.len()).finish()
+        f.debug_struct("MemoryStorage")
+            .field("files", &lock(&self.shared).files.len())
+            .finish()
     }
 }
 
@@ -77,7 +79,11 @@ impl MemoryStorage {
     /// An empty disk whose fsyncs complete immediately.
     pub fn new() -> MemoryStorage {
         MemoryStorage {
-            shared: Arc::new(Mutex::new(Shared { files: BTreeMap::new(), faults: DiskFaults::default(), sync_latency: None })),
+            shared: Arc::new(Mutex::new(Shared {
+                files: BTreeMap::new(),
+                faults: DiskFaults::default(),
+                sync_latency: None,
+            })),
         }
     }
 
@@ -109,7 +115,8 @@ impl MemoryStorage {
                 vanished.push(name.clone());
                 continue;
             };
-            let appended_tail = state.live.len() > durable.len() && state.live.starts_with(&durable);
+            let appended_tail =
+                state.live.len() > durable.len() && state.live.starts_with(&durable);
             state.live = if appended_tail {
                 let unsynced = state.live.len() - durable.len();
                 let keep = torn_keep(unsynced).min(unsynced);
@@ -139,11 +146,20 @@ impl Storage for MemoryStorage {
     fn open(&self, name: &str) -> io::Result<MemoryFile> {
         let mut shared = lock(&self.shared);
         let state = Arc::clone(shared.files.entry(name.to_owned()).or_default());
-        Ok(MemoryFile { name: name.to_owned(), state, storage: self.clone() })
+        Ok(MemoryFile {
+            name: name.to_owned(),
+            state,
+            storage: self.clone(),
+        })
     }
 
     fn list(&self, prefix: &str) -> io::Result<Vec<String>> {
-        Ok(lock(&self.shared).files.keys().filter(|name| name.starts_with(prefix)).cloned().collect())
+        Ok(lock(&self.shared)
+            .files
+            .keys()
+            .filter(|name| name.starts_with(prefix))
+            .cloned()
+            .collect())
     }
 
     fn remove(&self, name: &str) -> io::Result<()> {
@@ -177,8 +193,11 @@ impl StorageFile for MemoryFile {
 
     fn read_exact_at(&self, buf: &mut [u8], position: u64) -> io::Result<()> {
         let state = lock(&self.state);
-        let start = usize::try_from(position).map_err(|_| io::Error::from(io::ErrorKind::UnexpectedEof))?;
-        let end = start.checked_add(buf.len()).filter(|end| *end <= state.live.len());
+        let start =
+            usize::try_from(position).map_err(|_| io::Error::from(io::ErrorKind::UnexpectedEof))?;
+        let end = start
+            .checked_add(buf.len())
+            .filter(|end| *end <= state.live.len());
         let end = end.ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
         buf.copy_from_slice(&state.live[start..end]);
         Ok(())
@@ -231,7 +250,11 @@ mod tests {
     use super::*;
 
     fn block_on<F: Future>(future: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(future)
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(future)
     }
 
     #[test]
@@ -243,7 +266,9 @@ mod tests {
         synced.write_all_at(b" world", 5).expect("write");
         let never_synced = disk.open("b/y.log").expect("open");
         never_synced.write_all_at(b"gone", 0).expect("write");
-        disk.crash(CrashLevel::Process, |_| unreachable!("process crashes keep everything"));
+        disk.crash(CrashLevel::Process, |_| {
+            unreachable!("process crashes keep everything")
+        });
         assert_eq!(synced.len().expect("len"), 11);
         disk.crash(CrashLevel::PowerLoss, |_| 0);
         assert_eq!(disk.list("").expect("list"), vec!["a/x.log".to_owned()]);
@@ -271,7 +296,10 @@ mod tests {
     fn injected_faults_fail_writes_and_syncs_once_each() {
         let disk = MemoryStorage::new();
         let file = disk.open("x").expect("open");
-        disk.inject(&DiskFaults { fail_writes: 1, fail_syncs: 1 });
+        disk.inject(&DiskFaults {
+            fail_writes: 1,
+            fail_syncs: 1,
+        });
         assert!(file.write_all_at(b"a", 0).is_err());
         file.write_all_at(b"a", 0).expect("second write works");
         assert!(block_on(file.sync()).is_err());

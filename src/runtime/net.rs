@@ -63,7 +63,10 @@ const READ_CHUNK_BYTES: usize = 64 * 1024;
 impl Connection {
     /// Wraps a connected stream.
     pub fn new(stream: TcpStream) -> Connection {
-        Connection { stream, buffer: BytesMut::with_capacity(READ_CHUNK_BYTES) }
+        Connection {
+            stream,
+            buffer: BytesMut::with_capacity(READ_CHUNK_BYTES),
+        }
     }
 
     /// Reads the next frame payload. `Ok(None)` on a clean close between frames. Cancel-safe:
@@ -77,7 +80,11 @@ impl Connection {
                 self.buffer.reserve(READ_CHUNK_BYTES);
             }
             if self.stream.read_buf(&mut self.buffer).await? == 0 {
-                return if self.buffer.is_empty() { Ok(None) } else { Err(ConnectionError::ClosedMidFrame(self.buffer.len())) };
+                return if self.buffer.is_empty() {
+                    Ok(None)
+                } else {
+                    Err(ConnectionError::ClosedMidFrame(self.buffer.len()))
+                };
             }
         }
     }
@@ -94,7 +101,11 @@ impl Connection {
         for chunk in chunks {
             match chunk {
                 Chunk::Bytes(bytes) => self.stream.write_all(bytes).await?,
-                Chunk::File { file, position, len } => self.send_file(file, *position, *len).await?,
+                Chunk::File {
+                    file,
+                    position,
+                    len,
+                } => self.send_file(file, *position, *len).await?,
             }
         }
         self.stream.flush().await
@@ -116,7 +127,12 @@ impl Connection {
         self.stream.flush().await
     }
 
-    async fn send_file<F: StorageFile>(&mut self, file: &F, position: u64, len: u64) -> io::Result<()> {
+    async fn send_file<F: StorageFile>(
+        &mut self,
+        file: &F,
+        position: u64,
+        len: u64,
+    ) -> io::Result<()> {
         #[cfg(not(madsim))]
         if let Some(os_file) = file.os_file() {
             return sendfile_all(&self.stream, os_file, position, len).await;
@@ -136,7 +152,11 @@ impl Connection {
 fn chunk_bytes<F: StorageFile>(chunk: &Chunk<F>) -> io::Result<Bytes> {
     match chunk {
         Chunk::Bytes(bytes) => Ok(bytes.clone()),
-        Chunk::File { file, position, len } => {
+        Chunk::File {
+            file,
+            position,
+            len,
+        } => {
             let mut buffer = vec![0; *len as usize];
             file.read_exact_at(&mut buffer, *position)?;
             Ok(buffer.into())
@@ -146,16 +166,27 @@ fn chunk_bytes<F: StorageFile>(chunk: &Chunk<F>) -> io::Result<Bytes> {
 
 /// `sendfile(2)` the whole range from `file` to the socket, waiting for writability.
 #[cfg(not(madsim))]
-async fn sendfile_all(stream: &TcpStream, file: &std::fs::File, mut position: u64, len: u64) -> io::Result<()> {
+async fn sendfile_all(
+    stream: &TcpStream,
+    file: &std::fs::File,
+    mut position: u64,
+    len: u64,
+) -> io::Result<()> {
     let end = position + len;
     while position < end {
         stream.writable().await?;
         let remaining = (end - position) as usize;
         let sent = stream.try_io(tokio::io::Interest::WRITABLE, || {
-            rustix::fs::sendfile(stream, file, Some(&mut position), remaining).map_err(io::Error::from)
+            rustix::fs::sendfile(stream, file, Some(&mut position), remaining)
+                .map_err(io::Error::from)
         });
         match sent {
-            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "segment file shorter than the fetch range")),
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "segment file shorter than the fetch range",
+                ))
+            }
             Ok(_) => {}
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
             Err(error) => return Err(error),

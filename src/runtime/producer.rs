@@ -6,14 +6,21 @@ use std::collections::{BTreeMap, VecDeque};
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::client::producer::{ProduceError, ProducerCore, ProducerInput, ProducerOutput, ProducerRecord, RecordId};
+use crate::client::producer::{
+    ProduceError, ProducerCore, ProducerInput, ProducerOutput, ProducerRecord, RecordId,
+};
 use crate::config::{ConfigError, ProducerConfig};
 use crate::runtime::client::ClientConnection;
 use crate::types::Millis;
 
 enum Command {
-    Send { record: ProducerRecord, reply: oneshot::Sender<Result<i64, ProduceError>> },
-    Close { done: oneshot::Sender<()> },
+    Send {
+        record: ProducerRecord,
+        reply: oneshot::Sender<Result<i64, ProduceError>>,
+    },
+    Close {
+        done: oneshot::Sender<()>,
+    },
 }
 
 /// A handle to the producer task. Dropping every handle lets the task finish what is queued.
@@ -29,18 +36,24 @@ pub struct Delivery(oneshot::Receiver<Result<i64, ProduceError>>);
 impl Delivery {
     /// Waits for the broker's answer: the record's offset (-1 with acks=0) or why it failed.
     pub async fn wait(self) -> Result<i64, ProduceError> {
-        self.0.await.unwrap_or_else(|_| Err(ProduceError::Indeterminate { reason: "the producer stopped".into() }))
+        self.0.await.unwrap_or_else(|_| {
+            Err(ProduceError::Indeterminate {
+                reason: "the producer stopped".into(),
+            })
+        })
     }
 }
 
 impl Producer {
     /// Starts a producer talking to the first of `bootstrap.servers`.
     pub fn start(config: ProducerConfig) -> Result<Producer, ConfigError> {
-        let bootstrap = config
-            .bootstrap_servers
-            .first()
-            .cloned()
-            .ok_or_else(|| ConfigError::invalid("bootstrap.servers", "", "at least one host:port is required"))?;
+        let bootstrap = config.bootstrap_servers.first().cloned().ok_or_else(|| {
+            ConfigError::invalid(
+                "bootstrap.servers",
+                "",
+                "at least one host:port is required",
+            )
+        })?;
         let client_id = config.client_id.clone();
         let core = ProducerCore::new(config)?;
         let (commands, inbox) = mpsc::channel(1024);
@@ -60,8 +73,12 @@ impl Producer {
     /// Queues a record; await the returned [`Delivery`] for its outcome.
     pub async fn send(&self, record: ProducerRecord) -> Delivery {
         let (reply, delivered) = oneshot::channel();
-        if let Err(mpsc::error::SendError(Command::Send { reply, .. })) = self.commands.send(Command::Send { record, reply }).await {
-            let _ = reply.send(Err(ProduceError::Indeterminate { reason: "the producer stopped".into() }));
+        if let Err(mpsc::error::SendError(Command::Send { reply, .. })) =
+            self.commands.send(Command::Send { record, reply }).await
+        {
+            let _ = reply.send(Err(ProduceError::Indeterminate {
+                reason: "the producer stopped".into(),
+            }));
         }
         Delivery(delivered)
     }
@@ -102,7 +119,10 @@ impl Task {
                 return;
             }
             let deadline = self.core.next_deadline();
-            let awaiting = self.connection.as_ref().is_some_and(ClientConnection::has_in_flight);
+            let awaiting = self
+                .connection
+                .as_ref()
+                .is_some_and(ClientConnection::has_in_flight);
             let input = tokio::select! {
                 biased;
                 response = receive(&mut self.connection), if awaiting => match response {
@@ -134,7 +154,9 @@ impl Task {
 
     fn lost(&mut self, reason: &str) -> ProducerInput {
         self.connection = None;
-        ProducerInput::Disconnected { reason: reason.to_owned() }
+        ProducerInput::Disconnected {
+            reason: reason.to_owned(),
+        }
     }
 
     /// Feeds one input, then executes outputs (which may produce further inputs) until quiet.
@@ -151,22 +173,35 @@ impl Task {
                             let _ = reply.send(result);
                         }
                     }
-                    ProducerOutput::Connect => match ClientConnection::connect(&self.bootstrap, &self.client_id).await {
-                        Ok(connection) => {
-                            self.connection = Some(connection);
-                            inputs.push_back(ProducerInput::Connected);
+                    ProducerOutput::Connect => {
+                        match ClientConnection::connect(&self.bootstrap, &self.client_id).await {
+                            Ok(connection) => {
+                                self.connection = Some(connection);
+                                inputs.push_back(ProducerInput::Connected);
+                            }
+                            Err(error) => inputs.push_back(ProducerInput::ConnectFailed {
+                                reason: error.to_string(),
+                            }),
                         }
-                        Err(error) => inputs.push_back(ProducerInput::ConnectFailed { reason: error.to_string() }),
-                    },
+                    }
                     ProducerOutput::Disconnect { reason } => {
                         tracing::debug!(%reason, "producer closes its connection");
                         self.connection = None;
                     }
-                    ProducerOutput::Request { request, expects_response } => {
+                    ProducerOutput::Request {
+                        request,
+                        expects_response,
+                    } => {
                         // No connection: a Disconnected input is already queued and covers this request.
-                        let Some(connection) = self.connection.as_mut() else { continue };
+                        let Some(connection) = self.connection.as_mut() else {
+                            continue;
+                        };
                         let body = RequestKind::Produce(request);
-                        let written = if expects_response { connection.send(&body).await } else { connection.send_one_way(&body).await };
+                        let written = if expects_response {
+                            connection.send(&body).await
+                        } else {
+                            connection.send_one_way(&body).await
+                        };
                         match written {
                             Ok(()) if !expects_response => inputs.push_back(ProducerInput::Written),
                             Ok(()) => {}
@@ -180,8 +215,13 @@ impl Task {
 }
 
 async fn receive(connection: &mut Option<ClientConnection>) -> Result<ResponseKind, String> {
-    let connection = connection.as_mut().expect("guarded by the select precondition");
-    connection.receive().await.map_err(|error| error.to_string())
+    let connection = connection
+        .as_mut()
+        .expect("guarded by the select precondition");
+    connection
+        .receive()
+        .await
+        .map_err(|error| error.to_string())
 }
 
 async fn sleep_until(start: tokio::time::Instant, deadline: Option<Millis>) {

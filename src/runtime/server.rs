@@ -38,16 +38,25 @@ pub enum ServerError {
 
 /// What a connection task hears back for its request.
 enum Reply<F> {
-    Respond(Response<F>),
+    Respond(Box<Response<F>>),
     NoResponse,
     Close(String),
 }
 
 /// Messages into the driver task.
 enum DriverMessage<F> {
-    Request { connection: ConnectionId, request: Request, reply: oneshot::Sender<Reply<F>> },
-    Closed { connection: ConnectionId },
-    FlushDone { flush_id: FlushId, result: Result<(), String> },
+    Request {
+        connection: ConnectionId,
+        request: Box<Request>,
+        reply: oneshot::Sender<Reply<F>>,
+    },
+    Closed {
+        connection: ConnectionId,
+    },
+    FlushDone {
+        flush_id: FlushId,
+        result: Result<(), String>,
+    },
 }
 
 /// The broker's clock: milliseconds since start (simulated under madsim).
@@ -63,8 +72,14 @@ impl Clock {
 }
 
 /// Runs a broker until the process (or simulated node) dies.
-pub async fn run_broker<S: Storage>(config: BrokerConfig, storage: S, options: ServerOptions) -> Result<(), ServerError> {
-    let clock = Clock { start: tokio::time::Instant::now() };
+pub async fn run_broker<S: Storage>(
+    config: BrokerConfig,
+    storage: S,
+    options: ServerOptions,
+) -> Result<(), ServerError> {
+    let clock = Clock {
+        start: tokio::time::Instant::now(),
+    };
     let max_request_bytes = config.socket_request_max_bytes as usize;
     let bind_address = config.listeners.bind_address();
     let (broker, report) = Broker::open(config, storage, options.seed, clock.now())?;
@@ -93,7 +108,13 @@ pub async fn run_broker<S: Storage>(config: BrokerConfig, storage: S, options: S
                     let connection = ConnectionId(next_connection);
                     let _ = stream.set_nodelay(true);
                     tracing::debug!(%peer, connection = connection.0, "accepted");
-                    let task = serve_connection(stream, connection, accept_sender.clone(), max_request_bytes, options.faults.clone());
+                    let task = serve_connection(
+                        stream,
+                        connection,
+                        accept_sender.clone(),
+                        max_request_bytes,
+                        options.faults.clone(),
+                    );
                     tokio::spawn(task);
                 }
                 Err(error) => {
@@ -151,13 +172,17 @@ fn execute<F: StorageFile>(
     replies: &mut BTreeMap<ConnectionId, oneshot::Sender<Reply<F>>>,
     to_driver: &mpsc::Sender<DriverMessage<F>>,
 ) {
-    let reply = |replies: &mut BTreeMap<ConnectionId, oneshot::Sender<Reply<F>>>, connection, reply| {
-        if let Some(sender) = replies.remove(&connection) {
-            let _ = sender.send(reply);
-        }
-    };
+    let reply =
+        |replies: &mut BTreeMap<ConnectionId, oneshot::Sender<Reply<F>>>, connection, reply| {
+            if let Some(sender) = replies.remove(&connection) {
+                let _ = sender.send(reply);
+            }
+        };
     match output {
-        Output::Respond { connection, response } => reply(replies, connection, Reply::Respond(response)),
+        Output::Respond {
+            connection,
+            response,
+        } => reply(replies, connection, Reply::Respond(Box::new(response))),
         Output::NoResponse { connection } => reply(replies, connection, Reply::NoResponse),
         Output::Close { connection, reason } => reply(replies, connection, Reply::Close(reason)),
         Output::Flush { flush_id, files } => {
@@ -170,7 +195,9 @@ fn execute<F: StorageFile>(
                         break;
                     }
                 }
-                let _ = to_driver.send(DriverMessage::FlushDone { flush_id, result }).await;
+                let _ = to_driver
+                    .send(DriverMessage::FlushDone { flush_id, result })
+                    .await;
             });
         }
     }
@@ -184,12 +211,24 @@ async fn serve_connection<F: StorageFile>(
     max_request_bytes: usize,
     faults: Option<Arc<dyn ConnectionFaults>>,
 ) {
-    let peer = stream.peer_addr().map(|address| address.to_string()).unwrap_or_default();
+    let peer = stream
+        .peer_addr()
+        .map(|address| address.to_string())
+        .unwrap_or_default();
     let mut conn = Connection::new(stream);
-    let outcome = serve_requests(&mut conn, connection, &to_driver, max_request_bytes, faults.as_deref()).await;
+    let outcome = serve_requests(
+        &mut conn,
+        connection,
+        &to_driver,
+        max_request_bytes,
+        faults.as_deref(),
+    )
+    .await;
     match outcome {
         Ok(()) => tracing::debug!(%peer, connection = connection.0, "closed by peer"),
-        Err(reason) => tracing::info!(%peer, connection = connection.0, %reason, "closing connection"),
+        Err(reason) => {
+            tracing::info!(%peer, connection = connection.0, %reason, "closing connection")
+        }
     }
     let _ = to_driver.send(DriverMessage::Closed { connection }).await;
 }
@@ -201,17 +240,31 @@ async fn serve_requests<F: StorageFile>(
     max_request_bytes: usize,
     faults: Option<&dyn ConnectionFaults>,
 ) -> Result<(), String> {
-    let fault = |decide: &dyn Fn(&dyn ConnectionFaults) -> FaultAction| faults.map_or(FaultAction::Pass, decide);
+    let fault = |decide: &dyn Fn(&dyn ConnectionFaults) -> FaultAction| {
+        faults.map_or(FaultAction::Pass, decide)
+    };
     loop {
-        let Some(frame) = conn.read_frame(max_request_bytes).await.map_err(|error| error.to_string())? else {
+        let Some(frame) = conn
+            .read_frame(max_request_bytes)
+            .await
+            .map_err(|error| error.to_string())?
+        else {
             return Ok(());
         };
         let request = match decode_request(frame).map_err(|error| error.to_string())? {
             Decoded::Request(request) => request,
-            Decoded::UnsupportedApiVersions { correlation_id, api_version } => {
-                tracing::debug!(api_version, "ApiVersions at an unsupported version: answering in v0 (KIP-511)");
+            Decoded::UnsupportedApiVersions {
+                correlation_id,
+                api_version,
+            } => {
+                tracing::debug!(
+                    api_version,
+                    "ApiVersions at an unsupported version: answering in v0 (KIP-511)"
+                );
                 let frame = encode_api_versions_fallback(correlation_id);
-                conn.write_frame(&frame).await.map_err(|error| error.to_string())?;
+                conn.write_frame(&frame)
+                    .await
+                    .map_err(|error| error.to_string())?;
                 continue;
             }
         };
@@ -221,21 +274,37 @@ async fn serve_requests<F: StorageFile>(
         }
         let (reply, replied) = oneshot::channel();
         to_driver
-            .send(DriverMessage::Request { connection, request, reply })
+            .send(DriverMessage::Request {
+                connection,
+                request,
+                reply,
+            })
             .await
             .map_err(|_| "broker driver stopped".to_owned())?;
-        let response = match replied.await.map_err(|_| "broker driver dropped the request".to_owned())? {
+        let response = match replied
+            .await
+            .map_err(|_| "broker driver dropped the request".to_owned())?
+        {
             Reply::Respond(response) => response,
             Reply::NoResponse => continue,
             Reply::Close(reason) => return Err(reason),
         };
         let chunks = response.encode().map_err(|error| error.to_string())?;
         match fault(&|hook| hook.on_response(api_key)) {
-            FaultAction::Pass => conn.write_chunks(&chunks).await.map_err(|error| error.to_string())?,
-            FaultAction::Drop => return Err(format!("fault injection: {api_key:?} response dropped after apply")),
+            FaultAction::Pass => conn
+                .write_chunks(&chunks)
+                .await
+                .map_err(|error| error.to_string())?,
+            FaultAction::Drop => {
+                return Err(format!(
+                    "fault injection: {api_key:?} response dropped after apply"
+                ))
+            }
             FaultAction::Truncate => {
                 let _ = conn.write_truncated(&chunks).await;
-                return Err(format!("fault injection: {api_key:?} response cut mid-frame"));
+                return Err(format!(
+                    "fault injection: {api_key:?} response cut mid-frame"
+                ));
             }
         }
     }

@@ -32,6 +32,10 @@ pub trait Storage: Clone + Send + Sync + 'static {
 pub trait StorageFile: Clone + Send + Sync + std::fmt::Debug + 'static {
     /// Current length in bytes (including unsynced writes).
     fn len(&self) -> io::Result<u64>;
+    /// Whether the file is empty.
+    fn is_empty(&self) -> io::Result<bool> {
+        Ok(self.len()? == 0)
+    }
     /// Fills `buf` from `position`; `UnexpectedEof` if the file is too short.
     fn read_exact_at(&self, buf: &mut [u8], position: u64) -> io::Result<()>;
     /// Writes `data` at `position` (into the page cache: not durable until [`sync`](Self::sync)).
@@ -65,9 +69,14 @@ impl FileStorage {
 
     fn path(&self, name: &str) -> io::Result<PathBuf> {
         let relative = Path::new(name);
-        let safe = relative.components().all(|part| matches!(part, std::path::Component::Normal(_)));
+        let safe = relative
+            .components()
+            .all(|part| matches!(part, std::path::Component::Normal(_)));
         if !safe || name.is_empty() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("bad storage name '{name}'")));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("bad storage name '{name}'"),
+            ));
         }
         Ok(self.root.join(relative))
     }
@@ -91,11 +100,19 @@ impl Storage for FileStorage {
             sync_directory(&self.root)?;
         }
         let existed = path.exists();
-        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)?;
         if !existed {
             sync_directory(parent)?;
         }
-        Ok(RealFile { file: Arc::new(file), name: name.to_owned() })
+        Ok(RealFile {
+            file: Arc::new(file),
+            name: name.to_owned(),
+        })
     }
 
     fn list(&self, prefix: &str) -> io::Result<Vec<String>> {
@@ -105,7 +122,11 @@ impl Storage for FileStorage {
             for entry in std::fs::read_dir(&directory)? {
                 let entry = entry?;
                 let file_name = entry.file_name().to_string_lossy().into_owned();
-                let name = if relative.is_empty() { file_name } else { format!("{relative}/{file_name}") };
+                let name = if relative.is_empty() {
+                    file_name
+                } else {
+                    format!("{relative}/{file_name}")
+                };
                 if entry.file_type()?.is_dir() {
                     pending.push((entry.path(), name));
                 } else if name.starts_with(prefix) {
@@ -157,7 +178,9 @@ impl StorageFile for RealFile {
         async move {
             tokio::task::spawn_blocking(move || file.sync_data())
                 .await
-                .map_err(|error| io::Error::other(format!("fsync of {name} did not complete: {error}")))?
+                .map_err(|error| {
+                    io::Error::other(format!("fsync of {name} did not complete: {error}"))
+                })?
         }
     }
 

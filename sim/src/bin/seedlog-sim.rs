@@ -3,18 +3,15 @@
 //!
 //! Every run prints one line that reproduces it: `(commit, scenario file, seed)`.
 
-use std::collections::VecDeque;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::{mpsc, Arc, Mutex};
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 use seedlog_sim::checker::check_all;
 use seedlog_sim::history::History;
-use seedlog_sim::scenario::{load, Scenario};
-use seedlog_sim::verdict::{SeedVerdict, SweepSummary};
+use seedlog_sim::scenario::load;
+use seedlog_sim::verdict::SeedVerdict;
 
 #[derive(Parser)]
 #[command(name = "seedlog-sim", about = "seedlog's deterministic simulator")]
@@ -85,75 +82,41 @@ fn run(command: Command) -> anyhow::Result<bool> {
     match command {
         Command::Check { history, scenario } => check(&history, scenario.as_deref()),
         #[cfg(madsim)]
-        Command::Run { paths, seed, seeds, jobs, check_determinism, history, log } => {
-            simulate::run_command(&paths, seed, seeds.as_deref(), jobs, check_determinism, history.as_deref(), log)
-        }
+        Command::Run {
+            paths,
+            seed,
+            seeds,
+            jobs,
+            check_determinism,
+            history,
+            log,
+        } => simulate::run_command(
+            &paths,
+            seed,
+            seeds.as_deref(),
+            jobs,
+            check_determinism,
+            history.as_deref(),
+            log,
+        ),
         #[cfg(madsim)]
         Command::Bench { path, seeds, jobs } => simulate::bench(&path, &seeds, jobs),
         #[cfg(not(madsim))]
         Command::Run { .. } | Command::Bench { .. } => {
-            bail!("the simulator needs the madsim build: cargo sim run --release -p seedlog-sim -- ...")
+            anyhow::bail!("the simulator needs the madsim build: cargo sim run --release -p seedlog-sim -- ...")
         }
     }
-}
-
-fn parse_seeds(text: &str) -> anyhow::Result<std::ops::Range<u64>> {
-    let (start, end) = text.split_once("..").with_context(|| format!("expected A..B, got '{text}'"))?;
-    let range = start.trim().parse::<u64>()?..end.trim().parse::<u64>()?;
-    if range.is_empty() {
-        bail!("empty seed range '{text}'");
-    }
-    Ok(range)
-}
-
-fn scenario_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    for path in paths {
-        if path.is_dir() {
-            let mut pending = vec![path.clone()];
-            while let Some(directory) = pending.pop() {
-                for entry in std::fs::read_dir(&directory).with_context(|| directory.display().to_string())? {
-                    let entry = entry?.path();
-                    if entry.is_dir() {
-                        pending.push(entry);
-                    } else if entry.extension().is_some_and(|extension| extension == "toml") {
-                        files.push(entry);
-                    }
-                }
-            }
-        } else {
-            files.push(path.clone());
-        }
-    }
-    files.sort();
-    files.dedup();
-    if files.is_empty() {
-        bail!("no scenario files in {paths:?}");
-    }
-    Ok(files)
-}
-
-fn commit() -> String {
-    let git = |args: &[&str]| std::process::Command::new("git").args(args).output().ok().filter(|out| out.status.success());
-    let Some(head) = git(&["rev-parse", "--short=12", "HEAD"]) else { return "unknown".to_owned() };
-    let mut commit = String::from_utf8_lossy(&head.stdout).trim().to_owned();
-    if git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|out| !out.stdout.is_empty()) {
-        commit.push_str("+dirty");
-    }
-    commit
-}
-
-fn repro(scenario: &Scenario, seed: u64) -> String {
-    format!("repro: cargo sim run --release -p seedlog-sim -- run {} --seed {seed}", scenario.path)
 }
 
 fn check(history_path: &Path, scenario: Option<&Path>) -> anyhow::Result<bool> {
-    let text = std::fs::read_to_string(history_path).with_context(|| history_path.display().to_string())?;
-    let history = History::from_jsonl(&text).map_err(|error| anyhow::anyhow!("{}: {error}", history_path.display()))?;
+    let text = std::fs::read_to_string(history_path)
+        .with_context(|| history_path.display().to_string())?;
+    let history = History::from_jsonl(&text)
+        .map_err(|error| anyhow::anyhow!("{}: {error}", history_path.display()))?;
     let checks = check_all(&history);
     let expect = match scenario {
         Some(path) => load(path)?.expect,
-        None => seedlog_sim::scenario::Expect { violated: Default::default(), may_violate: Default::default(), min_fraction: 1.0 },
+        None => seedlog_sim::scenario::Expect::default(),
     };
     let verdict = SeedVerdict::judge(&expect, 0, checks, None, history.hash(), history.ops.len());
     println!("history: {} ops, hash {:016x}", verdict.ops, verdict.hash);
@@ -164,15 +127,100 @@ fn check(history_path: &Path, scenario: Option<&Path>) -> anyhow::Result<bool> {
 
 #[cfg(madsim)]
 mod simulate {
+    use std::collections::VecDeque;
+    use std::io::IsTerminal;
+    use std::sync::{mpsc, Arc, Mutex};
     use std::time::{Duration, Instant};
 
+    use anyhow::{bail, Context};
+    use seedlog_sim::checker::check_all;
     use seedlog_sim::harness::{install_quiet_panic_hook, run_seed, RunOutcome};
+    use seedlog_sim::history::History;
+    use seedlog_sim::scenario::{load, Scenario};
+    use seedlog_sim::verdict::{SeedVerdict, SweepSummary};
 
-    use super::*;
+    use super::{Path, PathBuf};
+
+    fn parse_seeds(text: &str) -> anyhow::Result<std::ops::Range<u64>> {
+        let (start, end) = text
+            .split_once("..")
+            .with_context(|| format!("expected A..B, got '{text}'"))?;
+        let range = start.trim().parse::<u64>()?..end.trim().parse::<u64>()?;
+        if range.is_empty() {
+            bail!("empty seed range '{text}'");
+        }
+        Ok(range)
+    }
+
+    fn scenario_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+        let mut files = Vec::new();
+        for path in paths {
+            if path.is_dir() {
+                let mut pending = vec![path.clone()];
+                while let Some(directory) = pending.pop() {
+                    for entry in std::fs::read_dir(&directory)
+                        .with_context(|| directory.display().to_string())?
+                    {
+                        let entry = entry?.path();
+                        if entry.is_dir() {
+                            pending.push(entry);
+                        } else if entry
+                            .extension()
+                            .is_some_and(|extension| extension == "toml")
+                        {
+                            files.push(entry);
+                        }
+                    }
+                }
+            } else {
+                files.push(path.clone());
+            }
+        }
+        files.sort();
+        files.dedup();
+        if files.is_empty() {
+            bail!("no scenario files in {paths:?}");
+        }
+        Ok(files)
+    }
+
+    fn commit() -> String {
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .args(args)
+                .output()
+                .ok()
+                .filter(|out| out.status.success())
+        };
+        let Some(head) = git(&["rev-parse", "--short=12", "HEAD"]) else {
+            return "unknown".to_owned();
+        };
+        let mut commit = String::from_utf8_lossy(&head.stdout).trim().to_owned();
+        if git(&["status", "--porcelain", "--untracked-files=no"])
+            .is_some_and(|out| !out.stdout.is_empty())
+        {
+            commit.push_str("+dirty");
+        }
+        commit
+    }
+
+    fn repro(scenario: &Scenario, seed: u64) -> String {
+        format!(
+            "repro: cargo sim run --release -p seedlog-sim -- run {} --seed {seed}",
+            scenario.path
+        )
+    }
 
     fn judge(scenario: &Scenario, outcome: &RunOutcome) -> SeedVerdict {
         let checks = check_all(&outcome.history);
-        SeedVerdict::judge(&scenario.expect, outcome.seed, checks, outcome.error.clone(), outcome.history.hash(), outcome.history.ops.len())
+        SeedVerdict::judge(
+            &scenario.expect,
+            outcome.seed,
+            checks,
+            outcome.error.clone(),
+            outcome.history.hash(),
+            outcome.history.ops.len(),
+        )
     }
 
     /// What a worker reports for one seed.
@@ -188,9 +236,25 @@ mod simulate {
         if a == b {
             return None;
         }
-        let line = a.lines().zip(b.lines()).position(|(x, y)| x != y).unwrap_or_else(|| a.lines().count().min(b.lines().count()));
-        let show = |text: &str| text.lines().nth(line).unwrap_or("<end of history>").chars().take(200).collect::<String>();
-        Some(format!("line {}: first run `{}`, second run `{}`", line + 1, show(&a), show(&b)))
+        let line = a
+            .lines()
+            .zip(b.lines())
+            .position(|(x, y)| x != y)
+            .unwrap_or_else(|| a.lines().count().min(b.lines().count()));
+        let show = |text: &str| {
+            text.lines()
+                .nth(line)
+                .unwrap_or("<end of history>")
+                .chars()
+                .take(200)
+                .collect::<String>()
+        };
+        Some(format!(
+            "line {}: first run `{}`, second run `{}`",
+            line + 1,
+            show(&a),
+            show(&b)
+        ))
     }
 
     #[allow(clippy::disallowed_methods)] // wall-clock timing of simulator runs, outside any simulation
@@ -198,19 +262,38 @@ mod simulate {
         let started = Instant::now();
         let outcome = run_seed(scenario, seed, log);
         let wall = started.elapsed();
-        let difference = twice.then(|| first_difference(&outcome.history, &run_seed(scenario, seed, false).history)).flatten();
-        SeedReport { outcome, wall, difference }
+        let difference = twice
+            .then(|| first_difference(&outcome.history, &run_seed(scenario, seed, false).history))
+            .flatten();
+        SeedReport {
+            outcome,
+            wall,
+            difference,
+        }
     }
 
     /// Runs `seeds` on `jobs` worker threads; calls `each` in completion order.
-    fn sweep(scenario: &Scenario, seeds: Vec<u64>, jobs: usize, twice: bool, mut each: impl FnMut(SeedReport)) {
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the sweep runs simulations side by side, outside any simulation"
+    )]
+    fn sweep(
+        scenario: &Scenario,
+        seeds: Vec<u64>,
+        jobs: usize,
+        twice: bool,
+        mut each: impl FnMut(SeedReport),
+    ) {
         let queue = Arc::new(Mutex::new(seeds.into_iter().collect::<VecDeque<u64>>()));
         let (sender, receiver) = mpsc::channel();
         let workers: Vec<_> = (0..jobs.max(1))
             .map(|_| {
-                let (queue, sender, scenario) = (Arc::clone(&queue), sender.clone(), scenario.clone());
+                let (queue, sender, scenario) =
+                    (Arc::clone(&queue), sender.clone(), scenario.clone());
                 std::thread::spawn(move || loop {
-                    let Some(seed) = queue.lock().expect("queue").pop_front() else { break };
+                    let Some(seed) = queue.lock().expect("queue").pop_front() else {
+                        break;
+                    };
                     if sender.send(run_one(&scenario, seed, twice, false)).is_err() {
                         break;
                     }
@@ -237,22 +320,44 @@ mod simulate {
     ) -> anyhow::Result<bool> {
         install_quiet_panic_hook();
         let files = scenario_files(paths)?;
-        let scenarios = files.iter().map(|file| load(file)).collect::<Result<Vec<_>, _>>()?;
-        let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get));
+        let scenarios = files
+            .iter()
+            .map(|file| load(file))
+            .collect::<Result<Vec<_>, _>>()?;
+        let jobs = jobs.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+        });
         let commit = commit();
         let mut all_passed = true;
         let mut lines = Vec::new();
         for scenario in &scenarios {
-            let passed = match seeds {
-                Some(range) => sweep_scenario(scenario, parse_seeds(range)?, jobs, check_determinism, &commit, &mut lines),
-                None => {
-                    let seed = seed.or(scenario.pinned_seed).unwrap_or(1);
-                    single(scenario, seed, check_determinism, history, log, &commit, &mut lines)?
-                }
+            let passed = if let Some(range) = seeds {
+                sweep_scenario(
+                    scenario,
+                    parse_seeds(range)?,
+                    jobs,
+                    check_determinism,
+                    &mut lines,
+                )
+            } else {
+                let seed = seed.or(scenario.pinned_seed).unwrap_or(1);
+                single(
+                    scenario,
+                    seed,
+                    check_determinism,
+                    history,
+                    log,
+                    &commit,
+                    &mut lines,
+                )?
             };
             all_passed &= passed;
         }
-        println!("\nsummary ({} scenario{}, commit {commit}):", scenarios.len(), if scenarios.len() == 1 { "" } else { "s" });
+        println!(
+            "\nsummary ({} scenario{}, commit {commit}):",
+            scenarios.len(),
+            if scenarios.len() == 1 { "" } else { "s" }
+        );
         for line in lines {
             println!("{line}");
         }
@@ -290,20 +395,31 @@ mod simulate {
             }
         }
         if let Some(path) = history {
-            std::fs::write(path, report.outcome.history.to_jsonl()).with_context(|| path.display().to_string())?;
+            std::fs::write(path, report.outcome.history.to_jsonl())
+                .with_context(|| path.display().to_string())?;
             println!("history written to {}", path.display());
         } else if !passed {
-            println!("history written to {}", save_failure(scenario, &report.outcome)?);
+            println!(
+                "history written to {}",
+                save_failure(scenario, &report.outcome)?
+            );
         }
         let status = if passed { "PASS" } else { "FAIL" };
         println!("verdict: {status}: {}", verdict.reason());
         println!("{}\n", repro(scenario, seed));
-        lines.push(format!("{status} {} (seed {seed}): {}", scenario.path, verdict.reason()));
+        lines.push(format!(
+            "{status} {} (seed {seed}): {}",
+            scenario.path,
+            verdict.reason()
+        ));
         Ok(passed)
     }
 
     fn save_failure(scenario: &Scenario, outcome: &RunOutcome) -> anyhow::Result<String> {
-        let stem = Path::new(&scenario.path).file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_default();
+        let stem = Path::new(&scenario.path)
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let directory = Path::new("target/sim-failures");
         std::fs::create_dir_all(directory)?;
         let path = directory.join(format!("{stem}-seed{}.jsonl", outcome.seed));
@@ -311,45 +427,54 @@ mod simulate {
         Ok(path.display().to_string())
     }
 
-    fn sweep_scenario(
+    /// What a sweep accumulates besides the verdict summary.
+    #[derive(Default)]
+    struct SweepTotals {
+        simulated: Duration,
+        wall: Duration,
+        nondeterministic: Vec<u64>,
+        done: usize,
+    }
+
+    fn report_seed(
         scenario: &Scenario,
-        range: std::ops::Range<u64>,
-        jobs: usize,
-        check_determinism: bool,
-        commit: &str,
-        lines: &mut Vec<String>,
-    ) -> bool {
-        let total = (range.end - range.start) as usize;
-        let interactive = std::io::stderr().is_terminal();
-        eprintln!("== {} — {} ({total} seeds, {jobs} jobs)", scenario.path, scenario.name);
-        let mut summary = SweepSummary::default();
-        let (mut simulated, mut wall) = (Duration::ZERO, Duration::ZERO);
-        let mut nondeterministic = Vec::new();
-        let mut done = 0;
-        sweep(scenario, range.collect(), jobs, check_determinism, |report| {
-            done += 1;
-            let verdict = judge(scenario, &report.outcome);
-            summary.add(&scenario.expect, &verdict);
-            simulated += report.outcome.simulated;
-            wall += report.wall;
-            if verdict.failed() {
-                let saved = save_failure(scenario, &report.outcome).unwrap_or_else(|error| error.to_string());
-                eprintln!("\n   seed {} FAILED: {} (history {saved})\n   {}", verdict.seed, verdict.reason(), repro(scenario, verdict.seed));
-            }
-            if let Some(difference) = report.difference {
-                eprintln!("\n   seed {} NOT DETERMINISTIC: {difference}", report.outcome.seed);
-                nondeterministic.push(report.outcome.seed);
-            }
-            if interactive {
-                eprint!("\r   {done}/{total} seeds, {} failed", summary.failures.len());
-            } else if done % (total / 10).max(1) == 0 || done == total {
-                eprintln!("   {done}/{total} seeds, {} failed", summary.failures.len());
-            }
-        });
-        if interactive {
-            eprintln!();
+        report: SeedReport,
+        summary: &mut SweepSummary,
+        totals: &mut SweepTotals,
+    ) {
+        totals.done += 1;
+        let verdict = judge(scenario, &report.outcome);
+        summary.add(&scenario.expect, &verdict);
+        totals.simulated += report.outcome.simulated;
+        totals.wall += report.wall;
+        if verdict.failed() {
+            let saved =
+                save_failure(scenario, &report.outcome).unwrap_or_else(|error| error.to_string());
+            eprintln!(
+                "\n   seed {} FAILED: {} (history {saved})\n   {}",
+                verdict.seed,
+                verdict.reason(),
+                repro(scenario, verdict.seed)
+            );
         }
-        let passed = summary.passes(&scenario.expect) && nondeterministic.is_empty();
+        if let Some(difference) = report.difference {
+            eprintln!(
+                "\n   seed {} NOT DETERMINISTIC: {difference}",
+                report.outcome.seed
+            );
+            totals.nondeterministic.push(report.outcome.seed);
+        }
+    }
+
+    fn summary_line(
+        scenario: &Scenario,
+        summary: &SweepSummary,
+        totals: &SweepTotals,
+        check_determinism: bool,
+    ) -> (bool, String) {
+        use std::fmt::Write as _;
+        let total = summary.seeds.max(1);
+        let passed = summary.passes(&scenario.expect) && totals.nondeterministic.is_empty();
         let status = if passed { "PASS" } else { "FAIL" };
         let mut line = format!(
             "{status} {}: {}/{} seeds as expected",
@@ -358,21 +483,67 @@ mod simulate {
             summary.seeds
         );
         if !scenario.expect.violated.is_empty() {
-            line.push_str(&format!("; {}", summary.describe_hits(&scenario.expect)));
+            let _ = write!(line, "; {}", summary.describe_hits(&scenario.expect));
         }
-        line.push_str(&format!(
+        let _ = write!(
+            line,
             "; {} distinct histories; {:.1} s simulated / {:.3} s wall per seed",
             summary.distinct_hashes.len(),
-            simulated.as_secs_f64() / total as f64,
-            wall.as_secs_f64() / total as f64
-        ));
+            totals.simulated.as_secs_f64() / total as f64,
+            totals.wall.as_secs_f64() / total as f64
+        );
         if check_determinism {
-            line.push_str(&format!("; determinism: {}/{total} identical on a second run", total - nondeterministic.len()));
+            let identical = summary.seeds - totals.nondeterministic.len();
+            let _ = write!(
+                line,
+                "; determinism: {identical}/{} identical on a second run",
+                summary.seeds
+            );
         }
         if let Some((seed, reason)) = summary.failures.first() {
-            line.push_str(&format!("\n     first failure: seed {seed}: {reason}\n     {}", repro(scenario, *seed)));
+            let _ = write!(
+                line,
+                "\n     first failure: seed {seed}: {reason}\n     {}",
+                repro(scenario, *seed)
+            );
         }
-        let _ = commit;
+        (passed, line)
+    }
+
+    fn sweep_scenario(
+        scenario: &Scenario,
+        range: std::ops::Range<u64>,
+        jobs: usize,
+        check_determinism: bool,
+        lines: &mut Vec<String>,
+    ) -> bool {
+        let total = (range.end - range.start) as usize;
+        let interactive = std::io::stderr().is_terminal();
+        eprintln!(
+            "== {} — {} ({total} seeds, {jobs} jobs)",
+            scenario.path, scenario.name
+        );
+        let mut summary = SweepSummary::default();
+        let mut totals = SweepTotals::default();
+        sweep(
+            scenario,
+            range.collect(),
+            jobs,
+            check_determinism,
+            |report| {
+                report_seed(scenario, report, &mut summary, &mut totals);
+                let (done, failed) = (totals.done, summary.failures.len());
+                if interactive {
+                    eprint!("\r   {done}/{total} seeds, {failed} failed");
+                } else if done % (total / 10).max(1) == 0 || done == total {
+                    eprintln!("   {done}/{total} seeds, {failed} failed");
+                }
+            },
+        );
+        if interactive {
+            eprintln!();
+        }
+        let (passed, line) = summary_line(scenario, &summary, &totals, check_determinism);
         eprintln!("{line}");
         lines.push(line);
         passed
@@ -396,10 +567,23 @@ mod simulate {
         let wall = started.elapsed().as_secs_f64();
         let seeds_per_second = total as f64 / wall;
         println!("scenario: {} — {}", scenario.path, scenario.name);
-        println!("seeds: {total} ({jobs} parallel), failures: {failures}, history ops per seed: {}", ops / total.max(1));
-        println!("wall: {wall:.2} s; simulated: {:.1} s ({:.2} s per seed)", simulated.as_secs_f64(), simulated.as_secs_f64() / total as f64);
-        println!("seeds per second: {seeds_per_second:.1}; seeds per core-minute: {:.0}", seeds_per_second * 60.0 / jobs as f64);
-        println!("simulated/wall time ratio: {:.0}x", simulated.as_secs_f64() / wall);
+        println!(
+            "seeds: {total} ({jobs} parallel), failures: {failures}, history ops per seed: {}",
+            ops / total.max(1)
+        );
+        println!(
+            "wall: {wall:.2} s; simulated: {:.1} s ({:.2} s per seed)",
+            simulated.as_secs_f64(),
+            simulated.as_secs_f64() / total as f64
+        );
+        println!(
+            "seeds per second: {seeds_per_second:.1}; seeds per core-minute: {:.0}",
+            seeds_per_second * 60.0 / jobs as f64
+        );
+        println!(
+            "simulated/wall time ratio: {:.0}x",
+            simulated.as_secs_f64() / wall
+        );
         Ok(failures == 0)
     }
 }

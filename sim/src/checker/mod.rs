@@ -55,7 +55,11 @@ pub struct CheckResult {
 impl CheckResult {
     fn new(name: &'static str, violations: Vec<String>) -> CheckResult {
         let count = violations.len();
-        CheckResult { name, violations: count, examples: violations.into_iter().take(EXAMPLES_MAX).collect() }
+        CheckResult {
+            name,
+            violations: count,
+            examples: violations.into_iter().take(EXAMPLES_MAX).collect(),
+        }
     }
 
     /// Whether the property held.
@@ -115,9 +119,19 @@ impl Analysis {
             let process = match &op.process {
                 Process::Client(process) => *process,
                 Process::Named(name) if name == FINAL_READER && op.f == "final-read" => {
-                    let partition = op.value.get("partition").and_then(|value| value.as_str()).unwrap_or_default();
-                    let reached_end = op.value.get("reached_end").and_then(serde_json::Value::as_bool).unwrap_or(false);
-                    analysis.final_reads.insert(partition.to_owned(), FinalRead { reached_end });
+                    let partition = op
+                        .value
+                        .get("partition")
+                        .and_then(|value| value.as_str())
+                        .unwrap_or_default();
+                    let reached_end = op
+                        .value
+                        .get("reached_end")
+                        .and_then(serde_json::Value::as_bool)
+                        .unwrap_or(false);
+                    analysis
+                        .final_reads
+                        .insert(partition.to_owned(), FinalRead { reached_end });
                     continue;
                 }
                 Process::Named(_) => continue,
@@ -127,7 +141,12 @@ impl Analysis {
                     OpType::Invoke => {
                         analysis.sends.insert(
                             send.value,
-                            SendInfo { partition: send.partition, process, invoke_index: op.index, outcome: Outcome::Pending },
+                            SendInfo {
+                                partition: send.partition,
+                                process,
+                                invoke_index: op.index,
+                                outcome: Outcome::Pending,
+                            },
                         );
                     }
                     completion => {
@@ -145,7 +164,13 @@ impl Analysis {
                 let node = op.node.clone().unwrap_or_default();
                 for (partition, records) in polled {
                     for (offset, value) in records {
-                        analysis.polls.push(PollRecord { process, node: node.clone(), partition: partition.clone(), offset, value });
+                        analysis.polls.push(PollRecord {
+                            process,
+                            node: node.clone(),
+                            partition: partition.clone(),
+                            offset,
+                            value,
+                        });
                     }
                 }
             }
@@ -159,7 +184,12 @@ pub fn check_all(history: &History) -> Vec<CheckResult> {
     let analysis = Analysis::new(history);
     let mut results = delivery::check(&analysis);
     results.extend(order::check(&analysis));
-    let order = |name: &str| CHECKS.iter().position(|check| *check == name).expect("a known check");
+    let order = |name: &str| {
+        CHECKS
+            .iter()
+            .position(|check| *check == name)
+            .expect("a known check")
+    };
     results.sort_by_key(|result| order(result.name));
     assert_eq!(results.len(), CHECKS.len(), "every check reports");
     results

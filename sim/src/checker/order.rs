@@ -9,12 +9,18 @@ use std::collections::BTreeMap;
 
 use super::{Analysis, CheckResult, Outcome};
 
+/// `(invocation index, acknowledged offset, value)` of one send.
+type AckedSend<'a> = (u64, i64, &'a str);
+
 pub(super) fn check(analysis: &Analysis) -> Vec<CheckResult> {
-    let mut sends: BTreeMap<(u64, &str), Vec<(u64, i64, &str)>> = BTreeMap::new();
+    let mut sends: BTreeMap<(u64, &str), Vec<AckedSend<'_>>> = BTreeMap::new();
     for (value, send) in &analysis.sends {
         if let Outcome::Ok(offset) = send.outcome {
             if offset >= 0 {
-                sends.entry((send.process, &send.partition)).or_default().push((send.invoke_index, offset, value));
+                sends
+                    .entry((send.process, &send.partition))
+                    .or_default()
+                    .push((send.invoke_index, offset, value));
             }
         }
     }
@@ -44,5 +50,8 @@ pub(super) fn check(analysis: &Analysis) -> Vec<CheckResult> {
         }
         last_polled.insert(key, (poll.offset, &poll.value));
     }
-    vec![CheckResult::new("nonmonotonic-send", nonmonotonic_sends), CheckResult::new("nonmonotonic-poll", nonmonotonic_polls)]
+    vec![
+        CheckResult::new("nonmonotonic-send", nonmonotonic_sends),
+        CheckResult::new("nonmonotonic-poll", nonmonotonic_polls),
+    ]
 }

@@ -13,7 +13,10 @@ struct Builder {
 
 impl Builder {
     fn new() -> Builder {
-        Builder { recorder: Recorder::default(), time: 0 }
+        Builder {
+            recorder: Recorder::default(),
+            time: 0,
+        }
     }
 
     fn tick(&mut self) -> u64 {
@@ -27,40 +30,73 @@ impl Builder {
 
     fn send(&mut self, process: u64, partition: &str, value: &str, offset: Option<i64>) -> u64 {
         let time = self.tick();
-        let invoke = self.recorder.invoke(time, process, "p1", "send", send_invocation(partition, value));
+        let invoke = self.recorder.invoke(
+            time,
+            process,
+            "p1",
+            "send",
+            send_invocation(partition, value),
+        );
         if let Some(offset) = offset {
             let time = self.tick();
-            self.recorder.complete(time, invoke, Completion::Ok(send_result(partition, offset, value)));
+            self.recorder.complete(
+                time,
+                invoke,
+                Completion::Ok(send_result(partition, offset, value)),
+            );
         }
         invoke
     }
 
     fn fail(&mut self, invoke: u64, definite: bool) {
         let time = self.tick();
-        let completion = if definite { Completion::Fail("rejected".into()) } else { Completion::Info("timeout".into()) };
+        let completion = if definite {
+            Completion::Fail("rejected".into())
+        } else {
+            Completion::Info("timeout".into())
+        };
         self.recorder.complete(time, invoke, completion);
     }
 
     fn poll(&mut self, process: u64, node: &str, partition: &str, records: &[(i64, &str)]) {
         let time = self.tick();
-        let invoke = self.recorder.invoke(time, process, node, "poll", json!([["poll"]]));
-        let polled: Polled = [(partition.to_owned(), records.iter().map(|(o, v)| (*o, (*v).to_owned())).collect())].into();
+        let invoke = self
+            .recorder
+            .invoke(time, process, node, "poll", json!([["poll"]]));
+        let polled: Polled = [(
+            partition.to_owned(),
+            records.iter().map(|(o, v)| (*o, (*v).to_owned())).collect(),
+        )]
+        .into();
         let time = self.tick();
-        self.recorder.complete(time, invoke, Completion::Ok(poll_result(&polled)));
+        self.recorder
+            .complete(time, invoke, Completion::Ok(poll_result(&polled)));
     }
 
     fn final_read(&mut self, partition: &str, reached_end: bool) {
         let time = self.tick();
-        self.recorder.event(time, "final-reader", "final-read", json!({"partition": partition, "end_offset": 0, "reached_end": reached_end}));
+        self.recorder.event(
+            time,
+            "final-reader",
+            "final-read",
+            json!({"partition": partition, "end_offset": 0, "reached_end": reached_end}),
+        );
     }
 
     fn results(self) -> BTreeMap<&'static str, CheckResult> {
-        check_all(&self.recorder.finish()).into_iter().map(|result| (result.name, result)).collect()
+        check_all(&self.recorder.finish())
+            .into_iter()
+            .map(|result| (result.name, result))
+            .collect()
     }
 }
 
 fn violated(results: &BTreeMap<&'static str, CheckResult>) -> Vec<&'static str> {
-    results.values().filter(|result| !result.holds()).map(|result| result.name).collect()
+    results
+        .values()
+        .filter(|result| !result.holds())
+        .map(|result| result.name)
+        .collect()
 }
 
 #[test]
@@ -82,7 +118,10 @@ fn an_acked_value_missing_below_a_polled_offset_is_a_lost_write() {
     b.send(p, "t-0", "1-2", Some(1));
     let c = b.process();
     b.poll(c, "c1", "t-0", &[(1, "1-2")]);
-    assert_eq!(violated(&b.results()), vec!["at-least-once", "exactly-once", "lost-write"]);
+    assert_eq!(
+        violated(&b.results()),
+        vec!["at-least-once", "exactly-once", "lost-write"]
+    );
 }
 
 #[test]
@@ -90,12 +129,18 @@ fn an_acked_value_never_reached_is_unseen_unless_the_final_read_reached_the_end(
     let mut b = Builder::new();
     let p = b.process();
     b.send(p, "t-0", "1-1", Some(5));
-    assert_eq!(violated(&b.results()), vec!["at-least-once", "exactly-once", "unseen"]);
+    assert_eq!(
+        violated(&b.results()),
+        vec!["at-least-once", "exactly-once", "unseen"]
+    );
     let mut b = Builder::new();
     let p = b.process();
     b.send(p, "t-0", "1-1", Some(5));
     b.final_read("t-0", true);
-    assert_eq!(violated(&b.results()), vec!["at-least-once", "exactly-once", "lost-write"]);
+    assert_eq!(
+        violated(&b.results()),
+        vec!["at-least-once", "exactly-once", "lost-write"]
+    );
 }
 
 #[test]
@@ -109,7 +154,11 @@ fn an_acked_value_read_early_but_missing_from_a_complete_final_read_is_lost() {
     b.poll(reader, "final-reader", "t-0", &[(0, "2-9")]);
     b.final_read("t-0", true);
     let results = b.results();
-    assert_eq!(violated(&results), vec!["inconsistent-offsets", "lost-write"], "delivered once, then gone from the log");
+    assert_eq!(
+        violated(&results),
+        vec!["inconsistent-offsets", "lost-write"],
+        "delivered once, then gone from the log"
+    );
     assert!(results["lost-write"].examples[0].contains("polled before it vanished"));
 }
 
@@ -120,7 +169,10 @@ fn a_value_at_two_offsets_is_a_duplicate_and_consumed_twice() {
     b.send(p, "t-0", "1-1", Some(1));
     let c = b.process();
     b.poll(c, "c1", "t-0", &[(0, "1-1"), (1, "1-1")]);
-    assert_eq!(violated(&b.results()), vec!["at-most-once", "duplicate", "exactly-once"]);
+    assert_eq!(
+        violated(&b.results()),
+        vec!["at-most-once", "duplicate", "exactly-once"]
+    );
 }
 
 #[test]
@@ -132,7 +184,10 @@ fn one_offset_with_two_values_is_inconsistent() {
     b.poll(c, "c1", "t-0", &[(0, "1-2")]);
     let results = b.results();
     assert!(!results["inconsistent-offsets"].holds());
-    assert!(!results["lost-write"].holds(), "1-1 was read past and never seen");
+    assert!(
+        !results["lost-write"].holds(),
+        "1-1 was read past and never seen"
+    );
 }
 
 #[test]
@@ -145,7 +200,11 @@ fn polling_a_definitely_failed_value_is_an_aborted_read() {
     b.fail(indeterminate, false);
     let c = b.process();
     b.poll(c, "c1", "t-0", &[(0, "1-1"), (1, "1-2")]);
-    assert_eq!(violated(&b.results()), vec!["G1a"], "an indeterminate send may show up");
+    assert_eq!(
+        violated(&b.results()),
+        vec!["G1a"],
+        "an indeterminate send may show up"
+    );
 }
 
 #[test]
@@ -155,8 +214,17 @@ fn a_later_send_landing_earlier_is_nonmonotonic() {
     let first = b.send(p, "t-0", "1-1", None);
     b.send(p, "t-0", "1-2", Some(0));
     let time = b.tick();
-    b.recorder.complete(time, first, Completion::Ok(send_result("t-0", 1, "1-1")));
-    assert_eq!(violated(&b.results()), vec!["at-least-once", "exactly-once", "nonmonotonic-send", "unseen"]);
+    b.recorder
+        .complete(time, first, Completion::Ok(send_result("t-0", 1, "1-1")));
+    assert_eq!(
+        violated(&b.results()),
+        vec![
+            "at-least-once",
+            "exactly-once",
+            "nonmonotonic-send",
+            "unseen"
+        ]
+    );
 }
 
 #[test]
@@ -165,11 +233,18 @@ fn polling_backwards_is_nonmonotonic_and_rereading_breaks_at_most_once() {
     let c = b.process();
     b.poll(c, "c1", "t-0", &[(0, "x"), (1, "y")]);
     b.poll(c, "c1", "t-0", &[(1, "y")]);
-    assert_eq!(violated(&b.results()), vec!["at-most-once", "exactly-once", "nonmonotonic-poll"]);
+    assert_eq!(
+        violated(&b.results()),
+        vec!["at-most-once", "exactly-once", "nonmonotonic-poll"]
+    );
     let mut b = Builder::new();
     let first = b.process();
     b.poll(first, "c1", "t-0", &[(0, "x")]);
     let restarted = b.process();
     b.poll(restarted, "c1", "t-0", &[(0, "x")]);
-    assert_eq!(violated(&b.results()), vec!["at-most-once", "exactly-once"], "a new incarnation may restart, but the consumer saw x twice");
+    assert_eq!(
+        violated(&b.results()),
+        vec!["at-most-once", "exactly-once"],
+        "a new incarnation may restart, but the consumer saw x twice"
+    );
 }

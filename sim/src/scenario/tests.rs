@@ -39,18 +39,27 @@ may_violate = ["at-least-once"]
 "#;
 
 fn error_of(text: &str) -> String {
-    parse("t.toml", text).expect_err("must be rejected").to_string()
+    parse("t.toml", text)
+        .expect_err("must be rejected")
+        .to_string()
 }
 
 #[test]
 fn a_valid_file_loads_with_typed_configs_and_faults() {
     let scenario = parse("t.toml", GOOD).expect("valid");
-    assert_eq!(scenario.producers[0].config.acks, seedlog::config::Acks::All);
+    assert_eq!(
+        scenario.producers[0].config.acks,
+        seedlog::config::Acks::All
+    );
     assert_eq!(scenario.producers[0].partitions, 2);
     assert_eq!(scenario.consumers[0].partitions.len(), 2);
     assert_eq!(
         scenario.faults[0].action,
-        FaultAction::Crash { target: "broker-0".into(), level: CrashLevel::PowerLoss, restart_after_ms: Some(500) }
+        FaultAction::Crash {
+            target: "broker-0".into(),
+            level: CrashLevel::PowerLoss,
+            restart_after_ms: Some(500)
+        }
     );
     assert!(scenario.expect.violated.contains("lost-write"));
 }
@@ -59,22 +68,35 @@ fn a_valid_file_loads_with_typed_configs_and_faults() {
 fn an_unknown_key_is_reported_at_its_line() {
     let text = GOOD.replace("duration_ms = 5000", "duration_ms = 5000\nduraton_ms = 3");
     let error = error_of(&text);
-    assert!(error.starts_with("t.toml:5: unknown field `duraton_ms`"), "{error}");
+    assert!(
+        error.starts_with("t.toml:5: unknown field `duraton_ms`"),
+        "{error}"
+    );
 }
 
 #[test]
 fn a_bad_kafka_config_value_is_reported_with_kafkas_reason() {
     let text = GOOD.replace(r#""acks" = "all""#, r#""acks" = "2""#);
     let error = error_of(&text);
-    assert!(error.starts_with("t.toml:17: invalid value '2' for 'acks'"), "{error}");
+    assert!(
+        error.starts_with("t.toml:17: invalid value '2' for 'acks'"),
+        "{error}"
+    );
     let text = GOOD.replace(r#""enable.idempotence" = false, "#, "");
-    assert!(error_of(&text).contains("enable.idempotence"), "the default idempotent producer is not implemented yet");
+    assert!(
+        error_of(&text).contains("enable.idempotence"),
+        "the default idempotent producer is not implemented yet"
+    );
 }
 
 #[test]
 fn an_unknown_fault_target_or_misplaced_field_is_rejected() {
     let text = GOOD.replace(r#"target = "broker-0""#, r#"target = "broker-7""#);
-    assert!(error_of(&text).starts_with("t.toml:28: unknown node 'broker-7'"), "{}", error_of(&text));
+    assert!(
+        error_of(&text).starts_with("t.toml:28: unknown node 'broker-7'"),
+        "{}",
+        error_of(&text)
+    );
     let text = GOOD.replace("restart_after_ms = 500", "heal_after_ms = 500");
     assert!(error_of(&text).contains("'heal_after_ms' does not apply to a fault of kind 'crash'"));
     let text = GOOD.replace(r#"level = "power-loss""#, r#"level = "meteor""#);
@@ -83,8 +105,19 @@ fn an_unknown_fault_target_or_misplaced_field_is_rejected() {
 
 #[test]
 fn unknown_checks_topics_and_replication_are_rejected() {
-    assert!(error_of(&GOOD.replace(r#"violated = ["lost-write"]"#, r#"violated = ["lost-writes"]"#)).contains("unknown check 'lost-writes'"));
-    assert!(error_of(&GOOD.replace(r#"topic = "orders""#, r#"topic = "order""#)).contains("unknown topic 'order'"));
+    assert!(error_of(&GOOD.replace(
+        r#"violated = ["lost-write"]"#,
+        r#"violated = ["lost-writes"]"#
+    ))
+    .contains("unknown check 'lost-writes'"));
+    assert!(
+        error_of(&GOOD.replace(r#"topic = "orders""#, r#"topic = "order""#))
+            .contains("unknown topic 'order'")
+    );
     assert!(error_of(&GOOD.replace("brokers = 1", "brokers = 3")).starts_with("t.toml:7:"));
-    assert!(error_of(&GOOD.replace(r#"may_violate = ["at-least-once"]"#, r#"may_violate = ["lost-write"]"#)).contains("both"));
+    assert!(error_of(&GOOD.replace(
+        r#"may_violate = ["at-least-once"]"#,
+        r#"may_violate = ["lost-write"]"#
+    ))
+    .contains("both"));
 }

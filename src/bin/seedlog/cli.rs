@@ -10,7 +10,9 @@ use bytes::Bytes;
 use clap::{Parser, Subcommand};
 use seedlog::client::partitioner::partition_for_key;
 use seedlog::client::producer::ProducerRecord;
-use seedlog::config::{apply_properties, parse_properties, BrokerConfig, Configurable, ConsumerConfig, ProducerConfig};
+use seedlog::config::{
+    apply_properties, parse_properties, BrokerConfig, Configurable, ConsumerConfig, ProducerConfig,
+};
 use seedlog::runtime::admin::{create_topics, metadata, partition_count, NewTopic};
 use seedlog::runtime::client::ClientConnection;
 use seedlog::runtime::consumer::Consumer;
@@ -20,7 +22,11 @@ use seedlog::runtime::storage::FileStorage;
 use seedlog::types::TopicPartition;
 
 #[derive(Parser)]
-#[command(name = "seedlog", version, about = "A Kafka-compatible broker that also runs under a deterministic simulator")]
+#[command(
+    name = "seedlog",
+    version,
+    about = "A Kafka-compatible broker that also runs under a deterministic simulator"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -108,68 +114,140 @@ fn key_values(pairs: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
     pairs
         .iter()
         .map(|pair| {
-            let (key, value) = pair.split_once('=').with_context(|| format!("expected KEY=VALUE, got '{pair}'"))?;
+            let (key, value) = pair
+                .split_once('=')
+                .with_context(|| format!("expected KEY=VALUE, got '{pair}'"))?;
             Ok((key.trim().to_owned(), value.trim().to_owned()))
         })
         .collect()
 }
 
 fn init_logging() {
-    let level = std::env::var("SEEDLOG_LOG").ok().and_then(|level| level.parse().ok()).unwrap_or(tracing::Level::INFO);
-    use std::io::IsTerminal;
-    let ansi = std::io::stderr().is_terminal();
-    tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).with_target(false).with_ansi(ansi).init();
+    let level = std::env::var("SEEDLOG_LOG")
+        .ok()
+        .and_then(|level| level.parse().ok())
+        .unwrap_or(tracing::Level::INFO);
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(ansi)
+        .init();
 }
 
 pub(crate) async fn main() -> anyhow::Result<()> {
     init_logging();
     match Cli::parse().command {
         Command::Broker { config } => broker(config).await,
-        Command::Topics { action: TopicsAction::Create { bootstrap_server, topic, partitions, replication_factor, configs } } => {
-            let mut connection = ClientConnection::connect(&bootstrap_server, "seedlog-cli").await?;
-            let new_topic = NewTopic { name: topic.clone(), partitions, replication_factor, configs: key_values(&configs)? };
-            for (name, outcome) in create_topics(&mut connection, &[new_topic], ADMIN_TIMEOUT).await? {
+        Command::Topics {
+            action:
+                TopicsAction::Create {
+                    bootstrap_server,
+                    topic,
+                    partitions,
+                    replication_factor,
+                    configs,
+                },
+        } => {
+            let mut connection =
+                ClientConnection::connect(&bootstrap_server, "seedlog-cli").await?;
+            let new_topic = NewTopic {
+                name: topic.clone(),
+                partitions,
+                replication_factor,
+                configs: key_values(&configs)?,
+            };
+            for (name, outcome) in
+                create_topics(&mut connection, &[new_topic], ADMIN_TIMEOUT).await?
+            {
                 outcome.with_context(|| format!("creating {name}"))?;
                 println!("Created topic {name}.");
             }
             Ok(())
         }
-        Command::Topics { action: TopicsAction::List { bootstrap_server } } => {
-            let mut connection = ClientConnection::connect(&bootstrap_server, "seedlog-cli").await?;
+        Command::Topics {
+            action: TopicsAction::List { bootstrap_server },
+        } => {
+            let mut connection =
+                ClientConnection::connect(&bootstrap_server, "seedlog-cli").await?;
             for topic in metadata(&mut connection, None, ADMIN_TIMEOUT).await?.topics {
                 let name = topic.name.map(|name| name.to_string()).unwrap_or_default();
                 println!("{name}\tpartitions={}", topic.partitions.len());
             }
             Ok(())
         }
-        Command::Produce { bootstrap_server, topic, partition, keyed, properties } => {
-            produce(bootstrap_server, topic, partition, keyed, &properties).await
-        }
-        Command::Consume { bootstrap_server, topic, partition, from_beginning, max_messages, timeout_ms, print_offsets } => {
-            consume(ConsumeArgs { bootstrap_server, topic, partition, from_beginning, max_messages, timeout_ms, print_offsets }).await
+        Command::Produce {
+            bootstrap_server,
+            topic,
+            partition,
+            keyed,
+            properties,
+        } => produce(bootstrap_server, topic, partition, keyed, &properties).await,
+        Command::Consume {
+            bootstrap_server,
+            topic,
+            partition,
+            from_beginning,
+            max_messages,
+            timeout_ms,
+            print_offsets,
+        } => {
+            consume(ConsumeArgs {
+                bootstrap_server,
+                topic,
+                partition,
+                from_beginning,
+                max_messages,
+                timeout_ms,
+                print_offsets,
+            })
+            .await
         }
     }
 }
 
 async fn broker(path: PathBuf) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let mut config = BrokerConfig::default();
     let properties = parse_properties(&text).with_context(|| format!("{}", path.display()))?;
     apply_properties(&mut config, &properties).with_context(|| format!("{}", path.display()))?;
-    let storage = FileStorage::new(&config.log_dirs).with_context(|| format!("opening log.dirs={}", config.log_dirs))?;
+    let storage = FileStorage::new(&config.log_dirs)
+        .with_context(|| format!("opening log.dirs={}", config.log_dirs))?;
     let seed = madsim::rand::random::<u64>();
     run_broker(config, storage, ServerOptions { seed, faults: None }).await?;
     Ok(())
 }
 
-async fn produce(bootstrap: String, topic: String, partition: Option<i32>, keyed: bool, properties: &[String]) -> anyhow::Result<()> {
+async fn produce(
+    bootstrap: String,
+    topic: String,
+    partition: Option<i32>,
+    keyed: bool,
+    properties: &[String],
+) -> anyhow::Result<()> {
     let mut config = ProducerConfig::default();
-    let mut pairs = vec![("bootstrap.servers".to_owned(), bootstrap.clone()), ("enable.idempotence".to_owned(), "false".to_owned())];
+    let mut pairs = vec![
+        ("bootstrap.servers".to_owned(), bootstrap.clone()),
+        ("enable.idempotence".to_owned(), "false".to_owned()),
+    ];
     pairs.extend(key_values(properties)?);
-    config.apply(pairs.iter().map(|(key, value)| (key.as_str(), value.as_str())))?;
+    config.apply(
+        pairs
+            .iter()
+            .map(|(key, value)| (key.as_str(), value.as_str())),
+    )?;
     let partitions = match partition {
         Some(_) => 0,
-        None => partition_count(&mut ClientConnection::connect(&bootstrap, "seedlog-cli").await?, &topic, ADMIN_TIMEOUT).await?,
+        None => {
+            partition_count(
+                &mut ClientConnection::connect(&bootstrap, "seedlog-cli").await?,
+                &topic,
+                ADMIN_TIMEOUT,
+            )
+            .await?
+        }
     };
     let producer = Producer::start(config)?;
     let mut deliveries = Vec::new();
@@ -177,7 +255,10 @@ async fn produce(bootstrap: String, topic: String, partition: Option<i32>, keyed
     for (index, line) in stdin.lock().lines().enumerate() {
         let line = line?;
         let (key, value) = match (keyed, line.split_once('\t')) {
-            (true, Some((key, value))) => (Some(Bytes::from(key.to_owned())), Bytes::from(value.to_owned())),
+            (true, Some((key, value))) => (
+                Some(Bytes::from(key.to_owned())),
+                Bytes::from(value.to_owned()),
+            ),
             (true, None) => bail!("line {}: expected key<TAB>value", index + 1),
             (false, _) => (None, Bytes::from(line)),
         };
@@ -185,7 +266,12 @@ async fn produce(bootstrap: String, topic: String, partition: Option<i32>, keyed
             Some(key) => partition_for_key(key, partitions),
             None => index as i32 % partitions,
         });
-        let record = ProducerRecord { topic_partition: TopicPartition::new(topic.clone(), target), key, value: Some(value), timestamp_ms: 0 };
+        let record = ProducerRecord {
+            topic_partition: TopicPartition::new(topic.clone(), target),
+            key,
+            value: Some(value),
+            timestamp_ms: 0,
+        };
         deliveries.push(producer.send(record).await);
     }
     let mut failed = 0;
@@ -216,30 +302,49 @@ struct ConsumeArgs {
 
 async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
     let mut config = ConsumerConfig::default();
-    let reset = if args.from_beginning { "earliest" } else { "latest" };
-    config.apply([("bootstrap.servers", args.bootstrap_server.as_str()), ("auto.offset.reset", reset)])?;
-    let partitions: Vec<TopicPartition> = match args.partition {
-        Some(partition) => vec![TopicPartition::new(args.topic.clone(), partition)],
-        None => {
-            let mut connection = ClientConnection::connect(&args.bootstrap_server, "seedlog-cli").await?;
-            let count = partition_count(&mut connection, &args.topic, ADMIN_TIMEOUT).await?;
-            (0..count).map(|partition| TopicPartition::new(args.topic.clone(), partition)).collect()
-        }
+    let reset = if args.from_beginning {
+        "earliest"
+    } else {
+        "latest"
+    };
+    config.apply([
+        ("bootstrap.servers", args.bootstrap_server.as_str()),
+        ("auto.offset.reset", reset),
+    ])?;
+    let partitions: Vec<TopicPartition> = if let Some(partition) = args.partition {
+        vec![TopicPartition::new(args.topic.clone(), partition)]
+    } else {
+        let mut connection =
+            ClientConnection::connect(&args.bootstrap_server, "seedlog-cli").await?;
+        let count = partition_count(&mut connection, &args.topic, ADMIN_TIMEOUT).await?;
+        (0..count)
+            .map(|partition| TopicPartition::new(args.topic.clone(), partition))
+            .collect()
     };
     let mut consumer = Consumer::new(config)?;
     consumer.assign(&partitions);
     let mut printed = 0;
     let stdout = std::io::stdout();
     loop {
-        let records = consumer.poll(Duration::from_millis(args.timeout_ms)).await?;
+        let records = consumer
+            .poll(Duration::from_millis(args.timeout_ms))
+            .await?;
         if records.is_empty() {
             break;
         }
         let mut out = stdout.lock();
         for record in records {
-            let value = record.value.as_deref().map(String::from_utf8_lossy).unwrap_or_default();
+            let value = record
+                .value
+                .as_deref()
+                .map(String::from_utf8_lossy)
+                .unwrap_or_default();
             if args.print_offsets {
-                writeln!(out, "{}:{}\t{value}", record.topic_partition.partition, record.offset)?;
+                writeln!(
+                    out,
+                    "{}:{}\t{value}",
+                    record.topic_partition.partition, record.offset
+                )?;
             } else {
                 writeln!(out, "{value}")?;
             }

@@ -11,14 +11,21 @@ use crate::runtime::storage::Storage;
 /// `[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?`.
 fn valid_software_field(text: &str) -> bool {
     let bytes = text.as_bytes();
-    let (Some(first), Some(last)) = (bytes.first(), bytes.last()) else { return false };
+    let (Some(first), Some(last)) = (bytes.first(), bytes.last()) else {
+        return false;
+    };
     first.is_ascii_alphanumeric()
         && last.is_ascii_alphanumeric()
-        && bytes.iter().all(|byte| byte.is_ascii_alphanumeric() || *byte == b'-' || *byte == b'.')
+        && bytes
+            .iter()
+            .all(|byte| byte.is_ascii_alphanumeric() || *byte == b'-' || *byte == b'.')
 }
 
 impl<S: Storage> Broker<S> {
-    pub(in crate::broker) fn on_api_versions_request(&self, api_version: i16, request: &ApiVersionsRequest) -> ResponseKind {
+    pub(in crate::broker) fn on_api_versions_request(
+        api_version: i16,
+        request: &ApiVersionsRequest,
+    ) -> ResponseKind {
         let mut response = ApiVersionsResponse::default().with_api_keys(api_versions::advertised());
         let software_ok = valid_software_field(&request.client_software_name)
             && valid_software_field(&request.client_software_version);

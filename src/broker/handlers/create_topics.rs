@@ -3,9 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::{CreateTopicsResponse, RequestKind, ResponseKind};
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::{
+    CreateTopicsRequest, CreateTopicsResponse, RequestKind, ResponseKind,
+};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::metadata::{validate_topic_name, MetadataRecord};
@@ -25,128 +27,217 @@ struct NewTopic {
     topic_id: uuid::Uuid,
 }
 
+/// A rejected topic: Kafka error code and message.
+type Rejection = (ErrorCode, String);
+
+fn result_for(
+    api_version: i16,
+    topic: &CreatableTopic,
+    outcome: &Result<NewTopic, Rejection>,
+) -> CreatableTopicResult {
+    let mut result = CreatableTopicResult::default()
+        .with_name(topic.name.clone())
+        .with_error_message(None);
+    match outcome {
+        Ok(new_topic) => {
+            if api_version >= 5 {
+                result.num_partitions = new_topic.partitions;
+                result.replication_factor = new_topic.replication_factor;
+            }
+            if api_version >= 7 {
+                result.topic_id = new_topic.topic_id;
+            }
+        }
+        Err((error, message)) => {
+            result.error_code = error.code();
+            if api_version >= 1 {
+                result.error_message = Some(StrBytes::from_string(message.clone()));
+            }
+        }
+    }
+    result
+}
+
+/// Topic names that appear more than once in one request (Kafka rejects all of them).
+fn duplicated_names(body: &CreateTopicsRequest) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    body.topics
+        .iter()
+        .map(|topic| topic.name.to_string())
+        .filter(|name| !seen.insert(name.clone()))
+        .collect()
+}
+
 impl<S: Storage> Broker<S> {
     pub(in crate::broker) fn on_create_topics_request(
         &mut self,
         now: Millis,
         connection: ConnectionId,
-        request: Request,
+        request: &Request,
         out: &mut Vec<Output<S::File>>,
     ) {
-        let RequestKind::CreateTopics(body) = &request.body else { unreachable!("routed by api key") };
-        let api_version = request.api_version;
-        let mut seen = BTreeSet::new();
-        let duplicated: BTreeSet<String> =
-            body.topics.iter().map(|topic| topic.name.to_string()).filter(|name| !seen.insert(name.clone())).collect();
+        let RequestKind::CreateTopics(body) = &request.body else {
+            unreachable!("routed by api key")
+        };
+        let duplicated = duplicated_names(body);
         let mut response = CreateTopicsResponse::default();
         let mut records = Vec::new();
         for topic in &body.topics {
-            let mut result = CreatableTopicResult::default().with_name(topic.name.clone()).with_error_message(None);
             let outcome = if duplicated.contains(topic.name.as_str()) {
-                Err((ErrorCode::InvalidRequest, format!("Create topics request contains multiple entries for the topic {}", topic.name.as_str())))
+                let message = format!(
+                    "Create topics request contains multiple entries for the topic {}",
+                    topic.name.as_str()
+                );
+                Err((ErrorCode::InvalidRequest, message))
             } else {
                 self.validate_new_topic(topic)
             };
-            match outcome {
-                Ok(new_topic) => {
-                    if api_version >= 5 {
-                        result.num_partitions = new_topic.partitions;
-                        result.replication_factor = new_topic.replication_factor;
-                    }
-                    if api_version >= 7 {
-                        result.topic_id = new_topic.topic_id;
-                    }
-                    if !body.validate_only {
-                        self.pending_topics.insert(topic.name.to_string());
-                        records.push(new_topic.record);
-                    }
-                }
-                Err((error, message)) => {
-                    result.error_code = error.code();
-                    if api_version >= 1 {
-                        result.error_message = Some(StrBytes::from_string(message));
-                    }
-                }
+            response
+                .topics
+                .push(result_for(request.api_version, topic, &outcome));
+            if let (Ok(new_topic), false) = (outcome, body.validate_only) {
+                self.pending_topics.insert(topic.name.to_string());
+                records.push(new_topic.record);
             }
-            response.topics.push(result);
         }
         if records.is_empty() {
-            let body = ResponseBody::Message(ResponseKind::CreateTopics(response));
-            let response = Response { api_key: request.api_key, api_version, correlation_id: request.correlation_id, body };
-            out.push(Output::Respond { connection, response });
-            return;
+            return Self::respond(connection, request, response, out);
         }
         match self.append_metadata(now, &records, out) {
             Ok(flush_id) => self.delayed_creations.push(DelayedCreateTopics {
                 connection,
-                api_version,
+                api_version: request.api_version,
                 correlation_id: request.correlation_id,
                 response,
                 flush_id,
             }),
             Err(error) => {
                 tracing::error!(%error, "cannot append topic records");
-                for record in &records {
-                    let MetadataRecord::Topic { name, .. } = record;
+                for MetadataRecord::Topic { name, .. } in &records {
                     self.pending_topics.remove(name);
                 }
-                for result in &mut response.topics {
-                    if result.error_code == 0 {
-                        result.error_code = ErrorCode::KafkaStorageError.code();
-                    }
+                for result in response
+                    .topics
+                    .iter_mut()
+                    .filter(|result| result.error_code == 0)
+                {
+                    result.error_code = ErrorCode::KafkaStorageError.code();
                 }
-                let body = ResponseBody::Message(ResponseKind::CreateTopics(response));
-                let response = Response { api_key: request.api_key, api_version, correlation_id: request.correlation_id, body };
-                out.push(Output::Respond { connection, response });
+                Self::respond(connection, request, response, out);
             }
         }
     }
 
-    fn validate_new_topic(&mut self, topic: &CreatableTopic) -> Result<NewTopic, (ErrorCode, String)> {
-        let name = topic.name.to_string();
-        validate_topic_name(&name).map_err(|message| (ErrorCode::InvalidTopicException, message))?;
-        if self.metadata.topic(&name).is_some() || self.pending_topics.contains(&name) {
-            return Err((ErrorCode::TopicAlreadyExists, format!("Topic '{name}' already exists.")));
-        }
-        let (partitions, replication_factor) = if topic.assignments.is_empty() {
-            let partitions = if topic.num_partitions == -1 { self.config.num_partitions } else { topic.num_partitions };
-            let replication_factor =
-                if topic.replication_factor == -1 { self.config.default_replication_factor } else { topic.replication_factor };
-            (partitions, replication_factor)
-        } else {
-            if topic.num_partitions != -1 || topic.replication_factor != -1 {
-                return Err((
-                    ErrorCode::InvalidRequest,
-                    "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".into(),
-                ));
-            }
-            for assignment in &topic.assignments {
-                if assignment.broker_ids.iter().map(|id| id.0).collect::<Vec<_>>() != vec![self.config.node_id] {
-                    return Err((ErrorCode::InvalidReplicaAssignment, format!("Unknown broker in replica assignment {:?}", assignment.broker_ids)));
-                }
-            }
-            (topic.assignments.len() as i32, 1)
+    fn respond(
+        connection: ConnectionId,
+        request: &Request,
+        response: CreateTopicsResponse,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let response = Response {
+            api_key: request.api_key,
+            api_version: request.api_version,
+            correlation_id: request.correlation_id,
+            body: ResponseBody::message(ResponseKind::CreateTopics(response)),
         };
-        if partitions < 1 {
-            return Err((ErrorCode::InvalidPartitions, "Number of partitions was set to an invalid non-positive value.".into()));
+        out.push(Output::Respond {
+            connection,
+            response,
+        });
+    }
+
+    /// Partition count and replication factor, from explicit values, defaults, or a manual
+    /// replica assignment (which must name this broker only).
+    fn partitions_and_replication(&self, topic: &CreatableTopic) -> Result<(i32, i16), Rejection> {
+        if topic.assignments.is_empty() {
+            let partitions = if topic.num_partitions == -1 {
+                self.config.num_partitions
+            } else {
+                topic.num_partitions
+            };
+            let factor = if topic.replication_factor == -1 {
+                self.config.default_replication_factor
+            } else {
+                topic.replication_factor
+            };
+            return Ok((partitions, factor));
         }
-        if replication_factor < 1 {
-            return Err((ErrorCode::InvalidReplicationFactor, "Replication factor must be larger than 0.".into()));
+        if topic.num_partitions != -1 || topic.replication_factor != -1 {
+            let message = "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.";
+            return Err((ErrorCode::InvalidRequest, message.into()));
         }
-        if replication_factor > 1 {
+        for assignment in &topic.assignments {
+            if assignment
+                .broker_ids
+                .iter()
+                .map(|id| id.0)
+                .collect::<Vec<_>>()
+                != vec![self.config.node_id]
+            {
+                let message = format!(
+                    "Unknown broker in replica assignment {:?}",
+                    assignment.broker_ids
+                );
+                return Err((ErrorCode::InvalidReplicaAssignment, message));
+            }
+        }
+        Ok((topic.assignments.len() as i32, 1))
+    }
+
+    fn validate_new_topic(&mut self, topic: &CreatableTopic) -> Result<NewTopic, Rejection> {
+        let name = topic.name.to_string();
+        validate_topic_name(&name)
+            .map_err(|message| (ErrorCode::InvalidTopicException, message))?;
+        if self.metadata.topic(&name).is_some() || self.pending_topics.contains(&name) {
             return Err((
-                ErrorCode::InvalidReplicationFactor,
-                format!("Unable to replicate the partition {replication_factor} time(s): The target replication factor of {replication_factor} cannot be reached because only 1 broker(s) are registered."),
+                ErrorCode::TopicAlreadyExists,
+                format!("Topic '{name}' already exists."),
             ));
         }
-        let mut configs = BTreeMap::new();
-        for config in &topic.configs {
-            let Some(value) = &config.value else { continue };
-            configs.insert(config.name.to_string(), value.to_string());
+        let (partitions, replication_factor) = self.partitions_and_replication(topic)?;
+        if partitions < 1 {
+            return Err((
+                ErrorCode::InvalidPartitions,
+                "Number of partitions was set to an invalid non-positive value.".into(),
+            ));
         }
-        TopicConfig::with_overrides(&self.config, &configs).map_err(|error| (ErrorCode::InvalidConfig, error.to_string()))?;
+        if replication_factor < 1 {
+            return Err((
+                ErrorCode::InvalidReplicationFactor,
+                "Replication factor must be larger than 0.".into(),
+            ));
+        }
+        if replication_factor > 1 {
+            let message = format!(
+                "Unable to replicate the partition {replication_factor} time(s): The target replication factor of {replication_factor} cannot be reached because only 1 broker(s) are registered."
+            );
+            return Err((ErrorCode::InvalidReplicationFactor, message));
+        }
+        let configs: BTreeMap<String, String> = topic
+            .configs
+            .iter()
+            .filter_map(|config| {
+                config
+                    .value
+                    .as_ref()
+                    .map(|value| (config.name.to_string(), value.to_string()))
+            })
+            .collect();
+        TopicConfig::with_overrides(&self.config, &configs)
+            .map_err(|error| (ErrorCode::InvalidConfig, error.to_string()))?;
         let topic_id = self.new_topic_id();
-        let record = MetadataRecord::Topic { name, topic_id: topic_id.to_string(), partitions, replication_factor, configs };
-        Ok(NewTopic { record, partitions, replication_factor, topic_id })
+        let record = MetadataRecord::Topic {
+            name,
+            topic_id: topic_id.to_string(),
+            partitions,
+            replication_factor,
+            configs,
+        };
+        Ok(NewTopic {
+            record,
+            partitions,
+            replication_factor,
+            topic_id,
+        })
     }
 }

@@ -2,13 +2,17 @@
 //! with sendfile in production). A fetch with less than `min.bytes` available waits in the
 //! purgatory until data arrives or `max.wait.ms` passes. Sessionless: `session_id` is 0.
 
+use kafka_protocol::messages::fetch_request::FetchPartition;
 use kafka_protocol::messages::{FetchRequest, RequestKind};
 
 use crate::broker::log::LogRead;
+use crate::broker::partition::Partition;
 use crate::broker::purgatory::DelayedFetch;
 use crate::broker::{Broker, ConnectionId, Output, Response, ResponseBody};
 use crate::protocol::codec::Request;
-use crate::protocol::fetch_response::{FetchPartitionResponse, FetchResponseParts, FetchTopicResponse, RecordsSource};
+use crate::protocol::fetch_response::{
+    FetchPartitionResponse, FetchResponseParts, FetchTopicResponse, RecordsSource,
+};
 use crate::protocol::ErrorCode;
 use crate::runtime::storage::Storage;
 use crate::types::{Millis, TopicPartition};
@@ -35,10 +39,19 @@ impl<S: Storage> Broker<S> {
         request: Request,
         out: &mut Vec<Output<S::File>>,
     ) {
-        let RequestKind::Fetch(body) = request.body else { unreachable!("routed by api key") };
+        let RequestKind::Fetch(body) = request.body else {
+            unreachable!("routed by api key")
+        };
         let (parts, bytes) = self.read_for_fetch(request.api_version, &body);
-        let has_error = parts.topics.iter().flat_map(|topic| &topic.partitions).any(|partition| partition.error_code != 0);
-        let ready = body.max_wait_ms <= 0 || bytes >= body.min_bytes.max(1) as usize || has_error || body.topics.is_empty();
+        let has_error = parts
+            .topics
+            .iter()
+            .flat_map(|topic| &topic.partitions)
+            .any(|partition| partition.error_code != 0);
+        let ready = body.max_wait_ms <= 0
+            || bytes >= body.min_bytes.max(1) as usize
+            || has_error
+            || body.topics.is_empty();
         if ready {
             let response = Response {
                 api_key: request.api_key,
@@ -46,7 +59,10 @@ impl<S: Storage> Broker<S> {
                 correlation_id: request.correlation_id,
                 body: ResponseBody::Fetch(parts),
             };
-            out.push(Output::Respond { connection, response });
+            out.push(Output::Respond {
+                connection,
+                response,
+            });
         } else {
             self.delayed_fetches.push(DelayedFetch {
                 connection,
@@ -59,9 +75,19 @@ impl<S: Storage> Broker<S> {
     }
 
     /// Reads what a fetch would return now, and how many record bytes that is.
-    pub(in crate::broker) fn read_for_fetch(&self, api_version: i16, body: &FetchRequest) -> (FetchResponseParts<S::File>, usize) {
-        let mut budget = if body.max_bytes > 0 { body.max_bytes as u64 } else { i32::MAX as u64 };
-        let mut total = 0usize;
+    pub(in crate::broker) fn read_for_fetch(
+        &self,
+        api_version: i16,
+        body: &FetchRequest,
+    ) -> (FetchResponseParts<S::File>, usize) {
+        let mut budget = FetchBudget {
+            remaining: if body.max_bytes > 0 {
+                body.max_bytes as u64
+            } else {
+                i32::MAX as u64
+            },
+            total: 0,
+        };
         let mut topics = Vec::with_capacity(body.topics.len());
         for requested in &body.topics {
             let topic = if api_version >= TOPIC_IDS_FROM {
@@ -69,56 +95,108 @@ impl<S: Storage> Broker<S> {
             } else {
                 self.metadata.topic(&requested.topic)
             };
-            let missing = if api_version >= TOPIC_IDS_FROM { ErrorCode::UnknownTopicId } else { ErrorCode::UnknownTopicOrPartition };
-            let name = topic.map_or_else(|| requested.topic.to_string(), |topic| topic.name.clone());
-            let mut partitions = Vec::with_capacity(requested.partitions.len());
-            for wanted in &requested.partitions {
-                let Some(partition) = topic.and_then(|_| self.partitions.get(&TopicPartition::new(name.clone(), wanted.partition))) else {
-                    partitions.push(error_partition(wanted.partition, missing));
-                    continue;
-                };
-                if partition.offline.is_some() {
-                    partitions.push(error_partition(wanted.partition, ErrorCode::KafkaStorageError));
-                    continue;
-                }
-                let epoch = partition.leader_epoch.0;
-                if api_version >= LEADER_EPOCH_FROM && wanted.current_leader_epoch >= 0 && wanted.current_leader_epoch != epoch {
-                    let error = if wanted.current_leader_epoch < epoch { ErrorCode::FencedLeaderEpoch } else { ErrorCode::UnknownLeaderEpoch };
-                    partitions.push(error_partition(wanted.partition, error));
-                    continue;
-                }
-                let high_watermark = partition.high_watermark();
-                let mut entry = FetchPartitionResponse {
-                    partition_index: wanted.partition,
-                    error_code: 0,
-                    high_watermark,
-                    last_stable_offset: high_watermark,
-                    log_start_offset: partition.log.log_start_offset(),
-                    records: RecordsSource::Empty,
-                };
-                let max_bytes = (wanted.partition_max_bytes.max(0) as u64).min(budget);
-                let read = if max_bytes == 0 && total > 0 {
-                    Ok(LogRead::Empty)
-                } else {
-                    partition.log.read(wanted.fetch_offset, high_watermark, max_bytes)
-                };
-                match read {
-                    Ok(LogRead::Records { file, position, len }) if total == 0 || len <= budget => {
-                        budget = budget.saturating_sub(len);
-                        total += len as usize;
-                        entry.records = RecordsSource::File { file, position, len };
+            let missing = if api_version >= TOPIC_IDS_FROM {
+                ErrorCode::UnknownTopicId
+            } else {
+                ErrorCode::UnknownTopicOrPartition
+            };
+            let name =
+                topic.map_or_else(|| requested.topic.to_string(), |topic| topic.name.clone());
+            let partitions = requested
+                .partitions
+                .iter()
+                .map(|wanted| {
+                    let partition = topic.and_then(|_| {
+                        self.partitions
+                            .get(&TopicPartition::new(name.clone(), wanted.partition))
+                    });
+                    match partition {
+                        None => error_partition(wanted.partition, missing),
+                        Some(partition) => {
+                            Self::read_partition(api_version, partition, wanted, &mut budget)
+                        }
                     }
-                    Ok(LogRead::Records { .. } | LogRead::Empty) => {}
-                    Ok(LogRead::OutOfRange) => entry.error_code = ErrorCode::OffsetOutOfRange.code(),
-                    Err(error) => {
-                        tracing::error!(partition = %partition.topic_partition, %error, "fetch read failed");
-                        entry.error_code = ErrorCode::KafkaStorageError.code();
-                    }
-                }
-                partitions.push(entry);
-            }
-            topics.push(FetchTopicResponse { topic: name, topic_id: requested.topic_id, partitions });
+                })
+                .collect();
+            topics.push(FetchTopicResponse {
+                topic: name,
+                topic_id: requested.topic_id,
+                partitions,
+            });
         }
-        (FetchResponseParts { error_code: 0, session_id: 0, topics }, total)
+        let parts = FetchResponseParts {
+            error_code: 0,
+            session_id: 0,
+            topics,
+        };
+        (parts, budget.total)
     }
+
+    /// One partition of a fetch: epoch fencing, then whole batches up to the high watermark
+    /// within the partition's and the request's byte limits.
+    fn read_partition(
+        api_version: i16,
+        partition: &Partition<S>,
+        wanted: &FetchPartition,
+        budget: &mut FetchBudget,
+    ) -> FetchPartitionResponse<S::File> {
+        if partition.offline.is_some() {
+            return error_partition(wanted.partition, ErrorCode::KafkaStorageError);
+        }
+        let epoch = partition.leader_epoch.0;
+        let stale = wanted.current_leader_epoch >= 0 && wanted.current_leader_epoch != epoch;
+        if api_version >= LEADER_EPOCH_FROM && stale {
+            let error = if wanted.current_leader_epoch < epoch {
+                ErrorCode::FencedLeaderEpoch
+            } else {
+                ErrorCode::UnknownLeaderEpoch
+            };
+            return error_partition(wanted.partition, error);
+        }
+        let high_watermark = partition.high_watermark();
+        let mut entry = FetchPartitionResponse {
+            partition_index: wanted.partition,
+            error_code: 0,
+            high_watermark,
+            last_stable_offset: high_watermark,
+            log_start_offset: partition.log.log_start_offset(),
+            records: RecordsSource::Empty,
+        };
+        let max_bytes = (wanted.partition_max_bytes.max(0) as u64).min(budget.remaining);
+        if max_bytes == 0 && budget.total > 0 {
+            return entry;
+        }
+        match partition
+            .log
+            .read(wanted.fetch_offset, high_watermark, max_bytes)
+        {
+            // KIP-74: the first batch of the response goes out even above the limits.
+            Ok(LogRead::Records {
+                file,
+                position,
+                len,
+            }) if budget.total == 0 || len <= budget.remaining => {
+                budget.remaining = budget.remaining.saturating_sub(len);
+                budget.total += len as usize;
+                entry.records = RecordsSource::File {
+                    file,
+                    position,
+                    len,
+                };
+            }
+            Ok(LogRead::Records { .. } | LogRead::Empty) => {}
+            Ok(LogRead::OutOfRange) => entry.error_code = ErrorCode::OffsetOutOfRange.code(),
+            Err(error) => {
+                tracing::error!(partition = %partition.topic_partition, %error, "fetch read failed");
+                entry.error_code = ErrorCode::KafkaStorageError.code();
+            }
+        }
+        entry
+    }
+}
+
+/// The request-wide `max_bytes` as partitions consume it.
+struct FetchBudget {
+    remaining: u64,
+    total: usize,
 }

@@ -2,7 +2,9 @@
 //! offsets by timestamp. "Latest" is the high watermark (also the last stable offset, as
 //! seedlog has no transactions yet).
 
-use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, ResponseKind};
 
 use crate::broker::log::LogError;
@@ -33,13 +35,20 @@ fn lookup<S: Storage>(partition: &Partition<S>, timestamp: i64) -> Result<(i64, 
 }
 
 impl<S: Storage> Broker<S> {
-    pub(in crate::broker) fn on_list_offsets_request(&self, api_version: i16, request: &ListOffsetsRequest) -> ResponseKind {
+    pub(in crate::broker) fn on_list_offsets_request(
+        &self,
+        api_version: i16,
+        request: &ListOffsetsRequest,
+    ) -> ResponseKind {
         let mut response = ListOffsetsResponse::default();
         for topic in &request.topics {
-            let mut topic_response = ListOffsetsTopicResponse::default().with_name(topic.name.clone());
+            let mut topic_response =
+                ListOffsetsTopicResponse::default().with_name(topic.name.clone());
             for requested in &topic.partitions {
-                let mut entry = ListOffsetsPartitionResponse::default().with_partition_index(requested.partition_index);
-                let topic_partition = TopicPartition::new(topic.name.to_string(), requested.partition_index);
+                let mut entry = ListOffsetsPartitionResponse::default()
+                    .with_partition_index(requested.partition_index);
+                let topic_partition =
+                    TopicPartition::new(topic.name.to_string(), requested.partition_index);
                 let outcome = match self.partitions.get(&topic_partition) {
                     None => Err(ErrorCode::UnknownTopicOrPartition),
                     Some(partition) if partition.offline.is_some() => Err(ErrorCode::KafkaStorageError),

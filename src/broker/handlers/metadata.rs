@@ -2,8 +2,12 @@
 //! are auto-created when both the request and `auto.create.topics.enable` allow it; until their
 //! record is durable they answer LEADER_NOT_AVAILABLE, as Kafka does.
 
-use kafka_protocol::messages::metadata_response::{MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic};
-use kafka_protocol::messages::{BrokerId as WireBrokerId, MetadataRequest, MetadataResponse, ResponseKind, TopicName};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{
+    BrokerId as WireBrokerId, MetadataRequest, MetadataResponse, ResponseKind, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::metadata::{validate_topic_name, MetadataRecord, TopicMetadata};
@@ -39,10 +43,14 @@ impl<S: Storage> Broker<S> {
         };
         if all_topics {
             let topics: Vec<TopicMetadata> = self.metadata.topics().cloned().collect();
-            response.topics = topics.iter().map(|topic| self.topic_metadata(api_version, topic)).collect();
+            response.topics = topics
+                .iter()
+                .map(|topic| self.topic_metadata(api_version, topic))
+                .collect();
             return ResponseKind::Metadata(response);
         }
-        let allow_auto_create = (api_version < 4 || request.allow_auto_topic_creation) && self.config.auto_create_topics_enable;
+        let allow_auto_create = (api_version < 4 || request.allow_auto_topic_creation)
+            && self.config.auto_create_topics_enable;
         for requested in request.topics.iter().flatten() {
             let entry = match &requested.name {
                 Some(name) => self.topic_by_name(now, api_version, name, allow_auto_create, out),
@@ -67,7 +75,11 @@ impl<S: Storage> Broker<S> {
         allow_auto_create: bool,
         out: &mut Vec<Output<S::File>>,
     ) -> MetadataResponseTopic {
-        let error_entry = |error: ErrorCode| MetadataResponseTopic::default().with_name(Some(name.clone())).with_error_code(error.code());
+        let error_entry = |error: ErrorCode| {
+            MetadataResponseTopic::default()
+                .with_name(Some(name.clone()))
+                .with_error_code(error.code())
+        };
         if let Some(topic) = self.metadata.topic(name).cloned() {
             return self.topic_metadata(api_version, &topic);
         }
@@ -103,14 +115,23 @@ impl<S: Storage> Broker<S> {
         let partitions = (0..topic.partitions)
             .map(|index| {
                 let mut entry = MetadataResponsePartition::default().with_partition_index(index);
-                let Some(partition) = self.partitions.get(&TopicPartition::new(topic.name.clone(), index)) else {
-                    return entry.with_leader_id(WireBrokerId(-1)).with_error_code(ErrorCode::LeaderNotAvailable.code());
+                let Some(partition) = self
+                    .partitions
+                    .get(&TopicPartition::new(topic.name.clone(), index))
+                else {
+                    return entry
+                        .with_leader_id(WireBrokerId(-1))
+                        .with_error_code(ErrorCode::LeaderNotAvailable.code());
                 };
                 entry.leader_id = WireBrokerId(partition.leader.0);
                 if api_version >= 7 {
                     entry.leader_epoch = partition.leader_epoch.0;
                 }
-                entry.replica_nodes = partition.replicas.iter().map(|id| WireBrokerId(id.0)).collect();
+                entry.replica_nodes = partition
+                    .replicas
+                    .iter()
+                    .map(|id| WireBrokerId(id.0))
+                    .collect();
                 entry.isr_nodes = partition.isr.iter().map(|id| WireBrokerId(id.0)).collect();
                 if partition.offline.is_some() {
                     entry.error_code = ErrorCode::KafkaStorageError.code();

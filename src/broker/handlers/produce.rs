@@ -13,9 +13,9 @@ use kafka_protocol::messages::{ProduceResponse, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::purgatory::DelayedProduce;
-use crate::broker::{Broker, ConnectionId, Output, Response, ResponseBody};
+use crate::broker::{Broker, ConnectionId, FlushId, Output, Response, ResponseBody};
 use crate::protocol::codec::Request;
-use crate::protocol::record_batch::{validate_batch, BatchError};
+use crate::protocol::record_batch::{validate_batch, BatchError, RecordBatchHeader};
 use crate::protocol::ErrorCode;
 use crate::runtime::storage::Storage;
 use crate::types::{Millis, TopicPartition};
@@ -27,6 +27,64 @@ struct Appended {
     flush_required: bool,
 }
 
+/// A rejected batch: Kafka error and message.
+type Rejection = (ErrorCode, String);
+
+/// Kafka's `LogValidator` checks for a produced batch, before anything is appended.
+fn validate_produced(
+    records: Option<Bytes>,
+    max_message_bytes: usize,
+) -> Result<(Bytes, RecordBatchHeader), Rejection> {
+    let records = records.filter(|records| !records.is_empty());
+    let records = records.ok_or((ErrorCode::InvalidRecord, "no record batch".to_owned()))?;
+    if records.len() > max_message_bytes {
+        let message = format!(
+            "batch of {} bytes exceeds max.message.bytes={max_message_bytes}",
+            records.len()
+        );
+        return Err((ErrorCode::MessageTooLarge, message));
+    }
+    let header = validate_batch(&records).map_err(|error| match error {
+        BatchError::CrcMismatch { .. }
+        | BatchError::Truncated { .. }
+        | BatchError::InvalidLength(_) => (ErrorCode::CorruptMessage, error.to_string()),
+        BatchError::UnsupportedMagic(_) | BatchError::Invalid(_) => {
+            (ErrorCode::InvalidRecord, error.to_string())
+        }
+    })?;
+    if header.size_bytes() != records.len() {
+        let message = "Produce requests with version 3 and above must contain exactly one record batch per partition";
+        return Err((ErrorCode::InvalidRecord, message.into()));
+    }
+    if header.records_count < 1 || header.last_offset_delta != header.records_count - 1 {
+        return Err((
+            ErrorCode::InvalidRecord,
+            "recordsCount and lastOffsetDelta disagree".into(),
+        ));
+    }
+    if header.is_control() {
+        return Err((
+            ErrorCode::InvalidRecord,
+            "clients may not write control batches".into(),
+        ));
+    }
+    if header.producer_id >= 0 || header.is_transactional() {
+        let message = "seedlog does not support idempotent or transactional producers yet";
+        return Err((ErrorCode::UnknownProducerId, message.into()));
+    }
+    Ok((records, header))
+}
+
+/// What the produce request collects while appending partition by partition.
+#[derive(Default)]
+struct ProduceProgress {
+    response: ProduceResponse,
+    waiting: BTreeSet<FlushId>,
+    slots: Vec<(FlushId, usize, usize)>,
+    first_error: Option<String>,
+    appended_any: bool,
+}
+
 impl<S: Storage> Broker<S> {
     pub(in crate::broker) fn on_produce_request(
         &mut self,
@@ -35,36 +93,41 @@ impl<S: Storage> Broker<S> {
         request: Request,
         out: &mut Vec<Output<S::File>>,
     ) {
-        let RequestKind::Produce(body) = request.body else { unreachable!("routed by api key") };
-        let api_version = request.api_version;
-        let acks = body.acks;
-        let mut response = ProduceResponse::default();
-        let mut waiting = BTreeSet::new();
-        let mut slots = Vec::new();
-        let mut first_error = None;
-        let mut appended_any = false;
+        let reply_to = (request.api_version, request.correlation_id);
+        let RequestKind::Produce(body) = request.body else {
+            unreachable!("routed by api key")
+        };
+        let (api_version, acks) = (request.api_version, body.acks);
+        let mut progress = ProduceProgress::default();
         for (topic_index, topic) in body.topic_data.into_iter().enumerate() {
             let mut topic_response = TopicProduceResponse::default().with_name(topic.name.clone());
             for (partition_index, data) in topic.partition_data.into_iter().enumerate() {
                 let topic_partition = TopicPartition::new(topic.name.to_string(), data.index);
-                let mut entry = PartitionProduceResponse::default().with_index(data.index);
                 let outcome = if matches!(acks, -1..=1) {
                     self.append_produced(&topic_partition, data.records, acks)
                 } else {
-                    Err((ErrorCode::InvalidRequiredAcks, format!("acks={acks} is not one of -1, 0, 1")))
+                    Err((
+                        ErrorCode::InvalidRequiredAcks,
+                        format!("acks={acks} is not one of -1, 0, 1"),
+                    ))
                 };
+                let mut entry = PartitionProduceResponse::default().with_index(data.index);
                 match outcome {
                     Ok(appended) => {
-                        appended_any = true;
+                        progress.appended_any = true;
                         entry.base_offset = appended.base_offset;
                         if api_version >= 5 {
                             entry.log_start_offset = appended.log_start_offset;
                         }
-                        if appended.flush_required {
-                            if let Some(flush_id) = self.flush_partition(now, &topic_partition, out) {
-                                waiting.insert(flush_id);
-                                slots.push((flush_id, topic_index, partition_index));
-                            }
+                        if let Some(flush_id) = appended
+                            .flush_required
+                            .then(|| self.flush_partition(now, &topic_partition, out))
+                            .flatten()
+                        {
+                            progress.waiting.insert(flush_id);
+                            progress
+                                .slots
+                                .push((flush_id, topic_index, partition_index));
                         }
                     }
                     Err((error, message)) => {
@@ -74,35 +137,58 @@ impl<S: Storage> Broker<S> {
                         if api_version >= 8 {
                             entry.error_message = Some(StrBytes::from_string(message.clone()));
                         }
-                        first_error.get_or_insert(format!("{topic_partition}: {message}"));
+                        progress
+                            .first_error
+                            .get_or_insert(format!("{topic_partition}: {message}"));
                     }
                 }
                 topic_response.partition_responses.push(entry);
             }
-            response.responses.push(topic_response);
+            progress.response.responses.push(topic_response);
         }
-        if appended_any {
+        if progress.appended_any {
             self.complete_delayed_fetches(now, out);
         }
+        self.answer_produce(connection, reply_to, acks, progress, out);
+    }
+
+    /// Answers by `acks`: nothing (or a close) for acks=0; now; or once the fsyncs complete.
+    fn answer_produce(
+        &mut self,
+        connection: ConnectionId,
+        (api_version, correlation_id): (i16, i32),
+        acks: i16,
+        progress: ProduceProgress,
+        out: &mut Vec<Output<S::File>>,
+    ) {
         if acks == 0 {
-            out.push(match first_error {
-                Some(reason) => Output::Close { connection, reason: format!("acks=0 produce failed: {reason}") },
+            out.push(match progress.first_error {
+                Some(reason) => Output::Close {
+                    connection,
+                    reason: format!("acks=0 produce failed: {reason}"),
+                },
                 None => Output::NoResponse { connection },
             });
-            return;
-        }
-        if waiting.is_empty() {
-            let body = ResponseBody::Message(ResponseKind::Produce(response));
-            let response = Response { api_key: request.api_key, api_version, correlation_id: request.correlation_id, body };
-            out.push(Output::Respond { connection, response });
+        } else if progress.waiting.is_empty() {
+            let body = ResponseBody::message(ResponseKind::Produce(progress.response));
+            let response = Response {
+                api_key: kafka_protocol::messages::ApiKey::Produce,
+                api_version,
+                correlation_id,
+                body,
+            };
+            out.push(Output::Respond {
+                connection,
+                response,
+            });
         } else {
             self.delayed_produces.push(DelayedProduce {
                 connection,
                 api_version,
-                correlation_id: request.correlation_id,
-                response,
-                waiting,
-                slots,
+                correlation_id,
+                response: progress.response,
+                waiting: progress.waiting,
+                slots: progress.slots,
             });
         }
     }
@@ -112,55 +198,38 @@ impl<S: Storage> Broker<S> {
         topic_partition: &TopicPartition,
         records: Option<Bytes>,
         acks: i16,
-    ) -> Result<Appended, (ErrorCode, String)> {
-        let unknown = || (ErrorCode::UnknownTopicOrPartition, format!("This server does not host this topic-partition: {topic_partition}"));
-        let topic = self.metadata.topic(&topic_partition.topic).ok_or_else(unknown)?;
+    ) -> Result<Appended, Rejection> {
+        let unknown = || {
+            let message =
+                format!("This server does not host this topic-partition: {topic_partition}");
+            (ErrorCode::UnknownTopicOrPartition, message)
+        };
+        let topic = self
+            .metadata
+            .topic(&topic_partition.topic)
+            .ok_or_else(unknown)?;
         let max_message_bytes = topic.config.max_message_bytes as usize;
         let min_insync_replicas = topic.config.min_insync_replicas as usize;
-        let partition = self.partitions.get_mut(topic_partition).ok_or_else(unknown)?;
+        let partition = self
+            .partitions
+            .get_mut(topic_partition)
+            .ok_or_else(unknown)?;
         if let Some(reason) = &partition.offline {
             return Err((ErrorCode::KafkaStorageError, reason.clone()));
         }
-        let records = records.filter(|records| !records.is_empty());
-        let records = records.ok_or((ErrorCode::InvalidRecord, "no record batch".to_owned()))?;
-        if records.len() > max_message_bytes {
-            return Err((
-                ErrorCode::MessageTooLarge,
-                format!("batch of {} bytes exceeds max.message.bytes={max_message_bytes}", records.len()),
-            ));
-        }
-        let header = validate_batch(&records).map_err(|error| match error {
-            BatchError::CrcMismatch { .. } | BatchError::Truncated { .. } | BatchError::InvalidLength(_) => {
-                (ErrorCode::CorruptMessage, error.to_string())
-            }
-            BatchError::UnsupportedMagic(_) | BatchError::Invalid(_) => (ErrorCode::InvalidRecord, error.to_string()),
-        })?;
-        if header.size_bytes() != records.len() {
-            return Err((
-                ErrorCode::InvalidRecord,
-                "Produce requests with version 3 and above must contain exactly one record batch per partition".into(),
-            ));
-        }
-        if header.records_count < 1 || header.last_offset_delta != header.records_count - 1 {
-            return Err((ErrorCode::InvalidRecord, "recordsCount and lastOffsetDelta disagree".into()));
-        }
-        if header.is_control() {
-            return Err((ErrorCode::InvalidRecord, "clients may not write control batches".into()));
-        }
-        if header.producer_id >= 0 || header.is_transactional() {
-            return Err((
-                ErrorCode::UnknownProducerId,
-                "seedlog does not support idempotent or transactional producers yet".into(),
-            ));
-        }
+        let (records, header) = validate_produced(records, max_message_bytes)?;
         if acks == -1 && partition.isr.len() < min_insync_replicas {
-            return Err((
-                ErrorCode::NotEnoughReplicas,
-                format!("The size of the current ISR {} is insufficient to satisfy the min.isr requirement of {min_insync_replicas}", partition.isr.len()),
-            ));
+            let message = format!(
+                "The size of the current ISR {} is insufficient to satisfy the min.isr requirement of {min_insync_replicas}",
+                partition.isr.len()
+            );
+            return Err((ErrorCode::NotEnoughReplicas, message));
         }
         let mut batch = records.to_vec();
-        let info = match partition.log.append(&mut batch, &header, partition.leader_epoch.0) {
+        let info = match partition
+            .log
+            .append(&mut batch, &header, partition.leader_epoch.0)
+        {
             Ok(info) => info,
             Err(error) => {
                 tracing::error!(partition = %topic_partition, %error, "append failed: partition offline");

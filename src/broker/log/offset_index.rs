@@ -15,7 +15,10 @@ impl OffsetIndex {
     /// Adds an entry after every existing one.
     pub fn append(&mut self, offset: i64, position: u64) {
         if let Some(&(last_offset, last_position)) = self.entries.last() {
-            assert!(offset > last_offset, "index offsets must increase: {offset} after {last_offset}");
+            assert!(
+                offset > last_offset,
+                "index offsets must increase: {offset} after {last_offset}"
+            );
             assert!(position > last_position, "index positions must increase");
         }
         self.entries.push((offset, position));
@@ -23,13 +26,17 @@ impl OffsetIndex {
 
     /// The last entry at or before `offset`: where a scan for `offset` may start.
     pub fn lookup(&self, offset: i64) -> Option<(i64, u64)> {
-        let after = self.entries.partition_point(|&(entry_offset, _)| entry_offset <= offset);
+        let after = self
+            .entries
+            .partition_point(|&(entry_offset, _)| entry_offset <= offset);
         after.checked_sub(1).map(|index| self.entries[index])
     }
 
     /// The first entry whose batch starts at or after `offset` (a bound for scans).
     pub fn first_at_or_after(&self, offset: i64) -> Option<(i64, u64)> {
-        let index = self.entries.partition_point(|&(entry_offset, _)| entry_offset < offset);
+        let index = self
+            .entries
+            .partition_point(|&(entry_offset, _)| entry_offset < offset);
         self.entries.get(index).copied()
     }
 

@@ -88,7 +88,12 @@ pub struct PartitionLog<S: Storage> {
 
 impl<S: Storage> PartitionLog<S> {
     /// Opens (or creates) the log in `directory`, recovering every segment.
-    pub fn open(storage: S, directory: &str, config: LogConfig, now: Millis) -> Result<(Self, RecoveryReport), LogError> {
+    pub fn open(
+        storage: S,
+        directory: &str,
+        config: LogConfig,
+        now: Millis,
+    ) -> Result<(Self, RecoveryReport), LogError> {
         let mut report = RecoveryReport::default();
         let mut segments = BTreeMap::new();
         let mut names: Vec<(i64, String)> = storage
@@ -108,7 +113,8 @@ impl<S: Storage> PartitionLog<S> {
                 continue;
             }
             let file = storage.open(&name)?;
-            let (segment, recovery) = LogSegment::recover(file, base_offset, config.index_interval_bytes)?;
+            let (segment, recovery) =
+                LogSegment::recover(file, base_offset, config.index_interval_bytes)?;
             report.segments += 1;
             report.batches += recovery.batches;
             report.truncated_bytes += recovery.truncated_bytes;
@@ -117,10 +123,17 @@ impl<S: Storage> PartitionLog<S> {
             segments.insert(base_offset, segment);
         }
         if segments.is_empty() {
-            segments.insert(0, LogSegment::create(&storage, directory, 0, config.index_interval_bytes)?);
+            segments.insert(
+                0,
+                LogSegment::create(&storage, directory, 0, config.index_interval_bytes)?,
+            );
         }
         let log_start_offset = *segments.keys().next().expect("at least one segment");
-        let log_end_offset = segments.values().next_back().expect("at least one segment").next_offset();
+        let log_end_offset = segments
+            .values()
+            .next_back()
+            .expect("at least one segment")
+            .next_offset();
         let mut log = PartitionLog {
             storage,
             directory: directory.to_owned(),
@@ -142,7 +155,10 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     fn active_segment(&self) -> &LogSegment<S::File> {
-        self.segments.values().next_back().expect("a log always has a segment")
+        self.segments
+            .values()
+            .next_back()
+            .expect("a log always has a segment")
     }
 
     /// Offset of the first record still in the log.
@@ -167,15 +183,30 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Assigns offsets to a validated batch (patching it in place), appends it, and reports
     /// whether the flush policy now requires an fsync before the append is acknowledged.
-    pub fn append(&mut self, batch: &mut [u8], header: &RecordBatchHeader, leader_epoch: i32) -> Result<AppendInfo, LogError> {
+    pub fn append(
+        &mut self,
+        batch: &mut [u8],
+        header: &RecordBatchHeader,
+        leader_epoch: i32,
+    ) -> Result<AppendInfo, LogError> {
         let base_offset = self.log_end_offset;
         assign_offsets(batch, base_offset, leader_epoch);
-        let header = RecordBatchHeader { base_offset, partition_leader_epoch: leader_epoch, ..*header };
+        let header = RecordBatchHeader {
+            base_offset,
+            partition_leader_epoch: leader_epoch,
+            ..*header
+        };
         let size = batch.len() as u64;
-        if self.active_segment().size_bytes() > 0 && self.active_segment().size_bytes() + size > self.config.segment_bytes {
+        if self.active_segment().size_bytes() > 0
+            && self.active_segment().size_bytes() + size > self.config.segment_bytes
+        {
             self.roll()?;
         }
-        let segment = self.segments.values_mut().next_back().expect("a log always has a segment");
+        let segment = self
+            .segments
+            .values_mut()
+            .next_back()
+            .expect("a log always has a segment");
         segment.append(batch, &header)?;
         let dirty = segment.base_offset;
         self.dirty_segments.insert(dirty);
@@ -190,7 +221,12 @@ impl<S: Storage> PartitionLog<S> {
 
     fn roll(&mut self) -> Result<(), LogError> {
         let base_offset = self.log_end_offset;
-        let segment = LogSegment::create(&self.storage, &self.directory, base_offset, self.config.index_interval_bytes)?;
+        let segment = LogSegment::create(
+            &self.storage,
+            &self.directory,
+            base_offset,
+            self.config.index_interval_bytes,
+        )?;
         self.segments.insert(base_offset, segment);
         Ok(())
     }
@@ -205,14 +241,21 @@ impl<S: Storage> PartitionLog<S> {
         }
         let files = std::mem::take(&mut self.dirty_segments)
             .into_iter()
-            .filter_map(|base_offset| self.segments.get(&base_offset).map(|segment| segment.file().clone()))
+            .filter_map(|base_offset| {
+                self.segments
+                    .get(&base_offset)
+                    .map(|segment| segment.file().clone())
+            })
             .collect();
         Some((files, self.log_end_offset))
     }
 
     /// Records that a flush started earlier completed.
     pub fn flush_completed(&mut self, durable_offset: i64) {
-        assert!(durable_offset <= self.log_end_offset, "flushed past the log end");
+        assert!(
+            durable_offset <= self.log_end_offset,
+            "flushed past the log end"
+        );
         self.flushed_offset = self.flushed_offset.max(durable_offset);
     }
 
@@ -224,16 +267,31 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Whole batches from the one containing `fetch_offset` up to `end_offset` (exclusive:
     /// the high watermark for consumers), at most `max_bytes` after the first batch.
-    pub fn read(&self, fetch_offset: i64, end_offset: i64, max_bytes: u64) -> Result<LogRead<S::File>, LogError> {
+    pub fn read(
+        &self,
+        fetch_offset: i64,
+        end_offset: i64,
+        max_bytes: u64,
+    ) -> Result<LogRead<S::File>, LogError> {
         if fetch_offset < self.log_start_offset || fetch_offset > self.log_end_offset {
             return Ok(LogRead::OutOfRange);
         }
         if fetch_offset >= end_offset {
             return Ok(LogRead::Empty);
         }
-        for (_, segment) in self.segments.range(..=fetch_offset).next_back().into_iter().chain(self.segments.range(fetch_offset + 1..)) {
+        for (_, segment) in self
+            .segments
+            .range(..=fetch_offset)
+            .next_back()
+            .into_iter()
+            .chain(self.segments.range(fetch_offset + 1..))
+        {
             if let Some((position, len)) = segment.slice(fetch_offset, end_offset, max_bytes)? {
-                return Ok(LogRead::Records { file: segment.file().clone(), position, len });
+                return Ok(LogRead::Records {
+                    file: segment.file().clone(),
+                    position,
+                    len,
+                });
             }
         }
         Ok(LogRead::Empty)
@@ -251,7 +309,10 @@ impl<S: Storage> PartitionLog<S> {
 
     /// `(offset, timestamp)` of the record batch with the largest timestamp.
     pub fn offset_of_max_timestamp(&self) -> Result<Option<(i64, i64)>, LogError> {
-        let best = self.segments.values().max_by_key(|segment| segment.max_timestamp());
+        let best = self
+            .segments
+            .values()
+            .max_by_key(|segment| segment.max_timestamp());
         match best {
             Some(segment) if segment.max_timestamp() >= 0 => segment.offset_of_max_timestamp(),
             _ => Ok(None),
@@ -268,15 +329,27 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Cross-field invariants; a violation is a bug.
     pub fn check_invariants(&self) {
-        assert!(self.log_start_offset <= self.flushed_offset, "log start above flushed offset");
-        assert!(self.flushed_offset <= self.log_end_offset, "flushed offset above log end");
+        assert!(
+            self.log_start_offset <= self.flushed_offset,
+            "log start above flushed offset"
+        );
+        assert!(
+            self.flushed_offset <= self.log_end_offset,
+            "flushed offset above log end"
+        );
         let mut expected = self.log_start_offset;
         for (base_offset, segment) in &self.segments {
-            assert_eq!(*base_offset, segment.base_offset, "segment keyed by its base offset");
+            assert_eq!(
+                *base_offset, segment.base_offset,
+                "segment keyed by its base offset"
+            );
             assert_eq!(segment.base_offset, expected, "segments are contiguous");
             expected = segment.next_offset();
         }
-        assert_eq!(expected, self.log_end_offset, "log end is the last segment's end");
+        assert_eq!(
+            expected, self.log_end_offset,
+            "log end is the last segment's end"
+        );
     }
 }
 
@@ -287,11 +360,17 @@ mod tests {
     use crate::runtime::storage::{FileStorage, StorageFile};
 
     fn config(segment_bytes: u64, flush_messages: i64) -> LogConfig {
-        LogConfig { segment_bytes, index_interval_bytes: 100, flush_messages, flush_ms: None }
+        LogConfig {
+            segment_bytes,
+            index_interval_bytes: 100,
+            flush_messages,
+            flush_ms: None,
+        }
     }
 
     fn temp_storage(name: &str) -> FileStorage {
-        let dir = std::env::temp_dir().join(format!("seedlog-log-test-{name}-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("seedlog-log-test-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         FileStorage::new(dir).expect("temp dir")
     }
@@ -305,7 +384,9 @@ mod tests {
     #[test]
     fn offsets_are_assigned_in_order_across_segment_rolls_and_survive_reopen() {
         let storage = temp_storage("roll");
-        let (mut log, _) = PartitionLog::open(storage.clone(), "t-0", config(200, i64::MAX), Millis(0)).expect("open");
+        let (mut log, _) =
+            PartitionLog::open(storage.clone(), "t-0", config(200, i64::MAX), Millis(0))
+                .expect("open");
         for index in 0..10 {
             let info = append_value(&mut log, &format!("value-{index}"));
             assert_eq!(info.base_offset, index);
@@ -313,13 +394,25 @@ mod tests {
         }
         assert!(log.segment_count() > 1, "200-byte segments must roll");
         log.check_invariants();
-        let LogRead::Records { position, len, .. } = log.read(4, 10, 1).expect("read") else { panic!("records expected") };
-        assert!(len > 0, "the first batch is returned even above max_bytes (KIP-74)");
+        let LogRead::Records { position, len, .. } = log.read(4, 10, 1).expect("read") else {
+            panic!("records expected")
+        };
+        assert!(
+            len > 0,
+            "the first batch is returned even above max_bytes (KIP-74)"
+        );
         let _ = position;
-        assert!(matches!(log.read(10, 10, 1000).expect("read"), LogRead::Empty));
-        assert!(matches!(log.read(11, 10, 1000).expect("read"), LogRead::OutOfRange));
+        assert!(matches!(
+            log.read(10, 10, 1000).expect("read"),
+            LogRead::Empty
+        ));
+        assert!(matches!(
+            log.read(11, 10, 1000).expect("read"),
+            LogRead::OutOfRange
+        ));
         drop(log);
-        let (log, report) = PartitionLog::open(storage, "t-0", config(200, i64::MAX), Millis(0)).expect("reopen");
+        let (log, report) =
+            PartitionLog::open(storage, "t-0", config(200, i64::MAX), Millis(0)).expect("reopen");
         assert_eq!(log.log_end_offset(), 10);
         assert_eq!(report.batches, 10);
         assert_eq!(report.truncated_bytes, 0);
@@ -328,15 +421,21 @@ mod tests {
     #[test]
     fn recovery_truncates_a_torn_tail() {
         let storage = temp_storage("torn");
-        let (mut log, _) = PartitionLog::open(storage.clone(), "t-0", config(1 << 20, i64::MAX), Millis(0)).expect("open");
+        let (mut log, _) =
+            PartitionLog::open(storage.clone(), "t-0", config(1 << 20, i64::MAX), Millis(0))
+                .expect("open");
         for index in 0..3 {
             append_value(&mut log, &format!("value-{index}"));
         }
         drop(log);
-        let file = storage.open("t-0/00000000000000000000.log").expect("segment");
+        let file = storage
+            .open("t-0/00000000000000000000.log")
+            .expect("segment");
         let len = file.len().expect("len");
         file.set_len(len - 5).expect("tear");
-        let (log, report) = PartitionLog::open(storage, "t-0", config(1 << 20, i64::MAX), Millis(0)).expect("reopen");
+        let (log, report) =
+            PartitionLog::open(storage, "t-0", config(1 << 20, i64::MAX), Millis(0))
+                .expect("reopen");
         assert_eq!(log.log_end_offset(), 2, "the torn third batch is gone");
         assert!(report.truncated_bytes > 0);
     }
@@ -344,7 +443,8 @@ mod tests {
     #[test]
     fn the_flush_policy_asks_for_an_fsync_every_flush_messages() {
         let storage = temp_storage("flush");
-        let (mut log, _) = PartitionLog::open(storage, "t-0", config(1 << 20, 2), Millis(0)).expect("open");
+        let (mut log, _) =
+            PartitionLog::open(storage, "t-0", config(1 << 20, 2), Millis(0)).expect("open");
         assert!(!append_value(&mut log, "a").flush_required);
         assert!(append_value(&mut log, "b").flush_required);
         let (files, offset) = log.start_flush(Millis(5)).expect("dirty");

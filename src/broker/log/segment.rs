@@ -91,7 +91,9 @@ impl<F: StorageFile> LogSegment<F> {
         let mut buffer = Vec::new();
         while segment.size_bytes < file_len {
             let position = segment.size_bytes;
-            let Some(header) = segment.read_valid_batch(position, file_len, &mut buffer)? else { break };
+            let Some(header) = segment.read_valid_batch(position, file_len, &mut buffer)? else {
+                break;
+            };
             segment.track_append(&header, position);
             report.batches += 1;
         }
@@ -114,7 +116,9 @@ impl<F: StorageFile> LogSegment<F> {
         }
         let mut head = [0u8; RECORD_BATCH_HEADER_BYTES];
         self.file.read_exact_at(&mut head, position)?;
-        let Ok(header) = RecordBatchHeader::parse(&head) else { return Ok(None) };
+        let Ok(header) = RecordBatchHeader::parse(&head) else {
+            return Ok(None);
+        };
         let size = header.size_bytes() as u64;
         if size > file_len - position || header.base_offset < self.next_offset {
             return Ok(None);
@@ -138,8 +142,15 @@ impl<F: StorageFile> LogSegment<F> {
 
     /// Appends a batch whose offsets are already assigned and whose CRC was checked.
     pub fn append(&mut self, batch: &[u8], header: &RecordBatchHeader) -> Result<(), LogError> {
-        assert_eq!(header.size_bytes(), batch.len(), "header and batch disagree on size");
-        assert!(header.base_offset >= self.next_offset, "offsets must increase within a segment");
+        assert_eq!(
+            header.size_bytes(),
+            batch.len(),
+            "header and batch disagree on size"
+        );
+        assert!(
+            header.base_offset >= self.next_offset,
+            "offsets must increase within a segment"
+        );
         self.file.write_all_at(batch, self.size_bytes)?;
         let position = self.size_bytes;
         self.track_append(header, position);
@@ -174,14 +185,23 @@ impl<F: StorageFile> LogSegment<F> {
     fn header_at(&self, position: u64) -> Result<RecordBatchHeader, LogError> {
         let mut head = [0u8; RECORD_BATCH_HEADER_BYTES];
         self.file.read_exact_at(&mut head, position)?;
-        RecordBatchHeader::parse(&head).map_err(|error| LogError::Corrupt(format!("batch at {position}: {error}")))
+        RecordBatchHeader::parse(&head)
+            .map_err(|error| LogError::Corrupt(format!("batch at {position}: {error}")))
     }
 
     /// The byte range of whole batches starting with the one that contains `start_offset`,
     /// stopping before `end_offset` (exclusive) and, after the first batch, before `max_bytes`
     /// (KIP-74: the first batch is returned even if larger). `None` if nothing qualifies.
-    pub fn slice(&self, start_offset: i64, end_offset: i64, max_bytes: u64) -> Result<Option<(u64, u64)>, LogError> {
-        let mut position = self.index.lookup(start_offset).map_or(0, |(_, position)| position);
+    pub fn slice(
+        &self,
+        start_offset: i64,
+        end_offset: i64,
+        max_bytes: u64,
+    ) -> Result<Option<(u64, u64)>, LogError> {
+        let mut position = self
+            .index
+            .lookup(start_offset)
+            .map_or(0, |(_, position)| position);
         let mut start = None;
         while position < self.size_bytes {
             let header = self.header_at(position)?;
