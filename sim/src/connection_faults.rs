@@ -52,12 +52,14 @@ impl ConnectionRules {
         self.rules.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn fire(&self, api: ApiKey, kinds: &[ConnectionFaultKind]) -> Option<ConnectionFaultKind> {
+    fn fire(
+        &self,
+        api: ApiKey,
+        wanted: impl Fn(ConnectionFaultKind) -> bool,
+    ) -> Option<ConnectionFaultKind> {
         let mut rules = self.lock();
         let rule = rules.iter_mut().find(|rule| {
-            rule.remaining > 0
-                && kinds.contains(&rule.kind)
-                && rule.api.is_none_or(|wanted| wanted == api)
+            rule.remaining > 0 && wanted(rule.kind) && rule.api.is_none_or(|wanted| wanted == api)
         })?;
         if rule.probability < 1.0 && !madsim::rand::thread_rng().gen_bool(rule.probability) {
             return None;
@@ -69,20 +71,27 @@ impl ConnectionRules {
 
 impl ConnectionFaults for ConnectionRules {
     fn on_request(&self, api: ApiKey) -> FaultAction {
-        match self.fire(api, &[ConnectionFaultKind::DropRequest]) {
+        let wanted = |kind| {
+            matches!(
+                kind,
+                ConnectionFaultKind::DropRequest | ConnectionFaultKind::RejectRequest(_)
+            )
+        };
+        match self.fire(api, wanted) {
+            Some(ConnectionFaultKind::RejectRequest(error)) => FaultAction::Reject(error),
             Some(_) => FaultAction::Drop,
             None => FaultAction::Pass,
         }
     }
 
     fn on_response(&self, api: ApiKey) -> FaultAction {
-        match self.fire(
-            api,
-            &[
-                ConnectionFaultKind::DropResponse,
-                ConnectionFaultKind::ResetMidResponse,
-            ],
-        ) {
+        let wanted = |kind| {
+            matches!(
+                kind,
+                ConnectionFaultKind::DropResponse | ConnectionFaultKind::ResetMidResponse
+            )
+        };
+        match self.fire(api, wanted) {
             Some(ConnectionFaultKind::ResetMidResponse) => FaultAction::Truncate,
             Some(_) => FaultAction::Drop,
             None => FaultAction::Pass,

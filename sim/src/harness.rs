@@ -248,6 +248,7 @@ impl Cluster {
                     ConnectionFaultKind::DropRequest => "drop-request",
                     ConnectionFaultKind::DropResponse => "drop-response",
                     ConnectionFaultKind::ResetMidResponse => "reset-mid-response",
+                    ConnectionFaultKind::RejectRequest(_) => "reject-request",
                 };
                 self.env.event("nemesis", f, json!({"node": target, "api": api.map(|api| format!("{api:?}")), "count": count, "probability": probability}));
             }

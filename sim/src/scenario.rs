@@ -11,6 +11,7 @@ use std::path::Path;
 use kafka_protocol::messages::ApiKey;
 use seedlog::client::producer::ProducerCore;
 use seedlog::config::{BrokerConfig, Configurable, ConsumerConfig, ProducerConfig, TopicConfig};
+use seedlog::protocol::ErrorCode;
 use seedlog::runtime::admin::NewTopic;
 use seedlog::runtime::memory_storage::CrashLevel;
 use seedlog::runtime::server::api_by_name;
@@ -128,6 +129,7 @@ struct RawFault {
     api: Option<Spanned<String>>,
     count: Option<Spanned<u32>>,
     probability: Option<Spanned<f64>>,
+    error: Option<Spanned<String>>,
     fail_writes: Option<Spanned<u32>>,
     fail_syncs: Option<Spanned<u32>>,
 }
@@ -191,6 +193,8 @@ pub enum ConnectionFaultKind {
     DropResponse,
     /// Send half the response frame, then close.
     ResetMidResponse,
+    /// Answer a produce with a Kafka error without applying it (a leader change in flight).
+    RejectRequest(ErrorCode),
 }
 
 /// One scripted fault. Fields carry the scenario keys of the same name (docs/SCENARIOS.md).
@@ -632,6 +636,7 @@ fn fields_of(kind: &str) -> Option<&'static [&'static str]> {
         "drop_request" | "drop_response" | "reset_mid_response" => {
             &["target", "api", "count", "probability"]
         }
+        "reject_request" => &["target", "count", "probability", "error"],
         "disk_fault" => &["target", "fail_writes", "fail_syncs"],
         "heal" => &[],
         _ => return None,
@@ -669,6 +674,7 @@ impl FaultBuilder<'_> {
             ("api", span_of(raw.api.as_ref())),
             ("count", span_of(raw.count.as_ref())),
             ("probability", span_of(raw.probability.as_ref())),
+            ("error", span_of(raw.error.as_ref())),
             ("fail_writes", span_of(raw.fail_writes.as_ref())),
             ("fail_syncs", span_of(raw.fail_syncs.as_ref())),
         ];
@@ -793,7 +799,13 @@ impl FaultBuilder<'_> {
         let kind = match self.kind {
             "drop_request" => ConnectionFaultKind::DropRequest,
             "drop_response" => ConnectionFaultKind::DropResponse,
-            _ => ConnectionFaultKind::ResetMidResponse,
+            "reset_mid_response" => ConnectionFaultKind::ResetMidResponse,
+            _ => ConnectionFaultKind::RejectRequest(self.rejection_error()?),
+        };
+        let api = if matches!(kind, ConnectionFaultKind::RejectRequest(_)) {
+            Some(ApiKey::Produce)
+        } else {
+            api
         };
         let count = self.raw.count.as_ref().map_or(1, |count| *count.get_ref());
         Ok(FaultAction::Connection {
@@ -803,6 +815,24 @@ impl FaultBuilder<'_> {
             count,
             probability,
         })
+    }
+
+    /// The Kafka error a `reject_request` answers with (default NOT_LEADER_OR_FOLLOWER).
+    fn rejection_error(&self) -> Result<ErrorCode, ScenarioError> {
+        let Some(name) = &self.raw.error else {
+            return Ok(ErrorCode::NotLeaderOrFollower);
+        };
+        ErrorCode::from_name(name.get_ref())
+            .filter(|error| *error != ErrorCode::None)
+            .ok_or_else(|| {
+                self.error(
+                    name.span(),
+                    format!(
+                        "unknown Kafka error '{}' (snake case, e.g. not_leader_or_follower)",
+                        name.get_ref()
+                    ),
+                )
+            })
     }
 
     fn action(&self) -> Result<FaultAction, ScenarioError> {
@@ -819,7 +849,9 @@ impl FaultBuilder<'_> {
                 to: self.node(raw.to.as_ref(), "to")?,
                 heal_after_ms: after(raw.heal_after_ms.as_ref()),
             },
-            "drop_request" | "drop_response" | "reset_mid_response" => self.connection()?,
+            "drop_request" | "drop_response" | "reset_mid_response" | "reject_request" => {
+                self.connection()?
+            }
             "disk_fault" => FaultAction::Disk {
                 target: self.broker()?,
                 fail_writes: raw.fail_writes.as_ref().map_or(0, |value| *value.get_ref()),
@@ -846,7 +878,7 @@ fn build_fault(
     }
     let Some(allowed) = fields_of(kind) else {
         let message = format!(
-            "unknown fault kind '{kind}' (crash, restart, partition, clog, drop_request, drop_response, reset_mid_response, disk_fault, heal)"
+            "unknown fault kind '{kind}' (crash, restart, partition, clog, drop_request, drop_response, reset_mid_response, reject_request, disk_fault, heal)"
         );
         return Err(loader.error_at(raw.kind.span(), message));
     };

@@ -277,6 +277,11 @@ pub async fn final_read(env: Env, partitions: Vec<TopicPartition>, deadline: tok
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
+    let snapshot: BTreeMap<String, i64> = ends
+        .iter()
+        .map(|(partition, end)| (partition.to_string(), *end))
+        .collect();
+    env.event(NODE, "final-read-start", json!({ "end_offsets": snapshot }));
     let reached =
         |consumer: &Consumer, partition: &TopicPartition, ends: &BTreeMap<TopicPartition, i64>| {
             ends.get(partition).is_some_and(|end| {

@@ -9,6 +9,7 @@
 //! Request handlers live one per file in `handlers/`, named `on_<api>_request`.
 
 mod handlers;
+pub use handlers::produce_rejection;
 pub mod log;
 pub mod metadata;
 pub mod partition;

@@ -52,6 +52,23 @@ impl ErrorCode {
             .unwrap_or(ErrorCode::UnknownServerError)
     }
 
+    /// Kafka's name in snake case (`not_leader_or_follower`), as scenario files spell it.
+    pub fn name(self) -> String {
+        let mut name = String::new();
+        for (index, c) in format!("{self:?}").chars().enumerate() {
+            if c.is_ascii_uppercase() && index > 0 {
+                name.push('_');
+            }
+            name.push(c.to_ascii_lowercase());
+        }
+        name
+    }
+
+    /// The error named `name` (see [`name`](Self::name)).
+    pub fn from_name(name: &str) -> Option<ErrorCode> {
+        ALL.iter().copied().find(|error| error.name() == name)
+    }
+
     /// Whether a client may retry the request (Kafka's `RetriableException` subclasses).
     pub fn is_retriable(self) -> bool {
         matches!(
@@ -130,6 +147,19 @@ mod tests {
         assert_eq!(ErrorCode::InvalidRecord.code(), 87);
         assert_eq!(ErrorCode::from_code(36), ErrorCode::TopicAlreadyExists);
         assert_eq!(ErrorCode::from_code(12_345), ErrorCode::UnknownServerError);
+    }
+
+    #[test]
+    fn names_round_trip() {
+        assert_eq!(
+            ErrorCode::NotLeaderOrFollower.name(),
+            "not_leader_or_follower"
+        );
+        assert_eq!(
+            ErrorCode::from_name("not_enough_replicas"),
+            Some(ErrorCode::NotEnoughReplicas)
+        );
+        assert_eq!(ErrorCode::from_name("nope"), None);
     }
 
     #[test]

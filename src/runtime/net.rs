@@ -27,6 +27,9 @@ pub enum FaultAction {
     Drop,
     /// Write the first half of the response frame, then close (a reset mid-frame).
     Truncate,
+    /// Answer the request with this Kafka error without applying it (what a leader change
+    /// does to a produce in flight). Only for Produce; other APIs close instead.
+    Reject(crate::protocol::ErrorCode),
 }
 
 /// Network faults injected per connection (simulation only).

@@ -9,7 +9,9 @@ use kafka_protocol::messages::ApiKey;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::broker::{Broker, BrokerError, ConnectionId, FlushId, Input, Output, Response};
+use crate::broker::{
+    produce_rejection, Broker, BrokerError, ConnectionId, FlushId, Input, Output, Response,
+};
 use crate::config::BrokerConfig;
 use crate::protocol::codec::{decode_request, encode_api_versions_fallback, Decoded, Request};
 use crate::runtime::net::{Connection, ConnectionFaults, FaultAction};
@@ -269,8 +271,21 @@ async fn serve_requests<F: StorageFile>(
             }
         };
         let api_key = request.api_key;
-        if fault(&|hook| hook.on_request(api_key)) != FaultAction::Pass {
-            return Err(format!("fault injection: {api_key:?} request dropped"));
+        match fault(&|hook| hook.on_request(api_key)) {
+            FaultAction::Pass => {}
+            FaultAction::Reject(error) => {
+                let Some(response) = produce_rejection::<F>(&request, error) else {
+                    continue; // acks=0: nobody waits for an answer
+                };
+                let chunks = response.encode().map_err(|error| error.to_string())?;
+                conn.write_chunks(&chunks)
+                    .await
+                    .map_err(|error| error.to_string())?;
+                continue;
+            }
+            FaultAction::Drop | FaultAction::Truncate => {
+                return Err(format!("fault injection: {api_key:?} request dropped"));
+            }
         }
         let (reply, replied) = oneshot::channel();
         to_driver
@@ -300,7 +315,7 @@ async fn serve_requests<F: StorageFile>(
                     "fault injection: {api_key:?} response dropped after apply"
                 ))
             }
-            FaultAction::Truncate => {
+            FaultAction::Truncate | FaultAction::Reject(_) => {
                 let _ = conn.write_truncated(&chunks).await;
                 return Err(format!(
                     "fault injection: {api_key:?} response cut mid-frame"

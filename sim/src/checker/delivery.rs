@@ -52,11 +52,15 @@ fn lost_and_unseen(analysis: &Analysis) -> (Vec<String>, Vec<String>) {
             continue;
         };
         let place = format!("{value} acknowledged at {}@{offset}", send.partition);
-        if analysis
+        let covered_by_final_read = analysis
             .final_reads
             .get(&send.partition)
             .is_some_and(|read| read.reached_end)
-        {
+            && send
+                .completed_index
+                .zip(analysis.final_read_started)
+                .is_some_and(|(acked, started)| acked < started);
+        if covered_by_final_read {
             // Durability: after healing, the final read went through the whole partition.
             if !finally_read.contains(value.as_str()) {
                 let seen_before = if polled.contains(value.as_str()) {

@@ -87,6 +87,8 @@ pub(crate) struct SendInfo {
     pub(crate) process: u64,
     pub(crate) invoke_index: u64,
     pub(crate) outcome: Outcome,
+    /// History index of the completion, if any.
+    pub(crate) completed_index: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -110,6 +112,9 @@ pub(crate) struct Analysis {
     pub(crate) sends: BTreeMap<String, SendInfo>,
     pub(crate) polls: Vec<PollRecord>,
     pub(crate) final_reads: BTreeMap<String, FinalRead>,
+    /// Index of the final reader's end-offset snapshot: only writes acknowledged before it are
+    /// judged against the final read.
+    pub(crate) final_read_started: Option<u64>,
 }
 
 impl Analysis {
@@ -118,6 +123,10 @@ impl Analysis {
         for op in &history.ops {
             let process = match &op.process {
                 Process::Client(process) => *process,
+                Process::Named(name) if name == FINAL_READER && op.f == "final-read-start" => {
+                    analysis.final_read_started = Some(op.index);
+                    continue;
+                }
                 Process::Named(name) if name == FINAL_READER && op.f == "final-read" => {
                     let partition = op
                         .value
@@ -146,11 +155,13 @@ impl Analysis {
                                 process,
                                 invoke_index: op.index,
                                 outcome: Outcome::Pending,
+                                completed_index: None,
                             },
                         );
                     }
                     completion => {
                         if let Some(info) = analysis.sends.get_mut(&send.value) {
+                            info.completed_index = Some(op.index);
                             info.outcome = match completion {
                                 OpType::Ok => Outcome::Ok(send.offset.unwrap_or(-1)),
                                 OpType::Fail => Outcome::Fail,

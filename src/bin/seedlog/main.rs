@@ -3,10 +3,17 @@
 #[cfg(not(madsim))]
 mod cli;
 
+/// Errors print as one line with their causes (`error: file: line 3: ...`), never a backtrace.
 #[cfg(not(madsim))]
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    cli::main().await
+async fn main() -> std::process::ExitCode {
+    match cli::main().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
 }
 
 #[cfg(madsim)]

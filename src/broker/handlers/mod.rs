@@ -6,3 +6,5 @@ mod fetch;
 mod list_offsets;
 mod metadata;
 mod produce;
+
+pub use produce::produce_rejection;

@@ -75,6 +75,42 @@ fn validate_produced(
     Ok((records, header))
 }
 
+/// A Produce response that rejects every partition of `request` with `error`, without
+/// applying anything; `None` for acks=0 (or another API). The simulator's fault layer uses it to
+/// play a leader change in the middle of a pipeline.
+pub fn produce_rejection<F>(request: &Request, error: ErrorCode) -> Option<Response<F>> {
+    let RequestKind::Produce(body) = &request.body else {
+        return None;
+    };
+    if body.acks == 0 {
+        return None;
+    }
+    let mut response = ProduceResponse::default();
+    for topic in &body.topic_data {
+        let partitions = topic
+            .partition_data
+            .iter()
+            .map(|data| {
+                PartitionProduceResponse::default()
+                    .with_index(data.index)
+                    .with_error_code(error.code())
+                    .with_base_offset(-1)
+            })
+            .collect();
+        response.responses.push(
+            TopicProduceResponse::default()
+                .with_name(topic.name.clone())
+                .with_partition_responses(partitions),
+        );
+    }
+    Some(Response {
+        api_key: request.api_key,
+        api_version: request.api_version,
+        correlation_id: request.correlation_id,
+        body: ResponseBody::message(ResponseKind::Produce(response)),
+    })
+}
+
 /// What the produce request collects while appending partition by partition.
 #[derive(Default)]
 struct ProduceProgress {

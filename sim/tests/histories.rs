@@ -1,0 +1,27 @@
+//! Recorded histories of real bugs: the checkers must keep flagging them.
+
+use std::path::Path;
+
+use seedlog_sim::checker::check_all;
+use seedlog_sim::history::History;
+
+fn violated(file: &str) -> Vec<&'static str> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios/checker_selftest/histories")
+        .join(file);
+    let text = std::fs::read_to_string(&path).expect("fixture");
+    let history = History::from_jsonl(&text).expect("parses");
+    check_all(&history)
+        .into_iter()
+        .filter(|check| !check.holds())
+        .map(|check| check.name)
+        .collect()
+}
+
+#[test]
+fn a_storage_error_reported_as_a_definite_failure_is_an_aborted_read() {
+    assert_eq!(
+        violated("g1a-storage-error-reported-as-definite.jsonl"),
+        vec!["G1a"]
+    );
+}

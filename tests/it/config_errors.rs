@@ -1,0 +1,50 @@
+//! A bad config stops the broker with a message that says what and where.
+
+use std::process::Command;
+
+use super::broker_process::temp_dir;
+
+fn broker_with(config: &str) -> (bool, String) {
+    let dir = temp_dir("config");
+    let path = dir.join("bad.properties");
+    std::fs::write(&path, config).expect("write");
+    let output = Command::new(env!("CARGO_BIN_EXE_seedlog"))
+        .args(["broker", "--config"])
+        .arg(&path)
+        .output()
+        .expect("run");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn an_unknown_key_is_rejected_with_its_line() {
+    let (ok, stderr) = broker_with(
+        "node.id=0\nlisteners=PLAINTEXT://127.0.0.1:1\nlog.dir=/tmp/x\nflush.mesages=1\n",
+    );
+    assert!(!ok);
+    assert!(
+        stderr.contains("line 4: unknown config 'flush.mesages'"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_bad_value_is_rejected_with_kafkas_rule() {
+    let (ok, stderr) = broker_with("log.segment.bytes=10\n");
+    assert!(!ok);
+    assert!(
+        stderr.contains(
+            "line 1: invalid value '10' for 'log.segment.bytes': value must be at least 14"
+        ),
+        "{stderr}"
+    );
+    let (ok, stderr) = broker_with("listeners=SSL://:9093\n");
+    assert!(!ok);
+    assert!(
+        stderr.contains("expected PLAINTEXT://host:port"),
+        "{stderr}"
+    );
+}

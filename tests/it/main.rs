@@ -1,0 +1,10 @@
+//! Black-box tests of the real broker, in one test binary (mini-redis style): the `seedlog`
+//! binary on loopback with real files, driven by seedlog's client and by raw sockets.
+#![cfg(not(madsim))]
+
+mod broker_process;
+mod config_errors;
+mod decoder_hardening;
+mod real_tcp;
+mod recovery;
+mod sendfile;
