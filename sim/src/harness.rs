@@ -205,25 +205,7 @@ impl Cluster {
         match action {
             FaultAction::Crash { target, level, .. } => self.crash(target, *level),
             FaultAction::Restart { target } => self.restart(target),
-            FaultAction::Partition { groups, .. } => {
-                let mut links = Vec::new();
-                for (index, group) in groups.iter().enumerate() {
-                    for other in groups.iter().skip(index + 1) {
-                        for a in group {
-                            for b in other {
-                                links.push((self.id(a), self.id(b)));
-                                links.push((self.id(b), self.id(a)));
-                            }
-                        }
-                    }
-                }
-                for (from, to) in &links {
-                    self.clog(*from, *to);
-                }
-                self.env
-                    .event("nemesis", "partition", json!({"groups": groups}));
-                return links;
-            }
+            FaultAction::Partition { groups, .. } => return self.partition(groups),
             FaultAction::Clog { from, to, .. } => {
                 let link = (self.id(from), self.id(to));
                 self.clog(link.0, link.1);
@@ -244,35 +226,54 @@ impl Cluster {
                     *count,
                     *probability,
                 );
-                let f = match kind {
-                    ConnectionFaultKind::DropRequest => "drop-request",
-                    ConnectionFaultKind::DropResponse => "drop-response",
-                    ConnectionFaultKind::ResetMidResponse => "reset-mid-response",
-                    ConnectionFaultKind::RejectRequest(_) => "reject-request",
+                let (f, error) = match kind {
+                    ConnectionFaultKind::DropRequest => ("drop-request", None),
+                    ConnectionFaultKind::DropResponse => ("drop-response", None),
+                    ConnectionFaultKind::ResetMidResponse => ("reset-mid-response", None),
+                    ConnectionFaultKind::RejectRequest(error) => {
+                        ("reject-request", Some(error.name()))
+                    }
                 };
-                self.env.event("nemesis", f, json!({"node": target, "api": api.map(|api| format!("{api:?}")), "count": count, "probability": probability}));
+                let api = api.map(|api| format!("{api:?}"));
+                let value = json!({"node": target, "api": api, "count": count, "probability": probability, "error": error});
+                self.env.event("nemesis", f, value);
             }
             FaultAction::Disk {
                 target,
                 fail_writes,
                 fail_syncs,
             } => {
-                madsim::plugin::simulator::<SimDisks>().inject(
-                    self.id(target),
-                    &DiskFaults {
-                        fail_writes: *fail_writes,
-                        fail_syncs: *fail_syncs,
-                    },
-                );
-                self.env.event(
-                    "nemesis",
-                    "disk-fault",
-                    json!({"node": target, "fail_writes": fail_writes, "fail_syncs": fail_syncs}),
-                );
+                let faults = DiskFaults {
+                    fail_writes: *fail_writes,
+                    fail_syncs: *fail_syncs,
+                };
+                madsim::plugin::simulator::<SimDisks>().inject(self.id(target), &faults);
+                let value =
+                    json!({"node": target, "fail_writes": fail_writes, "fail_syncs": fail_syncs});
+                self.env.event("nemesis", "disk-fault", value);
             }
             FaultAction::Heal => self.heal_network(),
         }
         Vec::new()
+    }
+
+    /// Clogs every link between nodes of different groups, both ways.
+    fn partition(&self, groups: &[Vec<String>]) -> Vec<(NodeId, NodeId)> {
+        let mut links = Vec::new();
+        for (index, group) in groups.iter().enumerate() {
+            for other in &groups[index + 1..] {
+                for (a, b) in group.iter().flat_map(|a| other.iter().map(move |b| (a, b))) {
+                    links.push((self.id(a), self.id(b)));
+                    links.push((self.id(b), self.id(a)));
+                }
+            }
+        }
+        for (from, to) in &links {
+            self.clog(*from, *to);
+        }
+        self.env
+            .event("nemesis", "partition", json!({"groups": groups}));
+        links
     }
 
     fn heal_network(&self) {

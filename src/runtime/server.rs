@@ -235,26 +235,22 @@ async fn serve_connection<F: StorageFile>(
     let _ = to_driver.send(DriverMessage::Closed { connection }).await;
 }
 
-async fn serve_requests<F: StorageFile>(
+/// Reads the next request, answering the KIP-511 ApiVersions fallback itself.
+/// `Ok(None)`: the peer closed cleanly. `Err`: close with this reason.
+async fn read_request(
     conn: &mut Connection,
-    connection: ConnectionId,
-    to_driver: &mpsc::Sender<DriverMessage<F>>,
     max_request_bytes: usize,
-    faults: Option<&dyn ConnectionFaults>,
-) -> Result<(), String> {
-    let fault = |decide: &dyn Fn(&dyn ConnectionFaults) -> FaultAction| {
-        faults.map_or(FaultAction::Pass, decide)
-    };
+) -> Result<Option<Box<Request>>, String> {
     loop {
         let Some(frame) = conn
             .read_frame(max_request_bytes)
             .await
             .map_err(|error| error.to_string())?
         else {
-            return Ok(());
+            return Ok(None);
         };
-        let request = match decode_request(frame).map_err(|error| error.to_string())? {
-            Decoded::Request(request) => request,
+        match decode_request(frame).map_err(|error| error.to_string())? {
+            Decoded::Request(request) => return Ok(Some(request)),
             Decoded::UnsupportedApiVersions {
                 correlation_id,
                 api_version,
@@ -267,25 +263,74 @@ async fn serve_requests<F: StorageFile>(
                 conn.write_frame(&frame)
                     .await
                     .map_err(|error| error.to_string())?;
-                continue;
             }
-        };
-        let api_key = request.api_key;
-        match fault(&|hook| hook.on_request(api_key)) {
-            FaultAction::Pass => {}
-            FaultAction::Reject(error) => {
-                let Some(response) = produce_rejection::<F>(&request, error) else {
-                    continue; // acks=0: nobody waits for an answer
-                };
+        }
+    }
+}
+
+/// What the fault hook decided for a request before the broker saw it.
+enum Admission {
+    Forward,
+    Answered,
+}
+
+async fn admit<F: StorageFile>(
+    conn: &mut Connection,
+    request: &Request,
+    faults: Option<&dyn ConnectionFaults>,
+) -> Result<Admission, String> {
+    let api_key = request.api_key;
+    match faults.map_or(FaultAction::Pass, |hook| hook.on_request(api_key)) {
+        FaultAction::Pass => Ok(Admission::Forward),
+        FaultAction::Reject(error) => {
+            if let Some(response) = produce_rejection::<F>(request, error) {
                 let chunks = response.encode().map_err(|error| error.to_string())?;
                 conn.write_chunks(&chunks)
                     .await
                     .map_err(|error| error.to_string())?;
-                continue;
             }
-            FaultAction::Drop | FaultAction::Truncate => {
-                return Err(format!("fault injection: {api_key:?} request dropped"));
-            }
+            Ok(Admission::Answered)
+        }
+        FaultAction::Drop | FaultAction::Truncate => {
+            Err(format!("fault injection: {api_key:?} request dropped"))
+        }
+    }
+}
+
+async fn write_response<F: StorageFile>(
+    conn: &mut Connection,
+    response: &Response<F>,
+    faults: Option<&dyn ConnectionFaults>,
+) -> Result<(), String> {
+    let api_key = response.api_key;
+    let chunks = response.encode().map_err(|error| error.to_string())?;
+    match faults.map_or(FaultAction::Pass, |hook| hook.on_response(api_key)) {
+        FaultAction::Pass => conn
+            .write_chunks(&chunks)
+            .await
+            .map_err(|error| error.to_string()),
+        FaultAction::Drop => Err(format!(
+            "fault injection: {api_key:?} response dropped after apply"
+        )),
+        FaultAction::Truncate | FaultAction::Reject(_) => {
+            let _ = conn.write_truncated(&chunks).await;
+            Err(format!(
+                "fault injection: {api_key:?} response cut mid-frame"
+            ))
+        }
+    }
+}
+
+async fn serve_requests<F: StorageFile>(
+    conn: &mut Connection,
+    connection: ConnectionId,
+    to_driver: &mpsc::Sender<DriverMessage<F>>,
+    max_request_bytes: usize,
+    faults: Option<&dyn ConnectionFaults>,
+) -> Result<(), String> {
+    while let Some(request) = read_request(conn, max_request_bytes).await? {
+        if let Admission::Answered = admit::<F>(conn, &request, faults).await? {
+            continue;
         }
         let (reply, replied) = oneshot::channel();
         to_driver
@@ -296,33 +341,16 @@ async fn serve_requests<F: StorageFile>(
             })
             .await
             .map_err(|_| "broker driver stopped".to_owned())?;
-        let response = match replied
+        match replied
             .await
             .map_err(|_| "broker driver dropped the request".to_owned())?
         {
-            Reply::Respond(response) => response,
-            Reply::NoResponse => continue,
+            Reply::Respond(response) => write_response(conn, &response, faults).await?,
+            Reply::NoResponse => {}
             Reply::Close(reason) => return Err(reason),
-        };
-        let chunks = response.encode().map_err(|error| error.to_string())?;
-        match fault(&|hook| hook.on_response(api_key)) {
-            FaultAction::Pass => conn
-                .write_chunks(&chunks)
-                .await
-                .map_err(|error| error.to_string())?,
-            FaultAction::Drop => {
-                return Err(format!(
-                    "fault injection: {api_key:?} response dropped after apply"
-                ))
-            }
-            FaultAction::Truncate | FaultAction::Reject(_) => {
-                let _ = conn.write_truncated(&chunks).await;
-                return Err(format!(
-                    "fault injection: {api_key:?} response cut mid-frame"
-                ));
-            }
         }
     }
+    Ok(())
 }
 
 /// Whether a response API is one the fault hook may target by name.
