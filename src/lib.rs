@@ -22,7 +22,7 @@ pub mod config;
 pub mod protocol;
 #[allow(
     clippy::disallowed_methods,
-    reason = "runtime/ is the one layer that reads clocks; under madsim tokio::time::Instant is std's, simulated"
+    reason = "runtime/ is the one layer that reads clocks; under madsim, tokio's Instant is std's, simulated"
 )]
 pub mod runtime;
 pub mod types;

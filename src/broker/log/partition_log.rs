@@ -353,11 +353,12 @@ impl<S: Storage> PartitionLog<S> {
     }
 }
 
-#[cfg(all(test, not(madsim)))]
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::protocol::record_batch::{build_batch, validate_batch};
-    use crate::runtime::storage::{FileStorage, StorageFile};
+    use crate::runtime::memory_storage::MemoryStorage;
+    use crate::runtime::storage::StorageFile;
 
     fn config(segment_bytes: u64, flush_messages: i64) -> LogConfig {
         LogConfig {
@@ -368,14 +369,7 @@ mod tests {
         }
     }
 
-    fn temp_storage(name: &str) -> FileStorage {
-        let dir =
-            std::env::temp_dir().join(format!("seedlog-log-test-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        FileStorage::new(dir).expect("temp dir")
-    }
-
-    fn append_value(log: &mut PartitionLog<FileStorage>, value: &str) -> AppendInfo {
+    fn append_value(log: &mut PartitionLog<MemoryStorage>, value: &str) -> AppendInfo {
         let mut batch = build_batch(&[(None, Some(value.as_bytes()))], 1).to_vec();
         let header = validate_batch(&batch).expect("valid");
         log.append(&mut batch, &header, 0).expect("append")
@@ -383,7 +377,7 @@ mod tests {
 
     #[test]
     fn offsets_are_assigned_in_order_across_segment_rolls_and_survive_reopen() {
-        let storage = temp_storage("roll");
+        let storage = MemoryStorage::new();
         let (mut log, _) =
             PartitionLog::open(storage.clone(), "t-0", config(200, i64::MAX), Millis(0))
                 .expect("open");
@@ -420,7 +414,7 @@ mod tests {
 
     #[test]
     fn recovery_truncates_a_torn_tail() {
-        let storage = temp_storage("torn");
+        let storage = MemoryStorage::new();
         let (mut log, _) =
             PartitionLog::open(storage.clone(), "t-0", config(1 << 20, i64::MAX), Millis(0))
                 .expect("open");
@@ -442,7 +436,7 @@ mod tests {
 
     #[test]
     fn the_flush_policy_asks_for_an_fsync_every_flush_messages() {
-        let storage = temp_storage("flush");
+        let storage = MemoryStorage::new();
         let (mut log, _) =
             PartitionLog::open(storage, "t-0", config(1 << 20, 2), Millis(0)).expect("open");
         assert!(!append_value(&mut log, "a").flush_required);

@@ -1,0 +1,63 @@
+"""A real `seedlog broker` on a free loopback port with its own data directory."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def seedlog_binary() -> Path:
+    configured = os.environ.get("SEEDLOG_BIN")
+    candidates = [Path(configured)] if configured else [REPO / "target/debug/seedlog", REPO / "target/release/seedlog"]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise RuntimeError(f"no seedlog binary at {candidates}: run `cargo build` first or set SEEDLOG_BIN")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Broker:
+    def __init__(self, directory: Path) -> None:
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        config = directory / "server.properties"
+        config.write_text(f"node.id=0\nlisteners=PLAINTEXT://{self.address}\nlog.dirs={directory / 'data'}\n")
+        self.log_path = directory / "broker.log"
+        self.log = self.log_path.open("w")
+        self.process = subprocess.Popen(
+            [str(seedlog_binary()), "broker", "--config", str(config)], stdout=subprocess.DEVNULL, stderr=self.log
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                if self.process.poll() is not None:
+                    break
+                time.sleep(0.05)
+        raise RuntimeError(f"seedlog did not start:\n{self.log_path.read_text()}")
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait(timeout=10)
+        self.log.close()
+
+
+@pytest.fixture()
+def broker(tmp_path: Path):
+    running = Broker(tmp_path)
+    yield running
+    running.stop()
