@@ -41,6 +41,25 @@ struct FileState {
     live: Vec<u8>,
     /// `None` until the first fsync: a file created and never synced vanishes on power loss.
     durable: Option<Vec<u8>>,
+    /// Lowest position written or truncated since the last fsync: below it, live and durable
+    /// bytes agree. Lets an fsync copy only what changed, and tells an appended tail (which a
+    /// power loss may tear) from an overwrite.
+    dirty_from: usize,
+}
+
+impl FileState {
+    fn touch(&mut self, position: usize) {
+        self.dirty_from = self.dirty_from.min(position);
+    }
+
+    /// Makes the durable bytes equal the live bytes, copying only the changed part.
+    fn sync(&mut self) {
+        let clean = self.dirty_from.min(self.live.len());
+        let durable = self.durable.get_or_insert_with(Vec::new);
+        durable.truncate(clean);
+        durable.extend_from_slice(&self.live[durable.len()..]);
+        self.dirty_from = self.live.len();
+    }
 }
 
 type SyncLatency = Arc<dyn Fn() -> Duration + Send + Sync>;
@@ -116,7 +135,7 @@ impl MemoryStorage {
                 continue;
             };
             let appended_tail =
-                state.live.len() > durable.len() && state.live.starts_with(&durable);
+                state.live.len() > durable.len() && state.dirty_from >= durable.len();
             state.live = if appended_tail {
                 let unsynced = state.live.len() - durable.len();
                 let keep = torn_keep(unsynced).min(unsynced);
@@ -124,6 +143,7 @@ impl MemoryStorage {
             } else {
                 durable
             };
+            state.dirty_from = state.live.len();
         }
         for name in vanished {
             shared.files.remove(&name);
@@ -213,6 +233,7 @@ impl StorageFile for MemoryFile {
         }
         let mut state = lock(&self.state);
         let start = position as usize;
+        state.touch(start);
         if state.live.len() < start + data.len() {
             state.live.resize(start + data.len(), 0);
         }
@@ -221,7 +242,9 @@ impl StorageFile for MemoryFile {
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
-        lock(&self.state).live.resize(len as usize, 0);
+        let mut state = lock(&self.state);
+        state.touch(len as usize);
+        state.live.resize(len as usize, 0);
         Ok(())
     }
 
@@ -239,7 +262,7 @@ impl StorageFile for MemoryFile {
             }
             drop(shared);
             let mut state = lock(&file.state);
-            state.durable = Some(state.live.clone());
+            state.sync();
             Ok(())
         }
     }
@@ -290,6 +313,32 @@ mod tests {
         file.read_exact_at(&mut buf, 0).expect("read");
         assert_eq!(&buf, b"abcde");
         assert_eq!(file.len().expect("len"), 5);
+    }
+
+    #[test]
+    fn an_overwrite_inside_the_synced_region_is_undone_by_power_loss_and_never_torn() {
+        let disk = MemoryStorage::new();
+        let file = disk.open("x").expect("open");
+        file.write_all_at(b"abcdef", 0).expect("write");
+        block_on(file.sync()).expect("sync");
+        file.write_all_at(b"XY", 2).expect("overwrite");
+        file.write_all_at(b"gh", 6).expect("append");
+        disk.crash(CrashLevel::PowerLoss, |_| {
+            panic!("an overwrite is not a torn append")
+        });
+        let mut buf = [0u8; 6];
+        file.read_exact_at(&mut buf, 0).expect("read");
+        assert_eq!(&buf, b"abcdef");
+        assert_eq!(file.len().expect("len"), 6);
+        file.set_len(3).expect("truncate");
+        block_on(file.sync()).expect("sync");
+        file.write_all_at(b"z", 3).expect("append");
+        block_on(file.sync()).expect("sync");
+        assert_eq!(
+            disk.durable_len("x"),
+            Some(4),
+            "truncation then append, both durable"
+        );
     }
 
     #[test]
