@@ -377,6 +377,28 @@ impl Loader<'_> {
     }
 }
 
+/// Every `.toml` file among `paths` (directories are walked recursively), sorted.
+pub fn scenario_files(paths: &[std::path::PathBuf]) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let mut files = Vec::new();
+    let mut pending: Vec<std::path::PathBuf> = paths.to_vec();
+    while let Some(path) = pending.pop() {
+        if path.is_dir() {
+            for entry in std::fs::read_dir(&path)? {
+                pending.push(entry?.path());
+            }
+        } else if path
+            .extension()
+            .is_some_and(|extension| extension == "toml")
+            || paths.contains(&path)
+        {
+            files.push(path);
+        }
+    }
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
 /// Loads and validates a scenario file.
 pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
     let file = path.display().to_string();

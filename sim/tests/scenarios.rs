@@ -15,22 +15,7 @@ const SWEEP_SEEDS: u64 = 5;
 
 fn scenario_files() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
-    let mut pending = vec![root];
-    let mut files = Vec::new();
-    while let Some(directory) = pending.pop() {
-        for entry in std::fs::read_dir(&directory).expect("scenarios dir") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                pending.push(path);
-            } else if path
-                .extension()
-                .is_some_and(|extension| extension == "toml")
-            {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
+    let files = seedlog_sim::scenario::scenario_files(&[root]).expect("scenarios dir");
     assert!(
         files.len() >= 10,
         "the scenario suite went missing: {files:?}"

@@ -322,6 +322,14 @@ fn creating_an_existing_topic_or_bad_configs_fail_with_kafkas_codes() {
         response.topics[1].error_code,
         ErrorCode::InvalidReplicationFactor.code()
     );
+    let ResponseKind::CreateTopics(response) = harness.create_topic("huge", i32::MAX, &[]) else {
+        panic!()
+    };
+    assert_eq!(
+        response.topics[0].error_code,
+        ErrorCode::InvalidPartitions.code(),
+        "no two billion logs"
+    );
     let ResponseKind::CreateTopics(response) =
         harness.create_topic("v", 1, &[("flush.messages", "zero")])
     else {

@@ -83,12 +83,7 @@ impl Default for ConsumerConfig {
 impl Configurable for ConsumerConfig {
     fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         match key {
-            "bootstrap.servers" => {
-                self.bootstrap_servers = value
-                    .split(',')
-                    .map(|server| server.trim().to_owned())
-                    .collect();
-            }
+            "bootstrap.servers" => self.bootstrap_servers = super::parse_servers(value),
             "client.id" => self.client_id = value.to_owned(),
             "auto.offset.reset" => {
                 self.auto_offset_reset = match value.trim() {

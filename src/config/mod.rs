@@ -123,6 +123,26 @@ where
     Ok(parsed)
 }
 
+/// Parses a `bootstrap.servers` list (`host:port,host:port`).
+pub(crate) fn parse_servers(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(|server| server.trim().to_owned())
+        .filter(|server| !server.is_empty())
+        .collect()
+}
+
+/// The first of `bootstrap.servers`, which a client needs to start.
+pub fn first_bootstrap_server(servers: &[String]) -> Result<String, ConfigError> {
+    servers.first().cloned().ok_or_else(|| {
+        ConfigError::invalid(
+            "bootstrap.servers",
+            "",
+            "at least one host:port is required",
+        )
+    })
+}
+
 /// Parses `true`/`false` (case-insensitive, as Kafka's `ConfigDef` does).
 pub(crate) fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
     match value.trim().to_ascii_lowercase().as_str() {

@@ -94,12 +94,7 @@ impl Default for ProducerConfig {
 impl Configurable for ProducerConfig {
     fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         match key {
-            "bootstrap.servers" => {
-                self.bootstrap_servers = value
-                    .split(',')
-                    .map(|server| server.trim().to_owned())
-                    .collect();
-            }
+            "bootstrap.servers" => self.bootstrap_servers = super::parse_servers(value),
             "client.id" => self.client_id = value.to_owned(),
             "acks" => self.acks = value.parse()?,
             "enable.idempotence" => {

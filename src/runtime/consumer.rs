@@ -40,13 +40,7 @@ const RETRY_PAUSE: Duration = Duration::from_millis(100);
 impl Consumer {
     /// A consumer for a validated config.
     pub fn new(config: ConsumerConfig) -> Result<Consumer, ConfigError> {
-        let bootstrap = config.bootstrap_servers.first().cloned().ok_or_else(|| {
-            ConfigError::invalid(
-                "bootstrap.servers",
-                "",
-                "at least one host:port is required",
-            )
-        })?;
+        let bootstrap = crate::config::first_bootstrap_server(&config.bootstrap_servers)?;
         Ok(Consumer {
             config,
             state: SubscriptionState::default(),

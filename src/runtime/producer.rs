@@ -47,13 +47,7 @@ impl Delivery {
 impl Producer {
     /// Starts a producer talking to the first of `bootstrap.servers`.
     pub fn start(config: ProducerConfig) -> Result<Producer, ConfigError> {
-        let bootstrap = config.bootstrap_servers.first().cloned().ok_or_else(|| {
-            ConfigError::invalid(
-                "bootstrap.servers",
-                "",
-                "at least one host:port is required",
-            )
-        })?;
+        let bootstrap = crate::config::first_bootstrap_server(&config.bootstrap_servers)?;
         let client_id = config.client_id.clone();
         let core = ProducerCore::new(config)?;
         let (commands, inbox) = mpsc::channel(1024);

@@ -153,31 +153,8 @@ mod simulate {
     }
 
     fn scenario_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
-        let mut files = Vec::new();
-        for path in paths {
-            if path.is_dir() {
-                let mut pending = vec![path.clone()];
-                while let Some(directory) = pending.pop() {
-                    for entry in std::fs::read_dir(&directory)
-                        .with_context(|| directory.display().to_string())?
-                    {
-                        let entry = entry?.path();
-                        if entry.is_dir() {
-                            pending.push(entry);
-                        } else if entry
-                            .extension()
-                            .is_some_and(|extension| extension == "toml")
-                        {
-                            files.push(entry);
-                        }
-                    }
-                }
-            } else {
-                files.push(path.clone());
-            }
-        }
-        files.sort();
-        files.dedup();
+        let files =
+            seedlog_sim::scenario::scenario_files(paths).with_context(|| format!("{paths:?}"))?;
         if files.is_empty() {
             bail!("no scenario files in {paths:?}");
         }

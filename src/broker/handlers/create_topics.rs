@@ -30,6 +30,10 @@ struct NewTopic {
 /// A rejected topic: Kafka error code and message.
 type Rejection = (ErrorCode, String);
 
+/// Most partitions one topic may have. Each partition is a directory and open files, so a request
+/// asking for `i32::MAX` would exhaust the broker: it is refused instead.
+pub(crate) const PARTITIONS_PER_TOPIC_MAX: i32 = 10_000;
+
 fn result_for(
     api_version: i16,
     topic: &CreatableTopic,
@@ -200,6 +204,10 @@ impl<S: Storage> Broker<S> {
                 ErrorCode::InvalidPartitions,
                 "Number of partitions was set to an invalid non-positive value.".into(),
             ));
+        }
+        if partitions > PARTITIONS_PER_TOPIC_MAX {
+            let message = format!("Number of partitions {partitions} is above seedlog's limit of {PARTITIONS_PER_TOPIC_MAX} per topic.");
+            return Err((ErrorCode::InvalidPartitions, message));
         }
         if replication_factor < 1 {
             return Err((

@@ -57,7 +57,12 @@ impl<F: StorageFile> LogSegment<F> {
     ) -> Result<LogSegment<F>, LogError> {
         let file = storage.open(&segment_name(directory, base_offset))?;
         file.set_len(0)?;
-        Ok(LogSegment {
+        Ok(LogSegment::empty(file, base_offset, index_interval_bytes))
+    }
+
+    /// A segment over `file` before any batch is tracked.
+    fn empty(file: F, base_offset: i64, index_interval_bytes: u64) -> LogSegment<F> {
+        LogSegment {
             base_offset,
             file,
             size_bytes: 0,
@@ -66,7 +71,7 @@ impl<F: StorageFile> LogSegment<F> {
             index: OffsetIndex::default(),
             bytes_since_index_entry: 0,
             index_interval_bytes,
-        })
+        }
     }
 
     /// Opens an existing segment, validating every batch (header, length, CRC-32C, increasing
@@ -77,16 +82,7 @@ impl<F: StorageFile> LogSegment<F> {
         index_interval_bytes: u64,
     ) -> Result<(LogSegment<F>, SegmentRecovery), LogError> {
         let file_len = file.len()?;
-        let mut segment = LogSegment {
-            base_offset,
-            file,
-            size_bytes: 0,
-            next_offset: base_offset,
-            max_timestamp: -1,
-            index: OffsetIndex::default(),
-            bytes_since_index_entry: 0,
-            index_interval_bytes,
-        };
+        let mut segment = LogSegment::empty(file, base_offset, index_interval_bytes);
         let mut report = SegmentRecovery::default();
         let mut buffer = Vec::new();
         while segment.size_bytes < file_len {
