@@ -1,6 +1,7 @@
 //! Starts the real `seedlog broker` binary on a free loopback port with its own data directory.
 
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -81,8 +82,16 @@ impl BrokerProcess {
 
     /// SIGKILL, like `kill -9`.
     pub(crate) fn kill9(&mut self) {
-        self.child.kill().expect("kill");
-        self.child.wait().expect("wait");
+        self.kill_group();
+    }
+
+    /// SIGKILL to the broker's whole process group, so a wrapper's tracee (strace detaches, it
+    /// does not kill, when it is killed itself) never outlives the test.
+    fn kill_group(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// Starts again with the same config and data (after [`kill9`](Self::kill9)).
@@ -93,8 +102,7 @@ impl BrokerProcess {
 
     /// Stops with SIGTERM-less shutdown: kill and wait (the broker has no shutdown protocol yet).
     pub(crate) fn stop(mut self) -> String {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill_group();
         self.log_text()
     }
 }
@@ -120,13 +128,13 @@ fn spawn(config: &Path, log: &Path, wrapper: &[&str]) -> Child {
         .env("SEEDLOG_LOG", "debug")
         .stdout(Stdio::null())
         .stderr(log)
+        .process_group(0)
         .spawn()
         .expect("spawn seedlog broker")
 }
 
 impl Drop for BrokerProcess {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill_group();
     }
 }
