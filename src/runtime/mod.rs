@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod client;
+mod clock;
 pub mod consumer;
 pub mod memory_storage;
 pub mod net;

@@ -11,6 +11,7 @@ use crate::client::producer::{
 };
 use crate::config::{ConfigError, ProducerConfig};
 use crate::runtime::client::ClientConnection;
+use crate::runtime::clock::Clock;
 use crate::types::Millis;
 
 enum Command {
@@ -58,7 +59,7 @@ impl Producer {
             connection: None,
             replies: BTreeMap::new(),
             next_id: 0,
-            start: tokio::time::Instant::now(),
+            clock: Clock::start(),
         };
         tokio::spawn(task.run(inbox));
         Ok(Producer { commands })
@@ -93,12 +94,12 @@ struct Task {
     connection: Option<ClientConnection>,
     replies: BTreeMap<RecordId, oneshot::Sender<Result<i64, ProduceError>>>,
     next_id: u64,
-    start: tokio::time::Instant,
+    clock: Clock,
 }
 
 impl Task {
     fn now(&self) -> Millis {
-        Millis(self.start.elapsed().as_millis() as u64)
+        self.clock.now()
     }
 
     async fn run(mut self, mut inbox: mpsc::Receiver<Command>) {
@@ -140,7 +141,7 @@ impl Task {
                         continue;
                     }
                 },
-                () = sleep_until(self.start, deadline), if deadline.is_some() => ProducerInput::Tick,
+                () = self.clock.sleep_until(deadline), if deadline.is_some() => ProducerInput::Tick,
             };
             self.step(input).await;
         }
@@ -216,9 +217,4 @@ async fn receive(connection: &mut Option<ClientConnection>) -> Result<ResponseKi
         .receive()
         .await
         .map_err(|error| error.to_string())
-}
-
-async fn sleep_until(start: tokio::time::Instant, deadline: Option<Millis>) {
-    let deadline = deadline.expect("guarded by the select precondition");
-    tokio::time::sleep_until(start + std::time::Duration::from_millis(deadline.0)).await;
 }

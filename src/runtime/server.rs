@@ -14,9 +14,9 @@ use crate::broker::{
 };
 use crate::config::BrokerConfig;
 use crate::protocol::codec::{decode_request, encode_api_versions_fallback, Decoded, Request};
+use crate::runtime::clock::Clock;
 use crate::runtime::net::{Connection, ConnectionFaults, FaultAction};
 use crate::runtime::storage::{Storage, StorageFile};
-use crate::types::Millis;
 
 /// Knobs the embedding world sets.
 #[derive(Clone, Default)]
@@ -61,27 +61,13 @@ enum DriverMessage<F> {
     },
 }
 
-/// The broker's clock: milliseconds since start (simulated under madsim).
-#[derive(Debug, Clone, Copy)]
-struct Clock {
-    start: tokio::time::Instant,
-}
-
-impl Clock {
-    fn now(self) -> Millis {
-        Millis(self.start.elapsed().as_millis() as u64)
-    }
-}
-
 /// Runs a broker until the process (or simulated node) dies.
 pub async fn run_broker<S: Storage>(
     config: BrokerConfig,
     storage: S,
     options: ServerOptions,
 ) -> Result<(), ServerError> {
-    let clock = Clock {
-        start: tokio::time::Instant::now(),
-    };
+    let clock = Clock::start();
     let max_request_bytes = config.socket_request_max_bytes as usize;
     let bind_address = config.listeners.bind_address();
     let (broker, report) = Broker::open(config, storage, options.seed, clock.now())?;
@@ -154,7 +140,7 @@ async fn drive<S: Storage>(
                 }
                 DriverMessage::FlushDone { flush_id, result } => Input::FlushCompleted { flush_id, result },
             },
-            () = sleep_until(clock, deadline), if deadline.is_some() => Input::Tick,
+            () = clock.sleep_until(deadline), if deadline.is_some() => Input::Tick,
         };
         broker.handle(clock.now(), input, &mut outputs);
         broker.check_invariants();
@@ -162,11 +148,6 @@ async fn drive<S: Storage>(
             execute(output, &mut replies, &to_driver);
         }
     }
-}
-
-async fn sleep_until(clock: Clock, deadline: Option<Millis>) {
-    let deadline = deadline.expect("guarded by the select precondition");
-    tokio::time::sleep_until(clock.start + std::time::Duration::from_millis(deadline.0)).await;
 }
 
 fn execute<F: StorageFile>(

@@ -1,0 +1,32 @@
+//! The shells' clock: milliseconds since a start instant (simulated under madsim), the `now`
+//! that state machines take as input, and sleeping until a state machine's next deadline.
+
+use std::time::Duration;
+
+use crate::types::Millis;
+
+/// Milliseconds since the shell started.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock {
+    start: tokio::time::Instant,
+}
+
+impl Clock {
+    /// A clock whose zero is now.
+    pub(crate) fn start() -> Clock {
+        Clock {
+            start: tokio::time::Instant::now(),
+        }
+    }
+
+    /// Milliseconds since the start.
+    pub(crate) fn now(self) -> Millis {
+        Millis(self.start.elapsed().as_millis() as u64)
+    }
+
+    /// Sleeps until `deadline`; callers guard `select!` arms with `deadline.is_some()`.
+    pub(crate) async fn sleep_until(self, deadline: Option<Millis>) {
+        let deadline = deadline.expect("guarded by the select precondition");
+        tokio::time::sleep_until(self.start + Duration::from_millis(deadline.0)).await;
+    }
+}
