@@ -5,6 +5,7 @@
 //! offset; replication (a later issue) widens `maybe_advance_high_watermark` to the minimum
 //! log end offset over the ISR without changing its callers.
 
+use crate::protocol::ErrorCode;
 use crate::runtime::storage::Storage;
 use crate::types::{BrokerId, LeaderEpoch, TopicPartition};
 
@@ -68,6 +69,17 @@ impl<S: Storage> Partition<S> {
         let advanced = candidate > self.high_watermark;
         self.high_watermark = candidate;
         advanced
+    }
+
+    /// KIP-320 fencing of a request that names the leader epoch it expects (`-1`: none):
+    /// an older epoch is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
+    pub fn check_leader_epoch(&self, current_leader_epoch: i32) -> Result<(), ErrorCode> {
+        let epoch = self.leader_epoch.0;
+        match current_leader_epoch {
+            requested if requested < 0 || requested == epoch => Ok(()),
+            requested if requested < epoch => Err(ErrorCode::FencedLeaderEpoch),
+            _ => Err(ErrorCode::UnknownLeaderEpoch),
+        }
     }
 
     /// Cross-field invariants; a violation is a bug.

@@ -488,6 +488,26 @@ fn fsynced_data_survives_power_loss_and_a_torn_tail_is_truncated() {
 }
 
 #[test]
+fn a_request_naming_another_leader_epoch_is_fenced() {
+    let mut harness = Harness::new();
+    harness.create_topic("t", 1, &[]);
+    let partition = harness
+        .broker
+        .partition(&TopicPartition::new("t", 0))
+        .expect("exists");
+    assert_eq!(
+        partition.check_leader_epoch(-1),
+        Ok(()),
+        "no epoch named: not checked"
+    );
+    assert_eq!(partition.check_leader_epoch(0), Ok(()));
+    assert_eq!(
+        partition.check_leader_epoch(1),
+        Err(ErrorCode::UnknownLeaderEpoch)
+    );
+}
+
+#[test]
 fn responses_name_the_api_they_answer() {
     let mut harness = Harness::new();
     let outputs = harness.request(

@@ -143,15 +143,10 @@ impl<S: Storage> Broker<S> {
         if partition.offline.is_some() {
             return error_partition(wanted.partition, ErrorCode::KafkaStorageError);
         }
-        let epoch = partition.leader_epoch.0;
-        let stale = wanted.current_leader_epoch >= 0 && wanted.current_leader_epoch != epoch;
-        if api_version >= LEADER_EPOCH_FROM && stale {
-            let error = if wanted.current_leader_epoch < epoch {
-                ErrorCode::FencedLeaderEpoch
-            } else {
-                ErrorCode::UnknownLeaderEpoch
-            };
-            return error_partition(wanted.partition, error);
+        if api_version >= LEADER_EPOCH_FROM {
+            if let Err(error) = partition.check_leader_epoch(wanted.current_leader_epoch) {
+                return error_partition(wanted.partition, error);
+            }
         }
         let high_watermark = partition.high_watermark();
         let mut entry = FetchPartitionResponse {

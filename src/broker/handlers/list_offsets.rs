@@ -2,6 +2,7 @@
 //! offsets by timestamp. "Latest" is the high watermark (also the last stable offset, as
 //! seedlog has no transactions yet).
 
+use kafka_protocol::messages::list_offsets_request::ListOffsetsPartition;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -34,6 +35,25 @@ fn lookup<S: Storage>(partition: &Partition<S>, timestamp: i64) -> Result<(i64, 
     })
 }
 
+/// `((offset, timestamp), leader epoch)` for one requested partition, or why not.
+fn answer<S: Storage>(
+    partition: &Partition<S>,
+    api_version: i16,
+    requested: &ListOffsetsPartition,
+) -> Result<((i64, i64), i32), ErrorCode> {
+    if partition.offline.is_some() {
+        return Err(ErrorCode::KafkaStorageError);
+    }
+    if api_version >= 4 {
+        partition.check_leader_epoch(requested.current_leader_epoch)?;
+    }
+    let found = lookup(partition, requested.timestamp).map_err(|error| {
+        tracing::error!(partition = %partition.topic_partition, %error, "ListOffsets read failed");
+        ErrorCode::KafkaStorageError
+    })?;
+    Ok((found, partition.leader_epoch.0))
+}
+
 impl<S: Storage> Broker<S> {
     pub(in crate::broker) fn on_list_offsets_request(
         &self,
@@ -51,22 +71,7 @@ impl<S: Storage> Broker<S> {
                     TopicPartition::new(topic.name.to_string(), requested.partition_index);
                 let outcome = match self.partitions.get(&topic_partition) {
                     None => Err(ErrorCode::UnknownTopicOrPartition),
-                    Some(partition) if partition.offline.is_some() => Err(ErrorCode::KafkaStorageError),
-                    Some(partition) if api_version >= 4 && requested.current_leader_epoch >= 0
-                        && requested.current_leader_epoch != partition.leader_epoch.0 =>
-                    {
-                        Err(if requested.current_leader_epoch < partition.leader_epoch.0 {
-                            ErrorCode::FencedLeaderEpoch
-                        } else {
-                            ErrorCode::UnknownLeaderEpoch
-                        })
-                    }
-                    Some(partition) => lookup(partition, requested.timestamp)
-                        .map(|found| (found, partition.leader_epoch.0))
-                        .map_err(|error| {
-                            tracing::error!(partition = %topic_partition, %error, "ListOffsets read failed");
-                            ErrorCode::KafkaStorageError
-                        }),
+                    Some(partition) => answer(partition, api_version, requested),
                 };
                 match outcome {
                     Ok(((offset, timestamp), leader_epoch)) => {
