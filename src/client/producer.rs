@@ -373,14 +373,7 @@ impl ProducerCore {
             self.requeue(batch);
         } else {
             let reason = format!("{reason}; gave up after {} retries", batch.retries);
-            let result = if batch.maybe_written {
-                ProduceError::Indeterminate { reason }
-            } else {
-                ProduceError::Rejected {
-                    error: ErrorCode::RequestTimedOut,
-                    message: reason,
-                }
-            };
+            let result = Self::failure(&batch, ErrorCode::RequestTimedOut, reason);
             out.push(ProducerOutput::Complete {
                 id: batch.id,
                 result: Err(result),
