@@ -120,6 +120,57 @@ pub enum ResponseBody<F> {
     Fetch(FetchResponseParts<F>),
 }
 
+impl<F> Response<F> {
+    /// The response to `request` carrying `body`.
+    pub fn answering(request: &Request, body: ResponseBody<F>) -> Self {
+        Response {
+            api_key: request.api_key,
+            api_version: request.api_version,
+            correlation_id: request.correlation_id,
+            body,
+        }
+    }
+}
+
+/// Where and how to answer a request: taken from the request once, so a handler or a parked
+/// request can never answer with the wrong API, version or correlation id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReplyTo {
+    pub(crate) connection: ConnectionId,
+    api_key: ApiKey,
+    api_version: i16,
+    correlation_id: i32,
+}
+
+impl ReplyTo {
+    pub(crate) fn new(connection: ConnectionId, request: &Request) -> ReplyTo {
+        ReplyTo {
+            connection,
+            api_key: request.api_key,
+            api_version: request.api_version,
+            correlation_id: request.correlation_id,
+        }
+    }
+
+    pub(crate) fn api_version(self) -> i16 {
+        self.api_version
+    }
+
+    /// The output that sends `body` back.
+    pub(crate) fn respond<F>(self, body: ResponseBody<F>) -> Output<F> {
+        let response = Response {
+            api_key: self.api_key,
+            api_version: self.api_version,
+            correlation_id: self.correlation_id,
+            body,
+        };
+        Output::Respond {
+            connection: self.connection,
+            response,
+        }
+    }
+}
+
 impl<F> ResponseBody<F> {
     /// A generated message body.
     pub fn message(body: ResponseKind) -> Self {
@@ -432,11 +483,11 @@ impl<S: Storage> Broker<S> {
             }
             Input::ConnectionClosed { connection } => {
                 self.delayed_produces
-                    .retain(|delayed| delayed.connection != connection);
+                    .retain(|delayed| delayed.reply_to.connection != connection);
                 self.delayed_fetches
-                    .retain(|delayed| delayed.connection != connection);
+                    .retain(|delayed| delayed.reply_to.connection != connection);
                 self.delayed_creations
-                    .retain(|delayed| delayed.connection != connection);
+                    .retain(|delayed| delayed.reply_to.connection != connection);
             }
             Input::Tick => self.on_tick(now, out),
         }
@@ -450,39 +501,29 @@ impl<S: Storage> Broker<S> {
         out: &mut Vec<Output<S::File>>,
     ) {
         use kafka_protocol::messages::RequestKind;
-        let reply = |body: ResponseKind| Response {
-            api_key: request.api_key,
-            api_version: request.api_version,
-            correlation_id: request.correlation_id,
-            body: ResponseBody::message(body),
-        };
+        let reply_to = ReplyTo::new(connection, &request);
+        let answer = |body: ResponseKind| reply_to.respond(ResponseBody::message(body));
         match &request.body {
             RequestKind::ApiVersions(body) => {
-                let response = reply(Self::on_api_versions_request(request.api_version, body));
-                out.push(Output::Respond {
-                    connection,
-                    response,
-                });
+                out.push(answer(Self::on_api_versions_request(
+                    request.api_version,
+                    body,
+                )));
             }
             RequestKind::Metadata(body) => {
-                let response = reply(self.on_metadata_request(now, request.api_version, body, out));
-                out.push(Output::Respond {
-                    connection,
-                    response,
-                });
+                let response = self.on_metadata_request(now, request.api_version, body, out);
+                out.push(answer(response));
             }
             RequestKind::ListOffsets(body) => {
-                let response = reply(self.on_list_offsets_request(request.api_version, body));
-                out.push(Output::Respond {
-                    connection,
-                    response,
-                });
+                out.push(answer(
+                    self.on_list_offsets_request(request.api_version, body),
+                ));
             }
             RequestKind::CreateTopics(_) => {
-                self.on_create_topics_request(now, connection, &request, out);
+                self.on_create_topics_request(now, reply_to, &request, out)
             }
-            RequestKind::Produce(_) => self.on_produce_request(now, connection, request, out),
-            RequestKind::Fetch(_) => self.on_fetch_request(now, connection, request, out),
+            RequestKind::Produce(_) => self.on_produce_request(now, reply_to, request, out),
+            RequestKind::Fetch(_) => self.on_fetch_request(now, reply_to, request, out),
             other => {
                 // The codec only lets supported APIs through, so this is a bug in the table.
                 let reason = format!("no handler for {:?}", request.api_key);

@@ -11,7 +11,7 @@ use crate::runtime::storage::Storage;
 use crate::types::{Millis, TopicPartition};
 
 use super::metadata::MetadataRecord;
-use super::{Broker, ConnectionId, FlushId, Output, Response, ResponseBody};
+use super::{Broker, FlushId, Output, ReplyTo, ResponseBody};
 
 /// What a flush makes durable.
 #[derive(Debug)]
@@ -31,9 +31,7 @@ pub(super) enum FlushTarget {
 /// A produce response waiting for fsyncs (the append crossed `flush.messages`).
 #[derive(Debug)]
 pub(super) struct DelayedProduce {
-    pub(super) connection: ConnectionId,
-    pub(super) api_version: i16,
-    pub(super) correlation_id: i32,
+    pub(super) reply_to: ReplyTo,
     pub(super) response: ProduceResponse,
     pub(super) waiting: BTreeSet<FlushId>,
     /// `(flush, topic index, partition index)`: which response slot a failed flush turns into
@@ -44,9 +42,7 @@ pub(super) struct DelayedProduce {
 /// A CreateTopics response waiting for its metadata records to be durable.
 #[derive(Debug)]
 pub(super) struct DelayedCreateTopics {
-    pub(super) connection: ConnectionId,
-    pub(super) api_version: i16,
-    pub(super) correlation_id: i32,
+    pub(super) reply_to: ReplyTo,
     pub(super) response: CreateTopicsResponse,
     pub(super) flush_id: FlushId,
 }
@@ -54,9 +50,7 @@ pub(super) struct DelayedCreateTopics {
 /// A fetch waiting for `min.bytes` of data or for its deadline.
 #[derive(Debug)]
 pub(super) struct DelayedFetch {
-    pub(super) connection: ConnectionId,
-    pub(super) api_version: i16,
-    pub(super) correlation_id: i32,
+    pub(super) reply_to: ReplyTo,
     pub(super) request: FetchRequest,
     pub(super) deadline: Millis,
 }
@@ -89,15 +83,13 @@ impl<S: Storage> Broker<S> {
             }
             if delayed.waiting.is_empty() {
                 let delayed = self.delayed_produces.swap_remove(index);
-                out.push(Output::Respond {
-                    connection: delayed.connection,
-                    response: Response {
-                        api_key: kafka_protocol::messages::ApiKey::Produce,
-                        api_version: delayed.api_version,
-                        correlation_id: delayed.correlation_id,
-                        body: ResponseBody::message(ResponseKind::Produce(delayed.response)),
-                    },
-                });
+                out.push(
+                    delayed
+                        .reply_to
+                        .respond(ResponseBody::message(ResponseKind::Produce(
+                            delayed.response,
+                        ))),
+                );
             } else {
                 index += 1;
             }
@@ -114,15 +106,13 @@ impl<S: Storage> Broker<S> {
             .partition(|delayed| delayed.flush_id == flush_id);
         self.delayed_creations = waiting;
         for delayed in ready {
-            out.push(Output::Respond {
-                connection: delayed.connection,
-                response: Response {
-                    api_key: kafka_protocol::messages::ApiKey::CreateTopics,
-                    api_version: delayed.api_version,
-                    correlation_id: delayed.correlation_id,
-                    body: ResponseBody::message(ResponseKind::CreateTopics(delayed.response)),
-                },
-            });
+            out.push(
+                delayed
+                    .reply_to
+                    .respond(ResponseBody::message(ResponseKind::CreateTopics(
+                        delayed.response,
+                    ))),
+            );
         }
     }
 
@@ -130,18 +120,11 @@ impl<S: Storage> Broker<S> {
     pub(super) fn complete_delayed_fetches(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
         let parked = std::mem::take(&mut self.delayed_fetches);
         for delayed in parked {
-            let (parts, bytes) = self.read_for_fetch(delayed.api_version, &delayed.request);
+            let (parts, bytes) =
+                self.read_for_fetch(delayed.reply_to.api_version(), &delayed.request);
             let min_bytes = delayed.request.min_bytes.max(1) as usize;
             if bytes >= min_bytes || now >= delayed.deadline {
-                out.push(Output::Respond {
-                    connection: delayed.connection,
-                    response: Response {
-                        api_key: kafka_protocol::messages::ApiKey::Fetch,
-                        api_version: delayed.api_version,
-                        correlation_id: delayed.correlation_id,
-                        body: ResponseBody::Fetch(parts),
-                    },
-                });
+                out.push(delayed.reply_to.respond(ResponseBody::Fetch(parts)));
             } else {
                 self.delayed_fetches.push(delayed);
             }

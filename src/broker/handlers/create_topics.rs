@@ -12,7 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::metadata::{validate_topic_name, MetadataRecord};
 use crate::broker::purgatory::DelayedCreateTopics;
-use crate::broker::{Broker, ConnectionId, Output, Response, ResponseBody};
+use crate::broker::{Broker, Output, ReplyTo, ResponseBody};
 use crate::config::TopicConfig;
 use crate::protocol::codec::Request;
 use crate::protocol::ErrorCode;
@@ -76,7 +76,7 @@ impl<S: Storage> Broker<S> {
     pub(in crate::broker) fn on_create_topics_request(
         &mut self,
         now: Millis,
-        connection: ConnectionId,
+        reply_to: ReplyTo,
         request: &Request,
         out: &mut Vec<Output<S::File>>,
     ) {
@@ -105,13 +105,12 @@ impl<S: Storage> Broker<S> {
             }
         }
         if records.is_empty() {
-            return Self::respond(connection, request, response, out);
+            out.push(reply_to.respond(ResponseBody::message(ResponseKind::CreateTopics(response))));
+            return;
         }
         match self.append_metadata(now, &records, out) {
             Ok(flush_id) => self.delayed_creations.push(DelayedCreateTopics {
-                connection,
-                api_version: request.api_version,
-                correlation_id: request.correlation_id,
+                reply_to,
                 response,
                 flush_id,
             }),
@@ -127,27 +126,11 @@ impl<S: Storage> Broker<S> {
                 {
                     result.error_code = ErrorCode::KafkaStorageError.code();
                 }
-                Self::respond(connection, request, response, out);
+                out.push(
+                    reply_to.respond(ResponseBody::message(ResponseKind::CreateTopics(response))),
+                );
             }
         }
-    }
-
-    fn respond(
-        connection: ConnectionId,
-        request: &Request,
-        response: CreateTopicsResponse,
-        out: &mut Vec<Output<S::File>>,
-    ) {
-        let response = Response {
-            api_key: request.api_key,
-            api_version: request.api_version,
-            correlation_id: request.correlation_id,
-            body: ResponseBody::message(ResponseKind::CreateTopics(response)),
-        };
-        out.push(Output::Respond {
-            connection,
-            response,
-        });
     }
 
     /// Partition count and replication factor, from explicit values, defaults, or a manual

@@ -8,7 +8,7 @@ use kafka_protocol::messages::{FetchRequest, RequestKind};
 use crate::broker::log::LogRead;
 use crate::broker::partition::Partition;
 use crate::broker::purgatory::DelayedFetch;
-use crate::broker::{Broker, ConnectionId, Output, Response, ResponseBody};
+use crate::broker::{Broker, Output, ReplyTo, ResponseBody};
 use crate::protocol::codec::Request;
 use crate::protocol::fetch_response::{
     FetchPartitionResponse, FetchResponseParts, FetchTopicResponse, RecordsSource,
@@ -35,7 +35,7 @@ impl<S: Storage> Broker<S> {
     pub(in crate::broker) fn on_fetch_request(
         &mut self,
         now: Millis,
-        connection: ConnectionId,
+        reply_to: ReplyTo,
         request: Request,
         out: &mut Vec<Output<S::File>>,
     ) {
@@ -53,21 +53,10 @@ impl<S: Storage> Broker<S> {
             || has_error
             || body.topics.is_empty();
         if ready {
-            let response = Response {
-                api_key: request.api_key,
-                api_version: request.api_version,
-                correlation_id: request.correlation_id,
-                body: ResponseBody::Fetch(parts),
-            };
-            out.push(Output::Respond {
-                connection,
-                response,
-            });
+            out.push(reply_to.respond(ResponseBody::Fetch(parts)));
         } else {
             self.delayed_fetches.push(DelayedFetch {
-                connection,
-                api_version: request.api_version,
-                correlation_id: request.correlation_id,
+                reply_to,
                 deadline: now.plus(body.max_wait_ms as u64),
                 request: body,
             });

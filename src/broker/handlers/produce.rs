@@ -13,7 +13,7 @@ use kafka_protocol::messages::{ProduceResponse, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::purgatory::DelayedProduce;
-use crate::broker::{Broker, ConnectionId, FlushId, Output, Response, ResponseBody};
+use crate::broker::{Broker, FlushId, Output, ReplyTo, Response, ResponseBody};
 use crate::protocol::codec::Request;
 use crate::protocol::record_batch::{validate_batch, BatchError, RecordBatchHeader};
 use crate::protocol::ErrorCode;
@@ -103,12 +103,10 @@ pub fn produce_rejection<F>(request: &Request, error: ErrorCode) -> Option<Respo
                 .with_partition_responses(partitions),
         );
     }
-    Some(Response {
-        api_key: request.api_key,
-        api_version: request.api_version,
-        correlation_id: request.correlation_id,
-        body: ResponseBody::message(ResponseKind::Produce(response)),
-    })
+    Some(Response::answering(
+        request,
+        ResponseBody::message(ResponseKind::Produce(response)),
+    ))
 }
 
 /// What the produce request collects while appending partition by partition.
@@ -125,11 +123,10 @@ impl<S: Storage> Broker<S> {
     pub(in crate::broker) fn on_produce_request(
         &mut self,
         now: Millis,
-        connection: ConnectionId,
+        reply_to: ReplyTo,
         request: Request,
         out: &mut Vec<Output<S::File>>,
     ) {
-        let reply_to = (request.api_version, request.correlation_id);
         let RequestKind::Produce(body) = request.body else {
             unreachable!("routed by api key")
         };
@@ -185,18 +182,18 @@ impl<S: Storage> Broker<S> {
         if progress.appended_any {
             self.complete_delayed_fetches(now, out);
         }
-        self.answer_produce(connection, reply_to, acks, progress, out);
+        self.answer_produce(reply_to, acks, progress, out);
     }
 
     /// Answers by `acks`: nothing (or a close) for acks=0; now; or once the fsyncs complete.
     fn answer_produce(
         &mut self,
-        connection: ConnectionId,
-        (api_version, correlation_id): (i16, i32),
+        reply_to: ReplyTo,
         acks: i16,
         progress: ProduceProgress,
         out: &mut Vec<Output<S::File>>,
     ) {
+        let connection = reply_to.connection;
         if acks == 0 {
             out.push(match progress.first_error {
                 Some(reason) => Output::Close {
@@ -206,22 +203,14 @@ impl<S: Storage> Broker<S> {
                 None => Output::NoResponse { connection },
             });
         } else if progress.waiting.is_empty() {
-            let body = ResponseBody::message(ResponseKind::Produce(progress.response));
-            let response = Response {
-                api_key: kafka_protocol::messages::ApiKey::Produce,
-                api_version,
-                correlation_id,
-                body,
-            };
-            out.push(Output::Respond {
-                connection,
-                response,
-            });
+            out.push(
+                reply_to.respond(ResponseBody::message(ResponseKind::Produce(
+                    progress.response,
+                ))),
+            );
         } else {
             self.delayed_produces.push(DelayedProduce {
-                connection,
-                api_version,
-                correlation_id,
+                reply_to,
                 response: progress.response,
                 waiting: progress.waiting,
                 slots: progress.slots,
