@@ -295,13 +295,15 @@ impl Cluster {
     /// End of the safety phase: heal the network, disarm faults, restart every node still down.
     fn heal_all(&self) {
         self.heal_network();
-        let down: Vec<String> =
-            std::mem::take(&mut *self.down.lock().unwrap_or_else(PoisonError::into_inner))
-                .into_iter()
-                .collect();
+        let down: Vec<String> = self
+            .down
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect();
         for node in down {
-            self.handle.restart(self.id(&node));
-            self.env.event("nemesis", "restart", json!({"node": node}));
+            self.restart(&node); // a down node is restarted without a kill, and leaves `down`
         }
     }
 }
