@@ -669,7 +669,7 @@ impl<S: Storage> Broker<S> {
         for topic_partition in due {
             self.flush_partition(now, &topic_partition, out);
         }
-        self.complete_delayed_fetches(now, out);
+        self.complete_delayed_fetches(now, &BTreeSet::new(), out);
     }
 
     /// The earliest time at which `handle(now, Input::Tick)` must run.

@@ -53,6 +53,8 @@ pub(super) struct DelayedFetch {
     pub(super) reply_to: ReplyTo,
     pub(super) request: FetchRequest,
     pub(super) deadline: Millis,
+    /// The partitions it reads: only an append to one of them can give it more bytes.
+    pub(super) watched: BTreeSet<TopicPartition>,
 }
 
 impl<S: Storage> Broker<S> {
@@ -116,10 +118,25 @@ impl<S: Storage> Broker<S> {
         }
     }
 
-    /// Answers every parked fetch that now has `min.bytes` of data or whose deadline passed.
-    pub(super) fn complete_delayed_fetches(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+    /// Answers every parked fetch whose deadline passed, or that watches a partition in
+    /// `appended` and now has `min.bytes` of data. Others are not read again (Kafka keys its
+    /// fetch purgatory by partition for the same reason).
+    pub(super) fn complete_delayed_fetches(
+        &mut self,
+        now: Millis,
+        appended: &BTreeSet<TopicPartition>,
+        out: &mut Vec<Output<S::File>>,
+    ) {
         let parked = std::mem::take(&mut self.delayed_fetches);
         for delayed in parked {
+            let fed = delayed
+                .watched
+                .iter()
+                .any(|partition| appended.contains(partition));
+            if !fed && now < delayed.deadline {
+                self.delayed_fetches.push(delayed);
+                continue;
+            }
             let (parts, bytes) =
                 self.read_for_fetch(delayed.reply_to.api_version(), &delayed.request);
             let min_bytes = delayed.request.min_bytes.max(1) as usize;

@@ -442,6 +442,18 @@ fn a_long_poll_fetch_waits_for_data_or_its_deadline() {
 }
 
 #[test]
+fn a_parked_fetch_wakes_only_for_the_partitions_it_reads() {
+    let mut harness = Harness::new();
+    harness.create_topic("t", 2, &[]);
+    assert!(harness.fetch("t", 0, 0, 500).is_empty(), "parked on t-0");
+    let outputs = harness.produce("t", 1, 1, value("elsewhere"));
+    assert_eq!(outputs.len(), 1, "only the produce answer: t-1 is not watched");
+    let mut outputs = harness.produce("t", 0, 1, value("here"));
+    assert_eq!(outputs.len(), 2, "the parked fetch and the produce answer");
+    assert_eq!(fetched_values(vec![outputs.remove(0)]), vec!["here"]);
+}
+
+#[test]
 fn data_survives_a_process_crash_but_unsynced_data_dies_with_the_power() {
     let storage = MemoryStorage::new();
     let mut harness = Harness::on(storage.clone());

@@ -55,10 +55,20 @@ impl<S: Storage> Broker<S> {
         if ready {
             out.push(reply_to.respond(ResponseBody::Fetch(parts)));
         } else {
+            let watched = parts
+                .topics
+                .iter()
+                .flat_map(|topic| {
+                    topic.partitions.iter().map(|partition| {
+                        TopicPartition::new(topic.topic.clone(), partition.partition_index)
+                    })
+                })
+                .collect();
             self.delayed_fetches.push(DelayedFetch {
                 reply_to,
                 deadline: now.plus(body.max_wait_ms as u64),
                 request: body,
+                watched,
             });
         }
     }

@@ -116,7 +116,7 @@ struct ProduceProgress {
     waiting: BTreeSet<FlushId>,
     slots: Vec<(FlushId, usize, usize)>,
     first_error: Option<String>,
-    appended_any: bool,
+    appended: BTreeSet<TopicPartition>,
 }
 
 impl<S: Storage> Broker<S> {
@@ -147,7 +147,7 @@ impl<S: Storage> Broker<S> {
                 let mut entry = PartitionProduceResponse::default().with_index(data.index);
                 match outcome {
                     Ok(appended) => {
-                        progress.appended_any = true;
+                        progress.appended.insert(topic_partition.clone());
                         entry.base_offset = appended.base_offset;
                         if api_version >= 5 {
                             entry.log_start_offset = appended.log_start_offset;
@@ -179,8 +179,8 @@ impl<S: Storage> Broker<S> {
             }
             progress.response.responses.push(topic_response);
         }
-        if progress.appended_any {
-            self.complete_delayed_fetches(now, out);
+        if !progress.appended.is_empty() {
+            self.complete_delayed_fetches(now, &progress.appended, out);
         }
         self.answer_produce(reply_to, acks, progress, out);
     }
