@@ -447,7 +447,11 @@ fn a_parked_fetch_wakes_only_for_the_partitions_it_reads() {
     harness.create_topic("t", 2, &[]);
     assert!(harness.fetch("t", 0, 0, 500).is_empty(), "parked on t-0");
     let outputs = harness.produce("t", 1, 1, value("elsewhere"));
-    assert_eq!(outputs.len(), 1, "only the produce answer: t-1 is not watched");
+    assert_eq!(
+        outputs.len(),
+        1,
+        "only the produce answer: t-1 is not watched"
+    );
     let mut outputs = harness.produce("t", 0, 1, value("here"));
     assert_eq!(outputs.len(), 2, "the parked fetch and the produce answer");
     assert_eq!(fetched_values(vec![outputs.remove(0)]), vec!["here"]);

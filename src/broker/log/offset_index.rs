@@ -32,14 +32,6 @@ impl OffsetIndex {
         after.checked_sub(1).map(|index| self.entries[index])
     }
 
-    /// The first entry whose batch starts at or after `offset` (a bound for scans).
-    pub fn first_at_or_after(&self, offset: i64) -> Option<(i64, u64)> {
-        let index = self
-            .entries
-            .partition_point(|&(entry_offset, _)| entry_offset < offset);
-        self.entries.get(index).copied()
-    }
-
     /// Number of entries.
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -66,8 +58,6 @@ mod tests {
         assert_eq!(index.lookup(10), Some((10, 0)));
         assert_eq!(index.lookup(34), Some((20, 4096)));
         assert_eq!(index.lookup(1000), Some((35, 8200)));
-        assert_eq!(index.first_at_or_after(21), Some((35, 8200)));
-        assert_eq!(index.first_at_or_after(36), None);
     }
 
     #[test]

@@ -319,14 +319,6 @@ impl<S: Storage> PartitionLog<S> {
         }
     }
 
-    /// Every file of this log (to delete the partition).
-    pub fn remove_all(self) -> Result<(), LogError> {
-        for name in self.storage.list(&format!("{}/", self.directory))? {
-            self.storage.remove(&name)?;
-        }
-        Ok(())
-    }
-
     /// Cross-field invariants; a violation is a bug.
     pub fn check_invariants(&self) {
         assert!(

@@ -173,11 +173,6 @@ impl<F: StorageFile> LogSegment<F> {
         &self.file
     }
 
-    /// Number of offset-index entries.
-    pub fn index_entries(&self) -> usize {
-        self.index.len()
-    }
-
     fn header_at(&self, position: u64) -> Result<RecordBatchHeader, LogError> {
         let mut head = [0u8; RECORD_BATCH_HEADER_BYTES];
         self.file.read_exact_at(&mut head, position)?;
