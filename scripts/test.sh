@@ -53,9 +53,10 @@ layering() {
   fi
   # select! must be biased (unbiased select is not deterministic across runs in one process).
   local unbiased
-  unbiased=$(grep -rn 'select!' --include='*.rs' src sim | while IFS=: read -r file line _; do
-    sed -n "${line},$((line + 2))p" "$file" | grep -q biased || echo "$file:$line"
-  done)
+  unbiased=$(grep -rn 'select!' --include='*.rs' src sim | grep -vE '^\S+:[0-9]+:\s*//' |
+    while IFS=: read -r file line _; do
+      sed -n "${line},$((line + 2))p" "$file" | grep -q biased || echo "$file:$line"
+    done)
   if [[ -n $unbiased ]]; then
     echo "select! without biased;: $unbiased"
     return 1
