@@ -60,7 +60,7 @@ impl Simulator for SimDisks {
         let level = std::mem::replace(&mut disk.next_crash, CrashLevel::Process);
         let mut rng = self.rng.clone();
         disk.storage
-            .crash(level, |unsynced| rng.gen_range(0..=unsynced));
+            .crash(level, &mut |bound: u64| rng.gen_range(0..bound));
     }
 }
 

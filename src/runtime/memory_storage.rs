@@ -1,30 +1,64 @@
-//! An in-memory disk with a durability model (after redb's crash backend and turmoil's
-//! `unstable-fs`): each file has its live bytes (the page cache) and its durable bytes (what an
-//! fsync last made stable). Writes touch only the live bytes; [`StorageFile::sync`] copies live
-//! to durable. [`MemoryStorage::crash`] applies a crash:
+//! An in-memory disk with an honest durability model (after redb's crash backend, turmoil's
+//! `unstable-fs` and what Linux ext4 really does). The simulator gives every node one; unit tests
+//! use it directly.
 //!
-//! * [`CrashLevel::Process`]: the process dies, the page cache survives: nothing changes.
-//! * [`CrashLevel::PowerLoss`]: live bytes fall back to the durable bytes, plus possibly a torn
-//!   prefix of the unsynced tail; files never synced vanish.
+//! Per file there are the live bytes (the page cache, what reads see) and the durable bytes (what
+//! survives a power loss), tracked in 512-byte sectors:
 //!
-//! The simulator's disk plugin keeps one `MemoryStorage` per node and calls `crash` when madsim
-//! kills the node; unit tests use it directly.
+//! * a write dirties the sectors it touches (a *pending* writeback);
+//! * [`StorageFile::sync`] snapshots the pending sectors and the length **when it is called** and,
+//!   after its latency, makes exactly that snapshot durable: bytes written after the call are not
+//!   covered, even if the fsync completes later;
+//! * an fsync that fails with EIO drops the dirty sectors it covered (ext4's behaviour since
+//!   Linux 4.13: the pages are marked clean, stay readable, and no later fsync writes them);
+//!   [`FsyncFailure::KeepDirtyPages`] keeps them pending instead;
+//! * names are durable only through [`Storage::sync_directory`]: a file created, removed or
+//!   renamed comes back as it was at the last sync of its directory, and a new directory's entry
+//!   needs a sync of its parent.
+//!
+//! [`MemoryStorage::crash`] applies a crash:
+//!
+//! * [`CrashLevel::Process`]: the page cache survives: nothing changes.
+//! * [`CrashLevel::PowerLoss`]: the namespace falls back to its durable entries; in every file,
+//!   each pending sector independently survives or not (a torn write at sector granularity, so a
+//!   tail can survive with holes), a surviving sector past the durable end may come back zeroed
+//!   (its space was allocated, its data never written), an unsynced truncation may or may not
+//!   survive, and dropped sectors are lost. A sector write itself is atomic: a sector holding
+//!   durable bytes comes back old or new, never torn inside. Whatever survived is
+//!   durable from then on: a second power loss cannot take back what recovery read.
+//!
+//! [`MemoryStorage::corrupt`] flips a byte in a durable, clean sector (a latent sector error that
+//! the CRCs must catch).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use super::storage::{Storage, StorageFile};
+use super::storage::{parent_directory, Storage, StorageFile};
+
+/// The unit of a torn write.
+pub const SECTOR_BYTES: u64 = 512;
 
 /// How hard a crash is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CrashLevel {
     /// Process crash (kill -9): unsynced writes survive in the page cache.
     Process,
-    /// Power loss: unsynced writes are lost; an unsynced appended tail may survive in part.
+    /// Power loss: only durable bytes and names survive, plus any subset of pending sectors.
     PowerLoss,
+}
+
+/// What an fsync that fails with EIO does to the dirty pages it was writing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FsyncFailure {
+    /// Linux ext4: the pages are marked clean without reaching the disk. They stay readable
+    /// until evicted, a power loss loses them, and no later fsync writes them.
+    #[default]
+    DropDirtyPages,
+    /// The pages stay dirty: a later successful fsync persists them.
+    KeepDirtyPages,
 }
 
 /// Faults the storage injects on demand (the simulator sets these).
@@ -32,41 +66,189 @@ pub enum CrashLevel {
 pub struct DiskFaults {
     /// The next N writes fail with EIO.
     pub fail_writes: u32,
-    /// The next N fsyncs fail with EIO.
+    /// The next N fsyncs (of files or directories) fail with EIO.
     pub fail_syncs: u32,
 }
+
+/// Uniform draws for the crash model: `pick(n)` returns a value in `0..n`.
+pub trait Chooser {
+    /// A value in `0..bound` (`bound >= 1`).
+    fn pick(&mut self, bound: u64) -> u64;
+}
+
+impl<F: FnMut(u64) -> u64> Chooser for F {
+    fn pick(&mut self, bound: u64) -> u64 {
+        let value = self(bound);
+        assert!(
+            value < bound,
+            "a chooser returned {value} for a bound of {bound}"
+        );
+        value
+    }
+}
+
+/// Odds, out of `ZEROED_ONE_IN`, that a surviving sector past the durable end comes back zeroed.
+const ZEROED_ONE_IN: u64 = 8;
 
 #[derive(Debug, Default)]
 struct FileState {
     live: Vec<u8>,
-    /// `None` until the first fsync: a file created and never synced vanishes on power loss.
-    durable: Option<Vec<u8>>,
-    /// Lowest position written or truncated since the last fsync: below it, live and durable
-    /// bytes agree. Lets an fsync copy only what changed, and tells an appended tail (which a
-    /// power loss may tear) from an overwrite.
-    dirty_from: usize,
+    durable: Vec<u8>,
+    /// Sectors written since their last writeback, with the generation of their last write.
+    pending: BTreeMap<u64, u64>,
+    /// Sectors whose writeback an fsync EIO dropped: live differs from durable there for good.
+    dropped: BTreeSet<u64>,
+    generation: u64,
+    /// Sequence of the next fsync snapshot, and of the newest one applied: an older snapshot
+    /// finishing after a newer one must not shrink the file back.
+    next_sync: u64,
+    applied_sync: u64,
+}
+
+/// What an fsync covers: taken when it is issued.
+struct SyncSnapshot {
+    sequence: u64,
+    len: usize,
+    sectors: Vec<(u64, u64, Vec<u8>)>,
+}
+
+fn sector_range(start: u64, end: u64) -> std::ops::Range<u64> {
+    if end <= start {
+        return 0..0;
+    }
+    start / SECTOR_BYTES..end.div_ceil(SECTOR_BYTES)
 }
 
 impl FileState {
-    fn touch(&mut self, position: usize) {
-        self.dirty_from = self.dirty_from.min(position);
+    fn touch(&mut self, sectors: std::ops::Range<u64>) {
+        for sector in sectors {
+            self.generation += 1;
+            self.pending.insert(sector, self.generation);
+            self.dropped.remove(&sector);
+        }
     }
 
-    /// Makes the durable bytes equal the live bytes, copying only the changed part.
-    fn sync(&mut self) {
-        let clean = self.dirty_from.min(self.live.len());
-        let durable = self.durable.get_or_insert_with(Vec::new);
-        durable.truncate(clean);
-        durable.extend_from_slice(&self.live[durable.len()..]);
-        self.dirty_from = self.live.len();
+    fn sector_bytes(&self, sector: u64, len: usize) -> &[u8] {
+        let start = (sector * SECTOR_BYTES) as usize;
+        let end = (start + SECTOR_BYTES as usize).min(len);
+        if start >= end {
+            return &[];
+        }
+        &self.live[start..end]
+    }
+
+    fn snapshot(&mut self) -> SyncSnapshot {
+        self.next_sync += 1;
+        let len = self.live.len();
+        let sectors = self
+            .pending
+            .iter()
+            .map(|(&sector, &generation)| {
+                (sector, generation, self.sector_bytes(sector, len).to_vec())
+            })
+            .collect();
+        SyncSnapshot {
+            sequence: self.next_sync,
+            len,
+            sectors,
+        }
+    }
+
+    /// Makes a snapshot durable. Sectors rewritten since stay pending.
+    fn apply(&mut self, snapshot: SyncSnapshot) {
+        if snapshot.sequence < self.applied_sync {
+            // A newer fsync already wrote a superset of this one.
+            return;
+        }
+        self.applied_sync = snapshot.sequence;
+        self.durable.resize(snapshot.len, 0);
+        for (sector, generation, bytes) in snapshot.sectors {
+            let start = (sector * SECTOR_BYTES) as usize;
+            if start < snapshot.len {
+                self.durable[start..start + bytes.len()].copy_from_slice(&bytes);
+            }
+            if self.pending.get(&sector) == Some(&generation) {
+                self.pending.remove(&sector);
+            }
+        }
+    }
+
+    /// An fsync failed: its dirty sectors are dropped (or kept).
+    fn fail(&mut self, snapshot: &SyncSnapshot, policy: FsyncFailure) {
+        if policy == FsyncFailure::KeepDirtyPages {
+            return;
+        }
+        for (sector, generation, _) in &snapshot.sectors {
+            if self.pending.get(sector) == Some(generation) {
+                self.pending.remove(sector);
+                self.dropped.insert(*sector);
+            }
+        }
+    }
+
+    /// What a power loss leaves of this file; it becomes both live and durable.
+    fn lose_power(&mut self, chooser: &mut dyn Chooser) {
+        let mut result = self.durable.clone();
+        let live_len = self.live.len();
+        if live_len < result.len() && chooser.pick(2) == 1 {
+            result.truncate(live_len); // the unsynced truncation reached the disk
+        }
+        let pending: Vec<u64> = self.pending.keys().copied().collect();
+        for sector in pending {
+            if chooser.pick(2) == 0 {
+                continue; // this sector's writeback never happened
+            }
+            let start = (sector * SECTOR_BYTES) as usize;
+            let end = (start + SECTOR_BYTES as usize).min(live_len);
+            if start >= end {
+                continue; // beyond the live end: part of a truncation
+            }
+            let newly_allocated = start >= self.durable.len();
+            if result.len() < end {
+                result.resize(end, 0);
+            }
+            if newly_allocated && chooser.pick(ZEROED_ONE_IN) == 0 {
+                result[start..end].fill(0);
+            } else {
+                result[start..end].copy_from_slice(&self.live[start..end]);
+            }
+        }
+        self.live.clone_from(&result);
+        self.durable = result;
+        self.pending.clear();
+        self.dropped.clear();
+    }
+
+    fn check_invariants(&self) {
+        for (sector, _) in self.durable.chunks(SECTOR_BYTES as usize).enumerate() {
+            let sector = sector as u64;
+            if self.pending.contains_key(&sector) || self.dropped.contains(&sector) {
+                continue;
+            }
+            let start = (sector * SECTOR_BYTES) as usize;
+            let end = (start + SECTOR_BYTES as usize).min(self.durable.len());
+            assert!(
+                end <= self.live.len() && self.live[start..end] == self.durable[start..end],
+                "a clean sector {sector} differs between page cache and disk"
+            );
+        }
     }
 }
 
+type FileRef = Arc<Mutex<FileState>>;
 type SyncLatency = Arc<dyn Fn() -> Duration + Send + Sync>;
 
 struct Shared {
-    files: BTreeMap<String, Arc<Mutex<FileState>>>,
+    /// The namespace as the running process sees it.
+    files: BTreeMap<String, FileRef>,
+    /// The namespace a power loss falls back to: entries as of each directory's last sync.
+    durable_files: BTreeMap<String, FileRef>,
+    /// Directories whose own entry is durable (the root always is).
+    durable_directories: BTreeSet<String>,
+    /// Per directory, the sequence of the next sync and of the newest applied.
+    directory_syncs: BTreeMap<String, (u64, u64)>,
     faults: DiskFaults,
+    fsync_failure: FsyncFailure,
     sync_latency: Option<SyncLatency>,
 }
 
@@ -94,22 +276,72 @@ impl Default for MemoryStorage {
     }
 }
 
+/// Whether `name` sits directly in `directory`.
+fn is_child(name: &str, directory: &str) -> bool {
+    parent_directory(name) == directory
+}
+
+/// Every directory on the way to `name`, outermost first (`a/b/c` gives `a`, `a/b`).
+fn ancestors(name: &str) -> impl Iterator<Item = &str> {
+    name.match_indices('/').map(move |(at, _)| &name[..at])
+}
+
+impl Shared {
+    /// Whether `name`'s directory chain survives a power loss.
+    fn directories_durable(&self, name: &str) -> bool {
+        ancestors(name).all(|directory| self.durable_directories.contains(directory))
+    }
+
+    fn lose_power(&mut self, chooser: &mut dyn Chooser) {
+        let mut survivors = BTreeMap::new();
+        let mut resolved: Vec<FileRef> = Vec::new();
+        for (name, file) in &self.durable_files {
+            if !self.directories_durable(name) {
+                continue;
+            }
+            if !resolved.iter().any(|done| Arc::ptr_eq(done, file)) {
+                lock(file).lose_power(chooser);
+                resolved.push(Arc::clone(file));
+            }
+            survivors.insert(name.clone(), Arc::clone(file));
+        }
+        self.durable_files.clone_from(&survivors);
+        self.files = survivors;
+        let live: BTreeSet<String> = self
+            .files
+            .keys()
+            .flat_map(|name| ancestors(name).map(str::to_owned))
+            .collect();
+        self.durable_directories
+            .retain(|directory| live.contains(directory));
+    }
+}
+
 impl MemoryStorage {
     /// An empty disk whose fsyncs complete immediately.
     pub fn new() -> MemoryStorage {
         MemoryStorage {
             shared: Arc::new(Mutex::new(Shared {
                 files: BTreeMap::new(),
+                durable_files: BTreeMap::new(),
+                durable_directories: BTreeSet::new(),
+                directory_syncs: BTreeMap::new(),
                 faults: DiskFaults::default(),
+                fsync_failure: FsyncFailure::default(),
                 sync_latency: None,
             })),
         }
     }
 
     /// Every fsync first sleeps for `latency()` (simulated time under madsim), so a crash
-    /// during an fsync loses its data.
+    /// during an fsync loses what it had not yet made durable.
     pub fn set_sync_latency(&self, latency: impl Fn() -> Duration + Send + Sync + 'static) {
         lock(&self.shared).sync_latency = Some(Arc::new(latency));
+    }
+
+    /// What a failed fsync does to dirty pages.
+    pub fn set_fsync_failure(&self, policy: FsyncFailure) {
+        lock(&self.shared).fsync_failure = policy;
     }
 
     /// Arms faults (added to any already armed).
@@ -119,44 +351,84 @@ impl MemoryStorage {
         shared.faults.fail_syncs += faults.fail_syncs;
     }
 
-    /// Applies a crash. `torn_keep(unsynced_len)` picks how many bytes of an unsynced appended
-    /// tail survive a power loss (0 keeps none); it is called once per such file, in name order.
-    pub fn crash(&self, level: CrashLevel, mut torn_keep: impl FnMut(usize) -> usize) {
+    /// Applies a crash. For a power loss, `chooser` decides which pending sectors survive (files
+    /// are visited in name order, so a seeded chooser gives a reproducible outcome).
+    pub fn crash(&self, level: CrashLevel, chooser: &mut dyn Chooser) {
         let mut shared = lock(&self.shared);
         shared.faults = DiskFaults::default();
-        if level == CrashLevel::Process {
-            return;
-        }
-        let mut vanished = Vec::new();
-        for (name, file) in &shared.files {
-            let mut state = lock(file);
-            let Some(durable) = state.durable.clone() else {
-                vanished.push(name.clone());
-                continue;
-            };
-            let appended_tail =
-                state.live.len() > durable.len() && state.dirty_from >= durable.len();
-            state.live = if appended_tail {
-                let unsynced = state.live.len() - durable.len();
-                let keep = torn_keep(unsynced).min(unsynced);
-                state.live[..durable.len() + keep].to_vec()
-            } else {
-                durable
-            };
-            state.dirty_from = state.live.len();
-        }
-        for name in vanished {
-            shared.files.remove(&name);
+        if level == CrashLevel::PowerLoss {
+            shared.lose_power(chooser);
         }
     }
 
-    /// Durable length of a file, for assertions in tests.
+    /// Flips one byte of a durable, clean sector of a file whose name `matches` (a latent sector
+    /// error): both the disk and the page cache see it. Returns the file and the position, or
+    /// `None` if no matching file has a clean durable byte.
+    pub fn corrupt(
+        &self,
+        matches: impl Fn(&str) -> bool,
+        chooser: &mut dyn Chooser,
+    ) -> Option<(String, u64)> {
+        let shared = lock(&self.shared);
+        let candidates: Vec<(String, FileRef, Vec<u64>)> = shared
+            .files
+            .iter()
+            .filter(|(name, _)| matches(name))
+            .filter_map(|(name, file)| {
+                let state = lock(file);
+                let clean: Vec<u64> = (0..(state.durable.len() as u64).div_ceil(SECTOR_BYTES))
+                    .filter(|sector| {
+                        !state.pending.contains_key(sector) && !state.dropped.contains(sector)
+                    })
+                    .collect();
+                (!clean.is_empty()).then(|| (name.clone(), Arc::clone(file), clean))
+            })
+            .collect();
+        drop(shared);
+        if candidates.is_empty() {
+            return None;
+        }
+        let (name, file, clean) = &candidates[chooser.pick(candidates.len() as u64) as usize];
+        let sector = clean[chooser.pick(clean.len() as u64) as usize];
+        let mut state = lock(file);
+        let start = sector * SECTOR_BYTES;
+        let end = (start + SECTOR_BYTES).min(state.durable.len() as u64);
+        let position = start + chooser.pick(end - start);
+        let flip = 1 + chooser.pick(255) as u8;
+        state.durable[position as usize] ^= flip;
+        state.live[position as usize] ^= flip;
+        Some((name.clone(), position))
+    }
+
+    /// Durable length of a file under its durable name, for assertions in tests.
     pub fn durable_len(&self, name: &str) -> Option<usize> {
         let shared = lock(&self.shared);
-        let file = Arc::clone(shared.files.get(name)?);
+        let file = Arc::clone(shared.durable_files.get(name)?);
         drop(shared);
         let state = lock(&file);
-        state.durable.as_ref().map(Vec::len)
+        Some(state.durable.len())
+    }
+
+    /// Cross-checks every file's sectors (for tests): a clean sector is the same in the page
+    /// cache and on disk.
+    pub fn check_invariants(&self) {
+        let shared = lock(&self.shared);
+        for file in shared.files.values().chain(shared.durable_files.values()) {
+            lock(file).check_invariants();
+        }
+    }
+
+    fn latency(&self) -> Option<SyncLatency> {
+        lock(&self.shared).sync_latency.clone()
+    }
+
+    /// Consumes an armed fsync fault, if any.
+    fn sync_fails(&self) -> Option<FsyncFailure> {
+        let mut shared = lock(&self.shared);
+        (shared.faults.fail_syncs > 0).then(|| {
+            shared.faults.fail_syncs -= 1;
+            shared.fsync_failure
+        })
     }
 }
 
@@ -186,13 +458,74 @@ impl Storage for MemoryStorage {
         lock(&self.shared).files.remove(name);
         Ok(())
     }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        let mut shared = lock(&self.shared);
+        let file = shared
+            .files
+            .remove(from)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("rename {from}")))?;
+        shared.files.insert(to.to_owned(), file);
+        Ok(())
+    }
+
+    fn sync_directory(
+        &self,
+        directory: &str,
+    ) -> impl Future<Output = io::Result<()>> + Send + 'static {
+        let storage = self.clone();
+        let directory = directory.to_owned();
+        let (sequence, entries, subdirectories) = {
+            let mut shared = lock(&self.shared);
+            let syncs = shared.directory_syncs.entry(directory.clone()).or_default();
+            syncs.0 += 1;
+            let sequence = syncs.0;
+            let entries: BTreeMap<String, FileRef> = shared
+                .files
+                .iter()
+                .filter(|(name, _)| is_child(name, &directory))
+                .map(|(name, file)| (name.clone(), Arc::clone(file)))
+                .collect();
+            let subdirectories: BTreeSet<String> = shared
+                .files
+                .keys()
+                .flat_map(|name| ancestors(name))
+                .filter(|ancestor| is_child(ancestor, &directory))
+                .map(str::to_owned)
+                .collect();
+            (sequence, entries, subdirectories)
+        };
+        async move {
+            if let Some(latency) = storage.latency() {
+                tokio::time::sleep(latency()).await;
+            }
+            if storage.sync_fails().is_some() {
+                return Err(eio("fsync of directory", &directory));
+            }
+            let mut shared = lock(&storage.shared);
+            let syncs = shared.directory_syncs.entry(directory.clone()).or_default();
+            if sequence < syncs.1 {
+                return Ok(()); // a newer sync of this directory already landed
+            }
+            syncs.1 = sequence;
+            shared
+                .durable_files
+                .retain(|name, _| !is_child(name, &directory));
+            shared.durable_files.extend(entries);
+            shared
+                .durable_directories
+                .retain(|name| !is_child(name, &directory) || subdirectories.contains(name));
+            shared.durable_directories.extend(subdirectories);
+            Ok(())
+        }
+    }
 }
 
 /// A file on a [`MemoryStorage`].
 #[derive(Clone)]
 pub struct MemoryFile {
     name: String,
-    state: Arc<Mutex<FileState>>,
+    state: FileRef,
     storage: MemoryStorage,
 }
 
@@ -233,126 +566,40 @@ impl StorageFile for MemoryFile {
         }
         let mut state = lock(&self.state);
         let start = position as usize;
-        state.touch(start);
-        if state.live.len() < start + data.len() {
-            state.live.resize(start + data.len(), 0);
+        let end = start + data.len();
+        let old_len = state.live.len() as u64;
+        state.touch(sector_range(position.min(old_len), end as u64));
+        if state.live.len() < end {
+            state.live.resize(end, 0);
         }
-        state.live[start..start + data.len()].copy_from_slice(data);
+        state.live[start..end].copy_from_slice(data);
         Ok(())
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
         let mut state = lock(&self.state);
-        state.touch(len as usize);
+        let old_len = state.live.len() as u64;
+        state.touch(sector_range(len.min(old_len), len.max(old_len)));
         state.live.resize(len as usize, 0);
         Ok(())
     }
 
     fn sync(&self) -> impl Future<Output = io::Result<()>> + Send + 'static {
         let file = self.clone();
+        let snapshot = lock(&self.state).snapshot();
         async move {
-            let latency = lock(&file.storage.shared).sync_latency.clone();
-            if let Some(latency) = latency {
+            if let Some(latency) = file.storage.latency() {
                 tokio::time::sleep(latency()).await;
             }
-            let mut shared = lock(&file.storage.shared);
-            if shared.faults.fail_syncs > 0 {
-                shared.faults.fail_syncs -= 1;
+            if let Some(policy) = file.storage.sync_fails() {
+                lock(&file.state).fail(&snapshot, policy);
                 return Err(eio("fsync", &file.name));
             }
-            drop(shared);
-            let mut state = lock(&file.state);
-            state.sync();
+            lock(&file.state).apply(snapshot);
             Ok(())
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn block_on<F: Future>(future: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime")
-            .block_on(future)
-    }
-
-    #[test]
-    fn power_loss_drops_unsynced_bytes_and_unsynced_files() {
-        let disk = MemoryStorage::new();
-        let synced = disk.open("a/x.log").expect("open");
-        synced.write_all_at(b"hello", 0).expect("write");
-        block_on(synced.sync()).expect("sync");
-        synced.write_all_at(b" world", 5).expect("write");
-        let never_synced = disk.open("b/y.log").expect("open");
-        never_synced.write_all_at(b"gone", 0).expect("write");
-        disk.crash(CrashLevel::Process, |_| {
-            unreachable!("process crashes keep everything")
-        });
-        assert_eq!(synced.len().expect("len"), 11);
-        disk.crash(CrashLevel::PowerLoss, |_| 0);
-        assert_eq!(disk.list("").expect("list"), vec!["a/x.log".to_owned()]);
-        assert_eq!(disk.open("a/x.log").expect("open").len().expect("len"), 5);
-    }
-
-    #[test]
-    fn a_torn_tail_keeps_a_prefix_of_the_unsynced_append() {
-        let disk = MemoryStorage::new();
-        let file = disk.open("x").expect("open");
-        file.write_all_at(b"abc", 0).expect("write");
-        block_on(file.sync()).expect("sync");
-        file.write_all_at(b"defgh", 3).expect("write");
-        disk.crash(CrashLevel::PowerLoss, |unsynced| {
-            assert_eq!(unsynced, 5);
-            2
-        });
-        let mut buf = [0u8; 5];
-        file.read_exact_at(&mut buf, 0).expect("read");
-        assert_eq!(&buf, b"abcde");
-        assert_eq!(file.len().expect("len"), 5);
-    }
-
-    #[test]
-    fn an_overwrite_inside_the_synced_region_is_undone_by_power_loss_and_never_torn() {
-        let disk = MemoryStorage::new();
-        let file = disk.open("x").expect("open");
-        file.write_all_at(b"abcdef", 0).expect("write");
-        block_on(file.sync()).expect("sync");
-        file.write_all_at(b"XY", 2).expect("overwrite");
-        file.write_all_at(b"gh", 6).expect("append");
-        disk.crash(CrashLevel::PowerLoss, |_| {
-            panic!("an overwrite is not a torn append")
-        });
-        let mut buf = [0u8; 6];
-        file.read_exact_at(&mut buf, 0).expect("read");
-        assert_eq!(&buf, b"abcdef");
-        assert_eq!(file.len().expect("len"), 6);
-        file.set_len(3).expect("truncate");
-        block_on(file.sync()).expect("sync");
-        file.write_all_at(b"z", 3).expect("append");
-        block_on(file.sync()).expect("sync");
-        assert_eq!(
-            disk.durable_len("x"),
-            Some(4),
-            "truncation then append, both durable"
-        );
-    }
-
-    #[test]
-    fn injected_faults_fail_writes_and_syncs_once_each() {
-        let disk = MemoryStorage::new();
-        let file = disk.open("x").expect("open");
-        disk.inject(&DiskFaults {
-            fail_writes: 1,
-            fail_syncs: 1,
-        });
-        assert!(file.write_all_at(b"a", 0).is_err());
-        file.write_all_at(b"a", 0).expect("second write works");
-        assert!(block_on(file.sync()).is_err());
-        block_on(file.sync()).expect("second sync works");
-        assert_eq!(disk.durable_len("x"), Some(1));
-    }
-}
+mod tests;

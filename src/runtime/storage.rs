@@ -7,6 +7,11 @@
 //! process crash and power loss).
 //!
 //! Names are relative paths with `/` separators, e.g. `orders-0/00000000000000000000.log`.
+//!
+//! Durability follows POSIX, as the simulator's disk model enforces: a file's bytes are durable
+//! after [`StorageFile::sync`]; its *name* (creation, removal, rename) is durable only after
+//! [`Storage::sync_directory`] of the directory holding it, and a new directory's own entry after
+//! a sync of its parent (`""` is the root).
 
 use std::future::Future;
 use std::io;
@@ -24,8 +29,22 @@ pub trait Storage: Clone + Send + Sync + 'static {
     fn open(&self, name: &str) -> io::Result<Self::File>;
     /// Every file whose name starts with `prefix`, sorted.
     fn list(&self, prefix: &str) -> io::Result<Vec<String>>;
-    /// Removes `name` (no error if it is already gone).
+    /// Removes `name` (no error if it is already gone). Durable after a directory sync.
     fn remove(&self, name: &str) -> io::Result<()>;
+    /// Renames `from` to `to`, replacing `to` if it exists (atomically, as `rename(2)`).
+    /// Durable after a sync of the directory.
+    fn rename(&self, from: &str, to: &str) -> io::Result<()>;
+    /// Makes the entries of `directory` (`""`: the root) durable: files created, removed or
+    /// renamed in it, and directories created in it. Takes time; never call it from a handler.
+    fn sync_directory(
+        &self,
+        directory: &str,
+    ) -> impl Future<Output = io::Result<()>> + Send + 'static;
+}
+
+/// The directory holding `name` (`""` for a name at the root).
+pub fn parent_directory(name: &str) -> &str {
+    name.rsplit_once('/').map_or("", |(directory, _)| directory)
 }
 
 /// An open file. Cloning shares the same file.
@@ -83,12 +102,6 @@ impl FileStorage {
 }
 
 #[cfg(not(madsim))]
-/// Syncs a directory so that a new entry in it survives power loss.
-fn sync_directory(path: &Path) -> io::Result<()> {
-    std::fs::File::open(path)?.sync_all()
-}
-
-#[cfg(not(madsim))]
 impl Storage for FileStorage {
     type File = RealFile;
 
@@ -97,18 +110,13 @@ impl Storage for FileStorage {
         let parent = path.parent().expect("a storage path has a parent");
         if !parent.exists() {
             std::fs::create_dir_all(parent)?;
-            sync_directory(&self.root)?;
         }
-        let existed = path.exists();
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .open(&path)?;
-        if !existed {
-            sync_directory(parent)?;
-        }
         Ok(RealFile {
             file: Arc::new(file),
             name: name.to_owned(),
@@ -142,6 +150,32 @@ impl Storage for FileStorage {
         match std::fs::remove_file(self.path(name)?) {
             Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
             other => other,
+        }
+    }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        std::fs::rename(self.path(from)?, self.path(to)?)
+    }
+
+    fn sync_directory(
+        &self,
+        directory: &str,
+    ) -> impl Future<Output = io::Result<()>> + Send + 'static {
+        let path = if directory.is_empty() {
+            Ok(self.root.clone())
+        } else {
+            self.path(directory)
+        };
+        async move {
+            let path = path?;
+            let shown = path.display().to_string();
+            tokio::task::spawn_blocking(move || std::fs::File::open(&path)?.sync_all())
+                .await
+                .map_err(|error| {
+                    io::Error::other(format!(
+                        "fsync of directory {shown} did not complete: {error}"
+                    ))
+                })?
         }
     }
 }
