@@ -348,6 +348,7 @@ fn start_brokers(
                     let options = ServerOptions {
                         seed: madsim::rand::random(),
                         faults: Some(Arc::new(faults)),
+                        observer: None,
                     };
                     if let Err(error) = run_broker(config, storage, options).await {
                         tracing::error!(%error, "broker stopped");

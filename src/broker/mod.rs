@@ -8,7 +8,10 @@
 //!
 //! Request handlers live one per file in `handlers/`, named `on_<api>_request`.
 
+pub mod checkpoint;
+mod flush;
 mod handlers;
+pub use checkpoint::{RECOVERY_POINT_CHECKPOINT, RECOVERY_POINT_CHECKPOINT_TMP};
 pub use handlers::produce_rejection;
 pub mod log;
 pub mod metadata;
@@ -24,11 +27,12 @@ use rand_chacha::ChaCha8Rng;
 use crate::config::{BrokerConfig, TopicConfig};
 use crate::protocol::codec::Request;
 use crate::protocol::fetch_response::{Chunk, FetchResponseParts};
-use crate::protocol::record_batch::{build_batch, decode_records, validate_batch, KeyValue};
+use crate::protocol::record_batch::decode_records;
 use crate::runtime::storage::{Storage, StorageFile};
 use crate::types::{BrokerId, Millis, TopicPartition};
 
-use self::log::{LogConfig, LogError, LogRead, PartitionLog, RecoveryReport};
+use self::checkpoint::{CheckpointWriter, RecoveryPoints};
+use self::log::{FlushSync, LogConfig, LogError, LogRead, PartitionLog, RecoveryReport};
 use self::metadata::{MetadataImage, MetadataRecord, TopicMetadata, METADATA_LOG_DIRECTORY};
 use self::partition::Partition;
 use self::purgatory::{DelayedCreateTopics, DelayedFetch, DelayedProduce, FlushTarget};
@@ -89,12 +93,49 @@ pub enum Output<F> {
         /// Logged.
         reason: String,
     },
-    /// fsync these files, then feed back [`Input::FlushCompleted`].
+    /// fsync these files and directories, then feed back [`Input::FlushCompleted`].
     Flush {
         /// Echoed in the completion.
         flush_id: FlushId,
-        /// Files to sync, in order.
-        files: Vec<F>,
+        /// What to sync.
+        sync: FlushSync<F>,
+    },
+    /// Something the outside world may want to record (the simulator's history does).
+    Event(BrokerEvent),
+}
+
+/// A change of a partition's externally visible state, in the order it happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BrokerEvent {
+    /// The high watermark moved (or was set on start-up).
+    HighWatermark {
+        /// Which partition.
+        partition: TopicPartition,
+        /// The new high watermark.
+        offset: i64,
+    },
+    /// The log start offset was set (on start-up) or moved.
+    LogStartOffset {
+        /// Which partition.
+        partition: TopicPartition,
+        /// The new log start offset.
+        offset: i64,
+    },
+    /// Records at and past `from_offset` may be gone: recovery on start-up ends the log there.
+    Truncated {
+        /// Which partition.
+        partition: TopicPartition,
+        /// The first offset that may have held something else before.
+        from_offset: i64,
+        /// Why.
+        reason: String,
+    },
+    /// The partition went offline (a failed fsync or write, or corruption).
+    Offline {
+        /// Which partition.
+        partition: TopicPartition,
+        /// Why.
+        reason: String,
     },
 }
 
@@ -220,8 +261,12 @@ pub struct StartupReport<F> {
     pub recovery: RecoveryReport,
     /// Files of partitions without a topic record, deleted.
     pub stray_files_removed: usize,
-    /// Files the driver must fsync before serving (new `meta.properties`, truncations).
-    pub files_to_sync: Vec<F>,
+    /// What the driver must sync before serving: `meta.properties` when new, and everything
+    /// recovery found past the recovery points (a process crash leaves it in the page cache,
+    /// not on disk).
+    pub to_sync: FlushSync<F>,
+    /// Each partition's state after recovery, for the history.
+    pub events: Vec<BrokerEvent>,
 }
 
 /// The broker state machine.
@@ -238,6 +283,7 @@ pub struct Broker<S: Storage> {
     pending_topics: BTreeSet<String>,
     next_flush_id: u64,
     flushes: BTreeMap<FlushId, FlushTarget>,
+    checkpoint: CheckpointWriter,
     delayed_produces: Vec<DelayedProduce>,
     delayed_fetches: Vec<DelayedFetch>,
     delayed_creations: Vec<DelayedCreateTopics>,
@@ -288,16 +334,34 @@ impl<S: Storage> Broker<S> {
             partitions: 0,
             recovery: RecoveryReport::default(),
             stray_files_removed: 0,
-            files_to_sync: Vec::new(),
+            to_sync: FlushSync {
+                files: Vec::new(),
+                directories: Vec::new(),
+            },
+            events: Vec::new(),
         };
         let cluster_id = Self::load_meta_properties(&config, &storage, &mut rng, &mut report)?;
+        let recovery_points = Self::load_recovery_points(&storage)?;
+        let metadata_partition =
+            TopicPartition::parse(METADATA_LOG_DIRECTORY).expect("a partition directory name");
         let (metadata_log, recovery) = PartitionLog::open(
             storage.clone(),
             METADATA_LOG_DIRECTORY,
             metadata_log_config(),
+            recovery_points
+                .get(&metadata_partition)
+                .copied()
+                .unwrap_or(0),
             now,
         )?;
-        add_recovery(&mut report.recovery, recovery);
+        if let Some(corruption) = &recovery.corruption {
+            // Without its metadata the broker cannot know its topics: Kafka refuses to start.
+            return Err(BrokerError::DataDirectory(format!(
+                "{METADATA_LOG_DIRECTORY}: {corruption}"
+            )));
+        }
+        add_recovery(&mut report.recovery, &recovery);
+        let interval_ms = config.log_flush_offset_checkpoint_interval_ms as u64;
         let mut broker = Broker {
             config,
             storage,
@@ -309,6 +373,7 @@ impl<S: Storage> Broker<S> {
             pending_topics: BTreeSet::new(),
             next_flush_id: 0,
             flushes: BTreeMap::new(),
+            checkpoint: CheckpointWriter::new(interval_ms, now, recovery_points.clone()),
             delayed_produces: Vec::new(),
             delayed_fetches: Vec::new(),
             delayed_creations: Vec::new(),
@@ -323,25 +388,70 @@ impl<S: Storage> Broker<S> {
         let topics: Vec<TopicMetadata> = broker.metadata.topics().cloned().collect();
         for topic in &topics {
             for partition in 0..topic.partitions {
-                let recovery = broker.open_partition(topic, partition, now)?;
-                add_recovery(&mut report.recovery, recovery);
+                let topic_partition = TopicPartition::new(topic.name.clone(), partition);
+                let recovery_point = recovery_points.get(&topic_partition).copied().unwrap_or(0);
+                let recovery = broker.open_partition(topic, partition, recovery_point, now)?;
+                add_recovery(&mut report.recovery, &recovery);
+                let opened = &broker.partitions[&topic_partition];
+                report.events.extend(startup_events(opened, &recovery));
             }
         }
-        if let Some((files, offset)) = broker.metadata_log.start_flush(now) {
-            report.files_to_sync.extend(files);
-            broker.metadata_log.flush_completed(offset);
-        }
-        for partition in broker.partitions.values_mut() {
-            if let Some((files, offset)) = partition.log.start_flush(now) {
-                report.files_to_sync.extend(files);
-                partition.log.flush_completed(offset);
-            }
-        }
+        broker.sync_recovered_logs(now, &mut report);
         report.cluster_id = cluster_id;
         report.topics = topics.len();
         report.partitions = broker.partitions.len();
         broker.check_invariants();
         Ok((broker, report))
+    }
+
+    /// Everything recovery kept past the recovery points goes into the start-up sync; the
+    /// driver completes it before serving, so the logs are durable to their ends (and the high
+    /// watermarks can start there).
+    fn sync_recovered_logs(&mut self, now: Millis, report: &mut StartupReport<S::File>) {
+        let mut add = |sync: FlushSync<S::File>| {
+            report.to_sync.files.extend(sync.files);
+            for directory in sync.directories {
+                if !report.to_sync.directories.contains(&directory) {
+                    report.to_sync.directories.push(directory);
+                }
+            }
+        };
+        if let Some((sync, mark)) = self.metadata_log.start_flush(now) {
+            add(sync);
+            self.metadata_log.flush_completed(mark);
+        }
+        for (topic_partition, partition) in &mut self.partitions {
+            if partition.offline().is_some() {
+                continue;
+            }
+            if let Some((sync, mark)) = partition.log.start_flush(now) {
+                add(sync);
+                partition.on_flush_completed(mark);
+            }
+            partition.maybe_advance_high_watermark();
+            report.events.push(BrokerEvent::HighWatermark {
+                partition: topic_partition.clone(),
+                offset: partition.high_watermark(),
+            });
+        }
+    }
+
+    /// The recovery points of the last checkpoint (none: recover everything).
+    fn load_recovery_points(storage: &S) -> Result<RecoveryPoints, BrokerError> {
+        let names = storage
+            .list(RECOVERY_POINT_CHECKPOINT)
+            .map_err(LogError::from)?;
+        if !names.iter().any(|name| name == RECOVERY_POINT_CHECKPOINT) {
+            return Ok(RecoveryPoints::new());
+        }
+        let file = storage
+            .open(RECOVERY_POINT_CHECKPOINT)
+            .map_err(LogError::from)?;
+        let mut bytes = vec![0; file.len().map_err(LogError::from)? as usize];
+        file.read_exact_at(&mut bytes, 0).map_err(LogError::from)?;
+        checkpoint::parse(&String::from_utf8_lossy(&bytes)).map_err(|error| {
+            BrokerError::DataDirectory(format!("{RECOVERY_POINT_CHECKPOINT}: {error}"))
+        })
     }
 
     fn load_meta_properties(
@@ -360,7 +470,8 @@ impl<S: Storage> Broker<S> {
             );
             file.write_all_at(text.as_bytes(), 0)
                 .map_err(LogError::from)?;
-            report.files_to_sync.push(file);
+            report.to_sync.files.push(file);
+            report.to_sync.directories.push(String::new());
             return Ok(cluster_id);
         }
         let mut bytes = vec![0; len as usize];
@@ -438,6 +549,7 @@ impl<S: Storage> Broker<S> {
         &mut self,
         topic: &TopicMetadata,
         partition: i32,
+        recovery_point: i64,
         now: Millis,
     ) -> Result<RecoveryReport, LogError> {
         let topic_partition = TopicPartition::new(topic.name.clone(), partition);
@@ -445,13 +557,17 @@ impl<S: Storage> Broker<S> {
             self.storage.clone(),
             &topic_partition.to_string(),
             log_config(&topic.config),
+            recovery_point,
             now,
         )?;
-        let replica = Partition::new_local_leader(
+        let mut replica = Partition::new_local_leader(
             topic_partition.clone(),
             log,
             BrokerId(self.config.node_id),
         );
+        if let Some(corruption) = &recovery.corruption {
+            replica.go_offline(format!("corrupt log: {corruption}"));
+        }
         self.partitions.insert(topic_partition, replica);
         Ok(recovery)
     }
@@ -533,145 +649,6 @@ impl<S: Storage> Broker<S> {
         }
     }
 
-    fn new_flush_id(&mut self) -> FlushId {
-        self.next_flush_id += 1;
-        FlushId(self.next_flush_id)
-    }
-
-    /// Starts a flush of one partition; returns its id if there was anything to flush.
-    fn flush_partition(
-        &mut self,
-        now: Millis,
-        topic_partition: &TopicPartition,
-        out: &mut Vec<Output<S::File>>,
-    ) -> Option<FlushId> {
-        let partition = self.partitions.get_mut(topic_partition)?;
-        let (files, offset) = partition.log.start_flush(now)?;
-        let flush_id = self.new_flush_id();
-        self.flushes.insert(
-            flush_id,
-            FlushTarget::Partition {
-                topic_partition: topic_partition.clone(),
-                offset,
-            },
-        );
-        out.push(Output::Flush { flush_id, files });
-        Some(flush_id)
-    }
-
-    /// Appends metadata records and flushes them; the caller parks its work on the flush.
-    fn append_metadata(
-        &mut self,
-        now: Millis,
-        records: &[MetadataRecord],
-        out: &mut Vec<Output<S::File>>,
-    ) -> Result<FlushId, LogError> {
-        let values: Vec<Vec<u8>> = records.iter().map(MetadataRecord::to_bytes).collect();
-        let entries: Vec<KeyValue<'_>> = values
-            .iter()
-            .map(|value| (None, Some(value.as_slice())))
-            .collect();
-        let mut batch = build_batch(&entries, 0).to_vec();
-        let header = validate_batch(&batch).expect("a freshly built batch is valid");
-        self.metadata_log.append(&mut batch, &header, 0)?;
-        let (files, offset) = self.metadata_log.start_flush(now).expect("just appended");
-        let flush_id = self.new_flush_id();
-        self.flushes.insert(
-            flush_id,
-            FlushTarget::Metadata {
-                offset,
-                records: records.to_vec(),
-            },
-        );
-        out.push(Output::Flush { flush_id, files });
-        Ok(flush_id)
-    }
-
-    fn on_flush_completed(
-        &mut self,
-        now: Millis,
-        flush_id: FlushId,
-        result: Result<(), String>,
-        out: &mut Vec<Output<S::File>>,
-    ) {
-        let target = self
-            .flushes
-            .remove(&flush_id)
-            .expect("completion of an unknown flush");
-        let succeeded = result.is_ok();
-        match (&target, result) {
-            (
-                FlushTarget::Partition {
-                    topic_partition,
-                    offset,
-                },
-                Ok(()),
-            ) => {
-                if let Some(partition) = self.partitions.get_mut(topic_partition) {
-                    partition.log.flush_completed(*offset);
-                }
-            }
-            (
-                FlushTarget::Partition {
-                    topic_partition, ..
-                },
-                Err(error),
-            ) => {
-                if let Some(partition) = self.partitions.get_mut(topic_partition) {
-                    tracing::error!(partition = %topic_partition, %error, "fsync failed: partition offline");
-                    partition.offline = Some(format!("fsync failed: {error}"));
-                }
-            }
-            (FlushTarget::Metadata { offset, records }, Ok(())) => {
-                self.metadata_log.flush_completed(*offset);
-                self.apply_durable_metadata(now, records);
-            }
-            (FlushTarget::Metadata { records, .. }, Err(error)) => {
-                // The records may or may not be on disk: this process must not guess. Kafka halts.
-                panic!(
-                    "fsync of the metadata log failed ({error}) with {} records pending",
-                    records.len()
-                );
-            }
-        }
-        self.complete_delayed_produces(flush_id, succeeded, out);
-        self.complete_topic_creations(flush_id, out);
-    }
-
-    fn apply_durable_metadata(&mut self, now: Millis, records: &[MetadataRecord]) {
-        for record in records {
-            if let Err(error) = self.metadata.apply(record, &self.config) {
-                panic!("a metadata record that validated on append failed to apply: {error}");
-            }
-            let MetadataRecord::Topic { name, .. } = record;
-            self.pending_topics.remove(name);
-            let topic = self.metadata.topic(name).expect("just applied").clone();
-            for partition in 0..topic.partitions {
-                if let Err(error) = self.open_partition(&topic, partition, now) {
-                    tracing::error!(topic = %name, partition, %error, "cannot create partition log");
-                }
-            }
-        }
-    }
-
-    fn on_tick(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
-        let due: Vec<TopicPartition> = self
-            .partitions
-            .iter()
-            .filter(|(_, partition)| {
-                partition
-                    .log
-                    .next_flush_deadline()
-                    .is_some_and(|deadline| deadline <= now)
-            })
-            .map(|(topic_partition, _)| topic_partition.clone())
-            .collect();
-        for topic_partition in due {
-            self.flush_partition(now, &topic_partition, out);
-        }
-        self.complete_delayed_fetches(now, &BTreeSet::new(), out);
-    }
-
     /// The earliest time at which `handle(now, Input::Tick)` must run.
     pub fn next_deadline(&self) -> Option<Millis> {
         let flushes = self
@@ -679,7 +656,10 @@ impl<S: Storage> Broker<S> {
             .values()
             .filter_map(|partition| partition.log.next_flush_deadline());
         let fetches = self.delayed_fetches.iter().map(|delayed| delayed.deadline);
-        flushes.chain(fetches).min()
+        flushes
+            .chain(fetches)
+            .chain(self.checkpoint.next_deadline())
+            .min()
     }
 
     /// Cross-field invariants over every partition; the driver calls this after every input.
@@ -701,10 +681,10 @@ impl<S: Storage> Broker<S> {
             );
         }
         for delayed in &self.delayed_produces {
-            for flush_id in &delayed.waiting {
+            for slot in &delayed.waiting {
                 assert!(
-                    self.flushes.contains_key(flush_id),
-                    "a delayed produce waits on a live flush"
+                    self.partitions.contains_key(&slot.topic_partition),
+                    "a delayed produce waits on a known partition"
                 );
             }
         }
@@ -720,11 +700,45 @@ impl<S: Storage> Broker<S> {
     }
 }
 
-fn add_recovery(total: &mut RecoveryReport, one: RecoveryReport) {
+fn add_recovery(total: &mut RecoveryReport, one: &RecoveryReport) {
     total.segments += one.segments;
+    total.unscanned_segments += one.unscanned_segments;
     total.batches += one.batches;
     total.truncated_bytes += one.truncated_bytes;
     total.deleted_segments += one.deleted_segments;
+    if total.corruption.is_none() {
+        total.corruption.clone_from(&one.corruption);
+    }
+}
+
+/// What a partition looks like after recovery: where its log starts, that anything once past
+/// its end may be gone (the broker cannot know what a crash took), and whether it is offline.
+fn startup_events<S: Storage>(
+    partition: &Partition<S>,
+    recovery: &RecoveryReport,
+) -> Vec<BrokerEvent> {
+    let name = &partition.topic_partition;
+    let mut events = vec![
+        BrokerEvent::LogStartOffset {
+            partition: name.clone(),
+            offset: partition.log.log_start_offset(),
+        },
+        BrokerEvent::Truncated {
+            partition: name.clone(),
+            from_offset: partition.log.log_end_offset(),
+            reason: format!(
+                "recovery on start-up ({} bytes truncated, {} segments deleted)",
+                recovery.truncated_bytes, recovery.deleted_segments
+            ),
+        },
+    ];
+    if let Some(reason) = partition.offline() {
+        events.push(BrokerEvent::Offline {
+            partition: name.clone(),
+            reason: reason.to_owned(),
+        });
+    }
+    events
 }
 
 #[cfg(test)]

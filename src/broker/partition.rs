@@ -2,14 +2,23 @@
 //! decides what is committed: leader, leader epoch, ISR and high watermark.
 //!
 //! With one broker the ISR is the leader alone and the high watermark follows the log end
-//! offset; replication (a later issue) widens `maybe_advance_high_watermark` to the minimum
-//! log end offset over the ISR without changing its callers.
+//! offset, with one exception that is Kafka's flush ordering: when the flush policy requires an
+//! fsync before an append is acknowledged (`flush.messages`), Kafka fsyncs inside the append and
+//! raises the high watermark only after it (`UnifiedLog.append`, then
+//! `Partition.appendRecordsToLeader`). Here the fsync is asynchronous, so such an append leaves a
+//! *durability barrier*: the high watermark stops at the batch until a flush covering it
+//! completes. A consumer therefore never reads a record that a power loss could take back when
+//! `flush.messages=1`. After a failed fsync the partition is offline (`KAFKA_STORAGE_ERROR`) and
+//! nothing moves again until a restart.
+
+use std::collections::VecDeque;
 
 use crate::protocol::ErrorCode;
 use crate::runtime::storage::Storage;
 use crate::types::{BrokerId, LeaderEpoch, TopicPartition};
 
-use super::log::PartitionLog;
+use super::log::{AppendInfo, FlushMark, LogError, PartitionLog};
+use crate::protocol::record_batch::RecordBatchHeader;
 
 /// One partition's replica state on this broker.
 #[derive(Debug)]
@@ -27,18 +36,21 @@ pub struct Partition<S: Storage> {
     /// In-sync replicas.
     pub isr: Vec<BrokerId>,
     high_watermark: i64,
-    /// Why the partition is offline (a storage failure), if it is.
-    pub offline: Option<String>,
+    /// `[base, end)` of appends that must be durable before they are visible, oldest first.
+    durability_barriers: VecDeque<(i64, i64)>,
+    /// Why the partition is offline (a storage failure or corruption), if it is.
+    offline: Option<String>,
 }
 
 impl<S: Storage> Partition<S> {
-    /// A partition led by `leader` with itself as the only replica.
+    /// A partition led by `leader` with itself as the only replica. Its log is durable up to
+    /// its end (the broker syncs what recovery found before serving).
     pub fn new_local_leader(
         topic_partition: TopicPartition,
         log: PartitionLog<S>,
         leader: BrokerId,
     ) -> Self {
-        let high_watermark = log.log_end_offset();
+        let high_watermark = log.recovery_point();
         let partition = Partition {
             topic_partition,
             log,
@@ -47,6 +59,7 @@ impl<S: Storage> Partition<S> {
             replicas: vec![leader],
             isr: vec![leader],
             high_watermark,
+            durability_barriers: VecDeque::new(),
             offline: None,
         };
         partition.check_invariants();
@@ -58,10 +71,62 @@ impl<S: Storage> Partition<S> {
         self.high_watermark
     }
 
+    /// Why the partition is offline, if it is.
+    pub fn offline(&self) -> Option<&str> {
+        self.offline.as_deref()
+    }
+
+    /// Takes the partition offline for good (until a restart): nothing is appended,
+    /// acknowledged or made visible any more.
+    pub fn go_offline(&mut self, reason: String) {
+        assert!(!reason.is_empty(), "an offline partition says why");
+        tracing::error!(partition = %self.topic_partition, %reason, "partition offline");
+        self.offline.get_or_insert(reason);
+    }
+
+    /// Appends a validated batch as leader. An append that requires an fsync first becomes a
+    /// durability barrier for the high watermark.
+    pub fn append_as_leader(
+        &mut self,
+        batch: &mut [u8],
+        header: &RecordBatchHeader,
+    ) -> Result<AppendInfo, LogError> {
+        assert!(self.offline.is_none(), "no appends to an offline partition");
+        let info = self.log.append(batch, header, self.leader_epoch.0)?;
+        if info.flush_required {
+            self.durability_barriers
+                .push_back((info.base_offset, info.last_offset + 1));
+        }
+        Ok(info)
+    }
+
+    /// A flush of this partition completed successfully. Ignored once offline: an fsync that
+    /// succeeds after an earlier one failed proves nothing about the pages the failure dropped.
+    pub fn on_flush_completed(&mut self, mark: FlushMark) {
+        if self.offline.is_none() {
+            self.log.flush_completed(mark);
+        }
+    }
+
     /// Moves the high watermark to the smallest log end offset in the ISR (here, the leader's
-    /// own). Returns whether it moved. It never moves backwards on a leader.
+    /// own), held back by the oldest append still waiting for its fsync. Returns whether it
+    /// moved. It never moves backwards on a leader.
     pub fn maybe_advance_high_watermark(&mut self) -> bool {
-        let candidate = self.log.log_end_offset();
+        if self.offline.is_some() {
+            return false;
+        }
+        let durable = self.log.recovery_point();
+        while self
+            .durability_barriers
+            .front()
+            .is_some_and(|(_, end)| *end <= durable)
+        {
+            self.durability_barriers.pop_front();
+        }
+        let candidate = self
+            .durability_barriers
+            .front()
+            .map_or(self.log.log_end_offset(), |(base, _)| *base);
         assert!(
             candidate >= self.high_watermark,
             "high watermark would go backwards"
@@ -69,6 +134,11 @@ impl<S: Storage> Partition<S> {
         let advanced = candidate > self.high_watermark;
         self.high_watermark = candidate;
         advanced
+    }
+
+    /// Whether an append ending at `end_offset` (exclusive) is durable on this replica.
+    pub fn is_durable(&self, end_offset: i64) -> bool {
+        self.log.recovery_point() >= end_offset
     }
 
     /// KIP-320 fencing of a request that names the leader epoch it expects (`-1`: none):
@@ -85,27 +155,37 @@ impl<S: Storage> Partition<S> {
     /// Cross-field invariants; a violation is a bug.
     pub fn check_invariants(&self) {
         self.log.check_invariants();
+        let name = &self.topic_partition;
         assert!(
             self.log.log_start_offset() <= self.high_watermark,
-            "{}: log start above HW",
-            self.topic_partition
+            "{name}: log start above HW"
         );
         assert!(
             self.high_watermark <= self.log.log_end_offset(),
-            "{}: HW above log end",
-            self.topic_partition
+            "{name}: HW above log end"
         );
-        assert!(
-            self.isr.contains(&self.leader),
-            "{}: leader not in ISR",
-            self.topic_partition
-        );
-        assert!(!self.isr.is_empty(), "{}: empty ISR", self.topic_partition);
+        if self.log.config().flush_messages == 1 {
+            // Kafka's flush ordering: nothing is visible before it is durable.
+            assert!(
+                self.high_watermark <= self.log.recovery_point(),
+                "{name}: HW {} above the recovery point {} with flush.messages=1",
+                self.high_watermark,
+                self.log.recovery_point()
+            );
+        }
+        if let Some((base, end)) = self.durability_barriers.front() {
+            assert!(base < end, "{name}: an empty barrier");
+            assert!(
+                self.high_watermark <= *base || self.offline.is_some(),
+                "{name}: HW passed an append that is not durable"
+            );
+        }
+        assert!(self.isr.contains(&self.leader), "{name}: leader not in ISR");
+        assert!(!self.isr.is_empty(), "{name}: empty ISR");
         for member in &self.isr {
             assert!(
                 self.replicas.contains(member),
-                "{}: ISR member {member:?} not a replica",
-                self.topic_partition
+                "{name}: ISR member {member:?} not a replica"
             );
         }
     }

@@ -10,33 +10,43 @@ use crate::protocol::ErrorCode;
 use crate::runtime::storage::Storage;
 use crate::types::{Millis, TopicPartition};
 
+use super::log::FlushMark;
 use super::metadata::MetadataRecord;
 use super::{Broker, FlushId, Output, ReplyTo, ResponseBody};
 
 /// What a flush makes durable.
 #[derive(Debug)]
 pub(super) enum FlushTarget {
-    /// A partition log up to `offset`.
+    /// A partition log up to the mark.
     Partition {
         topic_partition: TopicPartition,
-        offset: i64,
+        mark: FlushMark,
     },
-    /// The metadata log up to `offset`; `records` apply once durable.
+    /// The metadata log up to the mark; `records` apply once durable.
     Metadata {
-        offset: i64,
+        mark: FlushMark,
         records: Vec<MetadataRecord>,
     },
+    /// A step of writing the recovery-point checkpoint.
+    Checkpoint,
 }
 
-/// A produce response waiting for fsyncs (the append crossed `flush.messages`).
+/// A produce response waiting for its appends to be durable (the appends crossed
+/// `flush.messages`): Kafka's `DelayedProduce`, keyed by partition and offset.
 #[derive(Debug)]
 pub(super) struct DelayedProduce {
     pub(super) reply_to: ReplyTo,
     pub(super) response: ProduceResponse,
-    pub(super) waiting: BTreeSet<FlushId>,
-    /// `(flush, topic index, partition index)`: which response slot a failed flush turns into
-    /// KAFKA_STORAGE_ERROR.
-    pub(super) slots: Vec<(FlushId, usize, usize)>,
+    pub(super) waiting: Vec<WaitingSlot>,
+}
+
+/// One partition of a delayed produce: its response slot, and the offset its append ends at.
+#[derive(Debug)]
+pub(super) struct WaitingSlot {
+    pub(super) topic_partition: TopicPartition,
+    pub(super) topic_index: usize,
+    pub(super) partition_index: usize,
+    pub(super) end_offset: i64,
 }
 
 /// A CreateTopics response waiting for its metadata records to be durable.
@@ -58,31 +68,34 @@ pub(super) struct DelayedFetch {
 }
 
 impl<S: Storage> Broker<S> {
+    /// Answers the parked produces whose appends to `topic_partition` are now durable, or
+    /// fails their slots with KAFKA_STORAGE_ERROR if the partition went offline.
     pub(super) fn complete_delayed_produces(
         &mut self,
-        flush_id: FlushId,
-        succeeded: bool,
+        topic_partition: &TopicPartition,
         out: &mut Vec<Output<S::File>>,
     ) {
+        let Some(partition) = self.partitions.get(topic_partition) else {
+            return;
+        };
+        let offline = partition.offline().is_some();
         let mut index = 0;
         while index < self.delayed_produces.len() {
             let delayed = &mut self.delayed_produces[index];
-            if !delayed.waiting.remove(&flush_id) {
-                index += 1;
-                continue;
-            }
-            if !succeeded {
-                for &(_, topic, partition) in delayed
-                    .slots
-                    .iter()
-                    .filter(|(slot, _, _)| *slot == flush_id)
-                {
-                    let slot =
-                        &mut delayed.response.responses[topic].partition_responses[partition];
-                    slot.error_code = ErrorCode::KafkaStorageError.code();
-                    slot.base_offset = -1;
+            let response = &mut delayed.response;
+            delayed.waiting.retain(|slot| {
+                if &slot.topic_partition != topic_partition {
+                    return true;
                 }
-            }
+                if offline {
+                    let entry = &mut response.responses[slot.topic_index].partition_responses
+                        [slot.partition_index];
+                    entry.error_code = ErrorCode::KafkaStorageError.code();
+                    entry.base_offset = -1;
+                    return false;
+                }
+                !partition.is_durable(slot.end_offset)
+            });
             if delayed.waiting.is_empty() {
                 let delayed = self.delayed_produces.swap_remove(index);
                 out.push(
@@ -119,12 +132,12 @@ impl<S: Storage> Broker<S> {
     }
 
     /// Answers every parked fetch whose deadline passed, or that watches a partition in
-    /// `appended` and now has `min.bytes` of data. Others are not read again (Kafka keys its
+    /// `advanced` (its high watermark moved) and now has `min.bytes` of data. Others are not read again (Kafka keys its
     /// fetch purgatory by partition for the same reason).
     pub(super) fn complete_delayed_fetches(
         &mut self,
         now: Millis,
-        appended: &BTreeSet<TopicPartition>,
+        advanced: &BTreeSet<TopicPartition>,
         out: &mut Vec<Output<S::File>>,
     ) {
         let parked = std::mem::take(&mut self.delayed_fetches);
@@ -132,7 +145,7 @@ impl<S: Storage> Broker<S> {
             let fed = delayed
                 .watched
                 .iter()
-                .any(|partition| appended.contains(partition));
+                .any(|partition| advanced.contains(partition));
             if !fed && now < delayed.deadline {
                 self.delayed_fetches.push(delayed);
                 continue;

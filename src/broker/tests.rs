@@ -17,10 +17,15 @@ use crate::runtime::memory_storage::{CrashLevel, MemoryStorage};
 
 const CONNECTION: ConnectionId = ConnectionId(1);
 
+type File = crate::runtime::memory_storage::MemoryFile;
+
 struct Harness {
     broker: Broker<MemoryStorage>,
+    storage: MemoryStorage,
     now: Millis,
     correlation_id: i32,
+    /// Every event the broker produced, in order.
+    events: Vec<BrokerEvent>,
 }
 
 fn topic_name(name: &str) -> TopicName {
@@ -33,35 +38,49 @@ impl Harness {
     }
 
     fn on(storage: MemoryStorage) -> Harness {
-        let (broker, report) =
-            Broker::open(BrokerConfig::default(), storage, 7, Millis(0)).expect("open");
+        Harness::with_config(storage, BrokerConfig::default())
+    }
+
+    fn with_config(storage: MemoryStorage, config: BrokerConfig) -> Harness {
+        let (broker, report) = Broker::open(config, storage.clone(), 7, Millis(0)).expect("open");
         let harness = Harness {
             broker,
+            storage,
             now: Millis(0),
             correlation_id: 0,
+            events: report.events,
         };
-        for file in report.files_to_sync {
-            Harness::sync(&file);
-        }
+        harness.sync(&report.to_sync).expect("start-up sync");
         harness
     }
 
-    fn sync(file: &crate::runtime::memory_storage::MemoryFile) {
-        complete_now(file.sync()).expect("sync");
+    fn sync(&self, sync: &FlushSync<File>) -> std::io::Result<()> {
+        for file in &sync.files {
+            complete_now(file.sync())?;
+        }
+        for directory in &sync.directories {
+            complete_now(self.storage.sync_directory(directory))?;
+        }
+        Ok(())
     }
 
-    fn input(&mut self, input: Input) -> Vec<Output<crate::runtime::memory_storage::MemoryFile>> {
+    /// Feeds an input; keeps events aside and returns the other outputs.
+    fn input(&mut self, input: Input) -> Vec<Output<File>> {
         let mut out = Vec::new();
         self.broker.handle(self.now, input, &mut out);
         self.broker.check_invariants();
-        out
+        out.into_iter()
+            .filter_map(|output| match output {
+                Output::Event(event) => {
+                    self.events.push(event);
+                    None
+                }
+                other => Some(other),
+            })
+            .collect()
     }
 
-    fn request(
-        &mut self,
-        api_version: i16,
-        body: RequestKind,
-    ) -> Vec<Output<crate::runtime::memory_storage::MemoryFile>> {
+    fn request(&mut self, api_version: i16, body: RequestKind) -> Vec<Output<File>> {
         self.correlation_id += 1;
         let api_key = crate::protocol::codec::RequestApiKey::api_key(&body);
         let request = Request {
@@ -78,22 +97,13 @@ impl Harness {
     }
 
     /// Runs every requested fsync to completion and returns all outputs that follow.
-    fn flush_all(
-        &mut self,
-        mut outputs: Vec<Output<crate::runtime::memory_storage::MemoryFile>>,
-        succeed: bool,
-    ) -> Vec<Output<crate::runtime::memory_storage::MemoryFile>> {
+    fn flush_all(&mut self, mut outputs: Vec<Output<File>>, succeed: bool) -> Vec<Output<File>> {
         let mut done = Vec::new();
         while let Some(output) = outputs.pop() {
             match output {
-                Output::Flush { flush_id, files } => {
-                    if succeed {
-                        for file in &files {
-                            Harness::sync(file);
-                        }
-                    }
+                Output::Flush { flush_id, sync } => {
                     let result = if succeed {
-                        Ok(())
+                        self.sync(&sync).map_err(|error| error.to_string())
                     } else {
                         Err("injected".to_owned())
                     };
@@ -137,7 +147,7 @@ impl Harness {
         partition: i32,
         acks: i16,
         records: Bytes,
-    ) -> Vec<Output<crate::runtime::memory_storage::MemoryFile>> {
+    ) -> Vec<Output<File>> {
         let data = TopicProduceData::default()
             .with_name(topic_name(topic))
             .with_partition_data(vec![PartitionProduceData::default()
@@ -160,7 +170,7 @@ impl Harness {
         partition: i32,
         offset: i64,
         max_wait_ms: i32,
-    ) -> Vec<Output<crate::runtime::memory_storage::MemoryFile>> {
+    ) -> Vec<Output<File>> {
         let wanted = FetchPartition::default()
             .with_partition(partition)
             .with_fetch_offset(offset)
@@ -188,9 +198,7 @@ fn complete_now<F: std::future::Future>(future: F) -> F::Output {
     }
 }
 
-fn single_message(
-    outputs: Vec<Output<crate::runtime::memory_storage::MemoryFile>>,
-) -> ResponseKind {
+fn single_message(outputs: Vec<Output<File>>) -> ResponseKind {
     assert_eq!(outputs.len(), 1, "expected one output, got {outputs:?}");
     match outputs.into_iter().next() {
         Some(Output::Respond {
@@ -205,7 +213,7 @@ fn single_message(
     }
 }
 
-fn produced_offset(outputs: Vec<Output<crate::runtime::memory_storage::MemoryFile>>) -> (i16, i64) {
+fn produced_offset(outputs: Vec<Output<File>>) -> (i16, i64) {
     let ResponseKind::Produce(response) = single_message(outputs) else {
         panic!("not a produce response")
     };
@@ -213,7 +221,7 @@ fn produced_offset(outputs: Vec<Output<crate::runtime::memory_storage::MemoryFil
     (partition.error_code, partition.base_offset)
 }
 
-fn fetched_values(outputs: Vec<Output<crate::runtime::memory_storage::MemoryFile>>) -> Vec<String> {
+fn fetched_values(outputs: Vec<Output<File>>) -> Vec<String> {
     assert_eq!(outputs.len(), 1);
     let Some(Output::Respond {
         response: Response {
@@ -463,14 +471,14 @@ fn data_survives_a_process_crash_but_unsynced_data_dies_with_the_power() {
     let mut harness = Harness::on(storage.clone());
     harness.create_topic("t", 1, &[]);
     harness.produce("t", 0, 1, value("a"));
-    storage.crash(CrashLevel::Process, |_| 0);
+    storage.crash(CrashLevel::Process, &mut |_| 0);
     let mut harness = Harness::on(storage.clone());
     assert_eq!(
         fetched_values(harness.fetch("t", 0, 0, 0)),
         vec!["a"],
         "the page cache survives a process crash"
     );
-    storage.crash(CrashLevel::PowerLoss, |_| 0);
+    storage.crash(CrashLevel::PowerLoss, &mut |_| 0);
     let mut harness = Harness::on(storage);
     assert_eq!(
         fetched_values(harness.fetch("t", 0, 0, 0)),
@@ -491,8 +499,13 @@ fn fsynced_data_survives_power_loss_and_a_torn_tail_is_truncated() {
     harness.create_topic("t", 1, &[("flush.messages", "1")]);
     let outputs = harness.produce("t", 0, 1, value("kept"));
     harness.flush_all(outputs, true);
-    let _unflushed = harness.produce("t", 0, 1, value("torn"));
-    storage.crash(CrashLevel::PowerLoss, |unsynced| unsynced / 2);
+    let torn = "t".repeat(1500);
+    let _unflushed = harness.produce("t", 0, 1, value(&torn));
+    // The batch spans four sectors: the first and third reach the disk, the others do not.
+    let mut draws = [1, 0, 1, 7, 0].into_iter();
+    storage.crash(CrashLevel::PowerLoss, &mut |_| {
+        draws.next().expect("a draw per choice")
+    });
     let mut harness = Harness::on(storage);
     assert_eq!(fetched_values(harness.fetch("t", 0, 0, 0)), vec!["kept"]);
     let outputs = harness.produce("t", 0, 1, value("next"));
@@ -535,4 +548,150 @@ fn responses_name_the_api_they_answer() {
     };
     assert_eq!(response.api_key, ApiKey::ApiVersions);
     assert_eq!(response.correlation_id, harness.correlation_id);
+}
+
+fn high_watermark(harness: &Harness, topic: &str) -> i64 {
+    harness
+        .broker
+        .partition(&TopicPartition::new(topic, 0))
+        .expect("exists")
+        .high_watermark()
+}
+
+#[test]
+fn with_flush_messages_1_nothing_is_visible_before_its_fsync_completes() {
+    let mut harness = Harness::new();
+    harness.create_topic("t", 1, &[("flush.messages", "1")]);
+    let pending = harness.produce("t", 0, -1, value("x"));
+    assert_eq!(
+        high_watermark(&harness, "t"),
+        0,
+        "appended, not yet durable"
+    );
+    assert_eq!(
+        fetched_values(harness.fetch("t", 0, 0, 0)),
+        Vec::<String>::new(),
+        "a consumer cannot read it yet"
+    );
+    assert!(
+        harness.fetch("t", 0, 0, 500).is_empty(),
+        "a long poll parks"
+    );
+    let outputs = harness.flush_all(pending, true);
+    assert_eq!(
+        outputs.len(),
+        2,
+        "the parked fetch and the produce answer: {outputs:?}"
+    );
+    assert_eq!(high_watermark(&harness, "t"), 1);
+    assert!(harness.events.contains(&BrokerEvent::HighWatermark {
+        partition: TopicPartition::new("t", 0),
+        offset: 1
+    }));
+}
+
+#[test]
+fn a_later_successful_fsync_does_not_acknowledge_after_an_earlier_one_failed() {
+    let mut harness = Harness::new();
+    harness.create_topic("t", 1, &[("flush.messages", "1")]);
+    let first = harness.produce("t", 0, -1, value("first"));
+    let second = harness.produce("t", 0, -1, value("second"));
+    let (Output::Flush { flush_id: f1, .. }, Output::Flush { flush_id: f2, sync }) =
+        (&first[0], &second[0])
+    else {
+        panic!("two flushes in flight: {first:?} {second:?}")
+    };
+    let (f1, f2) = (*f1, *f2);
+    harness.sync(sync).expect("the second fsync works");
+    let failed = harness.input(Input::FlushCompleted {
+        flush_id: f1,
+        result: Err("EIO".to_owned()),
+    });
+    let codes: Vec<i16> = failed
+        .into_iter()
+        .map(|output| produced_offset(vec![output]).0)
+        .collect();
+    assert_eq!(
+        codes,
+        vec![ErrorCode::KafkaStorageError.code(); 2],
+        "both produces are answered at once, the second one too: F2 cannot vouch for F1's pages"
+    );
+    let after = harness.input(Input::FlushCompleted {
+        flush_id: f2,
+        result: Ok(()),
+    });
+    assert!(after.is_empty(), "nothing left to acknowledge: {after:?}");
+    assert_eq!(high_watermark(&harness, "t"), 0);
+    assert!(harness
+        .events
+        .iter()
+        .any(|event| matches!(event, BrokerEvent::Offline { .. })));
+}
+
+#[test]
+fn the_recovery_point_checkpoint_spares_the_next_start_a_scan() {
+    let storage = MemoryStorage::new();
+    let mut config = BrokerConfig::default();
+    config.log_flush_offset_checkpoint_interval_ms = 100;
+    config.log_segment_bytes = 200;
+    let mut harness = Harness::with_config(storage.clone(), config.clone());
+    harness.create_topic("t", 1, &[("flush.messages", "1")]);
+    for index in 0..8 {
+        let outputs = harness.produce("t", 0, 1, value(&format!("value-{index}")));
+        harness.flush_all(outputs, true);
+    }
+    harness.now = Millis(100);
+    let outputs = harness.input(Input::Tick);
+    assert!(harness.flush_all(outputs, true).is_empty());
+    let names = storage.list("").expect("list");
+    assert!(
+        names.contains(&RECOVERY_POINT_CHECKPOINT.to_owned()),
+        "{names:?}"
+    );
+    storage.crash(CrashLevel::PowerLoss, &mut |_| 0);
+    let (_, report) = Broker::open(config, storage, 7, Millis(0)).expect("reopen");
+    assert!(
+        report.recovery.unscanned_segments >= 2,
+        "{:?}",
+        report.recovery
+    );
+}
+
+#[test]
+fn corruption_below_the_recovery_point_takes_the_partition_offline_and_keeps_the_files() {
+    let storage = MemoryStorage::new();
+    let mut config = BrokerConfig::default();
+    config.log_flush_offset_checkpoint_interval_ms = 100;
+    let mut harness = Harness::with_config(storage.clone(), config.clone());
+    harness.create_topic("t", 1, &[("flush.messages", "1")]);
+    for index in 0..3 {
+        let outputs = harness.produce("t", 0, 1, value(&format!("value-{index}")));
+        harness.flush_all(outputs, true);
+    }
+    harness.now = Millis(100);
+    let outputs = harness.input(Input::Tick);
+    harness.flush_all(outputs, true);
+    let segment = "t-0/00000000000000000000.log";
+    let file = storage.open(segment).expect("segment");
+    let len = file.len().expect("len");
+    file.write_all_at(&[0xee], len - 1)
+        .expect("a flipped byte in the last batch");
+    let mut harness = Harness::with_config(storage.clone(), config);
+    let partition = harness
+        .broker
+        .partition(&TopicPartition::new("t", 0))
+        .expect("exists");
+    assert!(partition
+        .offline()
+        .expect("offline")
+        .contains("recovery point"));
+    assert_eq!(
+        produced_offset(harness.produce("t", 0, 1, value("no"))).0,
+        ErrorCode::KafkaStorageError.code()
+    );
+    assert_eq!(
+        storage.open(segment).expect("open").len().expect("len"),
+        len,
+        "nothing truncated"
+    );
 }

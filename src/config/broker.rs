@@ -65,6 +65,9 @@ pub struct BrokerConfig {
     pub log_flush_interval_messages: i64,
     /// `log.flush.interval.ms`: default of the topic config `flush.ms` (None: never by time).
     pub log_flush_interval_ms: Option<i64>,
+    /// `log.flush.offset.checkpoint.interval.ms`: how often the recovery points are written to
+    /// `recovery-point-offset-checkpoint` (start-up scans only what lies past them).
+    pub log_flush_offset_checkpoint_interval_ms: i64,
     /// `log.segment.bytes`: default of `segment.bytes`.
     pub log_segment_bytes: i32,
     /// `log.index.interval.bytes`: default of `index.interval.bytes`.
@@ -97,6 +100,7 @@ impl Default for BrokerConfig {
             log_dirs: "/tmp/kafka-logs".to_owned(),
             log_flush_interval_messages: i64::MAX,
             log_flush_interval_ms: None,
+            log_flush_offset_checkpoint_interval_ms: 60_000,
             log_segment_bytes: 1024 * 1024 * 1024,
             log_index_interval_bytes: 4096,
             message_max_bytes: 1_048_588,
@@ -156,6 +160,9 @@ impl Configurable for BrokerConfig {
             }
             "log.flush.interval.ms" => {
                 self.log_flush_interval_ms = Some(parse_at_least(key, value, 0)?)
+            }
+            "log.flush.offset.checkpoint.interval.ms" => {
+                self.log_flush_offset_checkpoint_interval_ms = parse_at_least(key, value, 1)?
             }
             "log.segment.bytes" => {
                 self.log_segment_bytes = parse_at_least(key, value, SEGMENT_BYTES_MIN)?

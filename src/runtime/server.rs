@@ -9,14 +9,22 @@ use kafka_protocol::messages::ApiKey;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::broker::log::FlushSync;
 use crate::broker::{
-    produce_rejection, Broker, BrokerError, ConnectionId, FlushId, Input, Output, Response,
+    produce_rejection, Broker, BrokerError, BrokerEvent, ConnectionId, FlushId, Input, Output,
+    Response,
 };
 use crate::config::BrokerConfig;
 use crate::protocol::codec::{decode_request, encode_api_versions_fallback, Decoded, Request};
 use crate::runtime::clock::Clock;
 use crate::runtime::net::{Connection, ConnectionFaults, FaultAction};
 use crate::runtime::storage::{Storage, StorageFile};
+
+/// Sees the broker's events (the simulator records them in its history).
+pub trait BrokerObserver: Send + Sync {
+    /// One event, in the order the broker produced them.
+    fn on_event(&self, event: &BrokerEvent);
+}
 
 /// Knobs the embedding world sets.
 #[derive(Clone, Default)]
@@ -25,6 +33,31 @@ pub struct ServerOptions {
     pub seed: u64,
     /// Network fault hook (simulation only).
     pub faults: Option<Arc<dyn ConnectionFaults>>,
+    /// Event hook (simulation only); without one, events are logged at debug level.
+    pub observer: Option<Arc<dyn BrokerObserver>>,
+}
+
+fn publish(observer: Option<&dyn BrokerObserver>, event: &BrokerEvent) {
+    match observer {
+        Some(observer) => observer.on_event(event),
+        None => tracing::debug!(?event, "broker event"),
+    }
+}
+
+/// Runs one flush: every file, then every directory; the first failure ends it.
+async fn run_flush<S: Storage>(storage: &S, sync: FlushSync<S::File>) -> Result<(), String> {
+    for file in sync.files {
+        file.sync()
+            .await
+            .map_err(|error| format!("{file:?}: {error}"))?;
+    }
+    for directory in sync.directories {
+        storage
+            .sync_directory(&directory)
+            .await
+            .map_err(|error| format!("directory '{directory}': {error}"))?;
+    }
+    Ok(())
 }
 
 /// Why the broker stopped.
@@ -70,9 +103,12 @@ pub async fn run_broker<S: Storage>(
     let clock = Clock::start();
     let max_request_bytes = config.socket_request_max_bytes as usize;
     let bind_address = config.listeners.bind_address();
-    let (broker, report) = Broker::open(config, storage, options.seed, clock.now())?;
-    for file in &report.files_to_sync {
-        file.sync().await?;
+    let (broker, report) = Broker::open(config, storage.clone(), options.seed, clock.now())?;
+    run_flush(&storage, report.to_sync)
+        .await
+        .map_err(std::io::Error::other)?;
+    for event in &report.events {
+        publish(options.observer.as_deref(), event);
     }
     tracing::info!(
         cluster_id = %report.cluster_id,
@@ -81,6 +117,8 @@ pub async fn run_broker<S: Storage>(
         batches = report.recovery.batches,
         truncated_bytes = report.recovery.truncated_bytes,
         stray_files_removed = report.stray_files_removed,
+        unscanned_segments = report.recovery.unscanned_segments,
+        corruption = report.recovery.corruption.as_deref().unwrap_or("none"),
         "log recovered"
     );
     let listener = TcpListener::bind(&bind_address).await?;
@@ -112,8 +150,20 @@ pub async fn run_broker<S: Storage>(
             }
         }
     });
-    drive(broker, clock, inbox, to_driver).await;
+    let shell = Shell {
+        storage,
+        observer: options.observer,
+        to_driver,
+    };
+    drive(broker, clock, inbox, shell).await;
     Ok(())
+}
+
+/// What the driver needs to carry out outputs.
+struct Shell<S: Storage> {
+    storage: S,
+    observer: Option<Arc<dyn BrokerObserver>>,
+    to_driver: mpsc::Sender<DriverMessage<S::File>>,
 }
 
 /// The driver loop: one input at a time into the state machine, outputs executed in order.
@@ -121,7 +171,7 @@ async fn drive<S: Storage>(
     mut broker: Broker<S>,
     clock: Clock,
     mut inbox: mpsc::Receiver<DriverMessage<S::File>>,
-    to_driver: mpsc::Sender<DriverMessage<S::File>>,
+    shell: Shell<S>,
 ) {
     let mut replies: BTreeMap<ConnectionId, oneshot::Sender<Reply<S::File>>> = BTreeMap::new();
     let mut outputs = Vec::new();
@@ -145,22 +195,23 @@ async fn drive<S: Storage>(
         broker.handle(clock.now(), input, &mut outputs);
         broker.check_invariants();
         for output in outputs.drain(..) {
-            execute(output, &mut replies, &to_driver);
+            execute(output, &mut replies, &shell);
         }
     }
 }
 
-fn execute<F: StorageFile>(
-    output: Output<F>,
-    replies: &mut BTreeMap<ConnectionId, oneshot::Sender<Reply<F>>>,
-    to_driver: &mpsc::Sender<DriverMessage<F>>,
+fn execute<S: Storage>(
+    output: Output<S::File>,
+    replies: &mut BTreeMap<ConnectionId, oneshot::Sender<Reply<S::File>>>,
+    shell: &Shell<S>,
 ) {
-    let reply =
-        |replies: &mut BTreeMap<ConnectionId, oneshot::Sender<Reply<F>>>, connection, reply| {
-            if let Some(sender) = replies.remove(&connection) {
-                let _ = sender.send(reply);
-            }
-        };
+    let reply = |replies: &mut BTreeMap<ConnectionId, oneshot::Sender<Reply<S::File>>>,
+                 connection,
+                 reply| {
+        if let Some(sender) = replies.remove(&connection) {
+            let _ = sender.send(reply);
+        }
+    };
     match output {
         Output::Respond {
             connection,
@@ -168,21 +219,17 @@ fn execute<F: StorageFile>(
         } => reply(replies, connection, Reply::Respond(Box::new(response))),
         Output::NoResponse { connection } => reply(replies, connection, Reply::NoResponse),
         Output::Close { connection, reason } => reply(replies, connection, Reply::Close(reason)),
-        Output::Flush { flush_id, files } => {
-            let to_driver = to_driver.clone();
+        Output::Flush { flush_id, sync } => {
+            let to_driver = shell.to_driver.clone();
+            let storage = shell.storage.clone();
             tokio::spawn(async move {
-                let mut result = Ok(());
-                for file in files {
-                    if let Err(error) = file.sync().await {
-                        result = Err(format!("{file:?}: {error}"));
-                        break;
-                    }
-                }
+                let result = run_flush(&storage, sync).await;
                 let _ = to_driver
                     .send(DriverMessage::FlushDone { flush_id, result })
                     .await;
             });
         }
+        Output::Event(event) => publish(shell.observer.as_deref(), &event),
     }
 }
 

@@ -216,7 +216,16 @@ async fn broker(path: PathBuf) -> anyhow::Result<()> {
     let storage = FileStorage::new(&config.log_dirs)
         .with_context(|| format!("opening log.dirs={}", config.log_dirs))?;
     let seed = madsim::rand::random::<u64>();
-    run_broker(config, storage, ServerOptions { seed, faults: None }).await?;
+    run_broker(
+        config,
+        storage,
+        ServerOptions {
+            seed,
+            faults: None,
+            observer: None,
+        },
+    )
+    .await?;
     Ok(())
 }
 

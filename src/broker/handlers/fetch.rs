@@ -5,7 +5,7 @@
 use kafka_protocol::messages::fetch_request::FetchPartition;
 use kafka_protocol::messages::{FetchRequest, RequestKind};
 
-use crate::broker::log::LogRead;
+use crate::broker::log::{LogError, LogRead};
 use crate::broker::partition::Partition;
 use crate::broker::purgatory::DelayedFetch;
 use crate::broker::{Broker, Output, ReplyTo, ResponseBody};
@@ -139,7 +139,7 @@ impl<S: Storage> Broker<S> {
         wanted: &FetchPartition,
         budget: &mut FetchBudget,
     ) -> FetchPartitionResponse<S::File> {
-        if partition.offline.is_some() {
+        if partition.offline().is_some() {
             return error_partition(wanted.partition, ErrorCode::KafkaStorageError);
         }
         if api_version >= LEADER_EPOCH_FROM {
@@ -180,6 +180,11 @@ impl<S: Storage> Broker<S> {
             }
             Ok(LogRead::Records { .. } | LogRead::Empty) => {}
             Ok(LogRead::OutOfRange) => entry.error_code = ErrorCode::OffsetOutOfRange.code(),
+            Err(LogError::Corrupt(reason)) => {
+                // Kafka answers a CorruptRecordException on the read path with CORRUPT_MESSAGE.
+                tracing::error!(partition = %partition.topic_partition, %reason, "fetch found a corrupt batch");
+                entry.error_code = ErrorCode::CorruptMessage.code();
+            }
             Err(error) => {
                 tracing::error!(partition = %partition.topic_partition, %error, "fetch read failed");
                 entry.error_code = ErrorCode::KafkaStorageError.code();

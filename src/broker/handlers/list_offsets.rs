@@ -41,7 +41,7 @@ fn answer<S: Storage>(
     api_version: i16,
     requested: &ListOffsetsPartition,
 ) -> Result<((i64, i64), i32), ErrorCode> {
-    if partition.offline.is_some() {
+    if partition.offline().is_some() {
         return Err(ErrorCode::KafkaStorageError);
     }
     if api_version >= 4 {

@@ -133,7 +133,7 @@ impl<S: Storage> Broker<S> {
                     .map(|id| WireBrokerId(id.0))
                     .collect();
                 entry.isr_nodes = partition.isr.iter().map(|id| WireBrokerId(id.0)).collect();
-                if partition.offline.is_some() {
+                if partition.offline().is_some() {
                     entry.error_code = ErrorCode::KafkaStorageError.code();
                 }
                 entry

@@ -2,7 +2,8 @@
 //! offsets, append, advance the high watermark, and answer by `acks`:
 //! * `acks=0`: no response at all (a failed append closes the connection, as in Kafka);
 //! * `acks=1`/`all`: answer after the append, or, when the append crossed `flush.messages`,
-//!   after the fsync completes (the purgatory holds the response);
+//!   after a flush covering it completes (the purgatory holds the response, and the high
+//!   watermark waits for the same flush: Kafka's flush ordering);
 //! * `acks=all` with fewer in-sync replicas than `min.insync.replicas`: NOT_ENOUGH_REPLICAS.
 
 use std::collections::BTreeSet;
@@ -12,8 +13,8 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ProduceResponse, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::broker::purgatory::DelayedProduce;
-use crate::broker::{Broker, FlushId, Output, ReplyTo, Response, ResponseBody};
+use crate::broker::purgatory::{DelayedProduce, WaitingSlot};
+use crate::broker::{Broker, Output, ReplyTo, Response, ResponseBody};
 use crate::protocol::codec::Request;
 use crate::protocol::record_batch::{validate_batch, BatchError, RecordBatchHeader};
 use crate::protocol::ErrorCode;
@@ -23,6 +24,7 @@ use crate::types::{Millis, TopicPartition};
 /// A successful append as the response reports it.
 struct Appended {
     base_offset: i64,
+    end_offset: i64,
     log_start_offset: i64,
     flush_required: bool,
 }
@@ -113,10 +115,11 @@ pub fn produce_rejection<F>(request: &Request, error: ErrorCode) -> Option<Respo
 #[derive(Default)]
 struct ProduceProgress {
     response: ProduceResponse,
-    waiting: BTreeSet<FlushId>,
-    slots: Vec<(FlushId, usize, usize)>,
+    /// Appends that must be durable before the answer (the flush policy required an fsync).
+    waiting: Vec<WaitingSlot>,
     first_error: Option<String>,
-    appended: BTreeSet<TopicPartition>,
+    /// Partitions whose high watermark moved.
+    advanced: BTreeSet<TopicPartition>,
 }
 
 impl<S: Storage> Broker<S> {
@@ -147,20 +150,21 @@ impl<S: Storage> Broker<S> {
                 let mut entry = PartitionProduceResponse::default().with_index(data.index);
                 match outcome {
                     Ok(appended) => {
-                        progress.appended.insert(topic_partition.clone());
                         entry.base_offset = appended.base_offset;
                         if api_version >= 5 {
                             entry.log_start_offset = appended.log_start_offset;
                         }
-                        if let Some(flush_id) = appended
-                            .flush_required
-                            .then(|| self.flush_partition(now, &topic_partition, out))
-                            .flatten()
-                        {
-                            progress.waiting.insert(flush_id);
-                            progress
-                                .slots
-                                .push((flush_id, topic_index, partition_index));
+                        if appended.flush_required {
+                            self.flush_partition(now, &topic_partition, out);
+                            progress.waiting.push(WaitingSlot {
+                                topic_partition: topic_partition.clone(),
+                                topic_index,
+                                partition_index,
+                                end_offset: appended.end_offset,
+                            });
+                        }
+                        if self.advance_high_watermark(&topic_partition, out) {
+                            progress.advanced.insert(topic_partition);
                         }
                     }
                     Err((error, message)) => {
@@ -179,8 +183,8 @@ impl<S: Storage> Broker<S> {
             }
             progress.response.responses.push(topic_response);
         }
-        if !progress.appended.is_empty() {
-            self.complete_delayed_fetches(now, &progress.appended, out);
+        if !progress.advanced.is_empty() {
+            self.complete_delayed_fetches(now, &progress.advanced, out);
         }
         self.answer_produce(reply_to, acks, progress, out);
     }
@@ -213,7 +217,6 @@ impl<S: Storage> Broker<S> {
                 reply_to,
                 response: progress.response,
                 waiting: progress.waiting,
-                slots: progress.slots,
             });
         }
     }
@@ -239,8 +242,8 @@ impl<S: Storage> Broker<S> {
             .partitions
             .get_mut(topic_partition)
             .ok_or_else(unknown)?;
-        if let Some(reason) = &partition.offline {
-            return Err((ErrorCode::KafkaStorageError, reason.clone()));
+        if let Some(reason) = partition.offline() {
+            return Err((ErrorCode::KafkaStorageError, reason.to_owned()));
         }
         let (records, header) = validate_produced(records, max_message_bytes)?;
         if acks == -1 && partition.isr.len() < min_insync_replicas {
@@ -251,20 +254,16 @@ impl<S: Storage> Broker<S> {
             return Err((ErrorCode::NotEnoughReplicas, message));
         }
         let mut batch = records.to_vec();
-        let info = match partition
-            .log
-            .append(&mut batch, &header, partition.leader_epoch.0)
-        {
+        let info = match partition.append_as_leader(&mut batch, &header) {
             Ok(info) => info,
             Err(error) => {
-                tracing::error!(partition = %topic_partition, %error, "append failed: partition offline");
-                partition.offline = Some(format!("append failed: {error}"));
+                partition.go_offline(format!("append failed: {error}"));
                 return Err((ErrorCode::KafkaStorageError, error.to_string()));
             }
         };
-        partition.maybe_advance_high_watermark();
         Ok(Appended {
             base_offset: info.base_offset,
+            end_offset: info.last_offset + 1,
             log_start_offset: partition.log.log_start_offset(),
             flush_required: info.flush_required,
         })

@@ -4,7 +4,9 @@ pub mod offset_index;
 pub mod partition_log;
 pub mod segment;
 
-pub use partition_log::{AppendInfo, LogConfig, LogRead, PartitionLog, RecoveryReport};
+pub use partition_log::{
+    AppendInfo, FlushMark, FlushSync, LogConfig, LogRead, PartitionLog, RecoveryReport,
+};
 
 /// An operating error of the log (IO or corruption found while serving).
 #[derive(Debug, thiserror::Error)]

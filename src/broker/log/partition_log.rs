@@ -1,11 +1,21 @@
 //! One partition's log (Kafka's `UnifiedLog`, local part): a sorted set of segments, offset
 //! assignment, rolling, reads as file ranges, the flush policy and crash recovery.
 //!
+//! Durability follows Kafka's recovery point: everything below `recovery_point` is durable.
+//! A flush covers **every** segment holding offsets at or past the recovery point, plus the
+//! directory entries created or removed since the last directory sync, so a flush that completes
+//! makes everything below its offset durable whatever other flushes are still in flight (Kafka's
+//! `LocalLog.flush`: segments from the recovery point, and the directory when a segment was
+//! created past it). On open, segments wholly below the recovery point are trusted without a
+//! scan; the rest are validated, a torn tail past the recovery point is truncated, and
+//! corruption below it is reported (the broker takes the partition offline) without touching
+//! any file.
+//!
 //! Invariants (checked by [`PartitionLog::check_invariants`]):
-//! `log_start_offset <= flushed_offset <= log_end_offset`; segments are contiguous in offsets;
+//! `log_start_offset <= recovery_point <= log_end_offset`; segments are contiguous in offsets;
 //! only the last segment is written to.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use crate::protocol::record_batch::{assign_offsets, RecordBatchHeader};
 use crate::runtime::storage::Storage;
@@ -28,16 +38,21 @@ pub struct LogConfig {
 }
 
 /// What recovery did on open.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
     /// Segments opened.
     pub segments: u64,
-    /// Valid batches found.
+    /// Segments below the recovery point, opened without a scan.
+    pub unscanned_segments: u64,
+    /// Valid batches found by the scan.
     pub batches: u64,
-    /// Bytes truncated from torn or corrupt tails.
+    /// Bytes truncated from torn or corrupt tails past the recovery point.
     pub truncated_bytes: u64,
-    /// Segments deleted because an earlier segment was corrupt.
+    /// Segments deleted because they came after a torn tail.
     pub deleted_segments: u64,
+    /// Corruption below the recovery point: the log holds what comes before it, and the
+    /// partition must go offline.
+    pub corruption: Option<String>,
 }
 
 /// Result of an append.
@@ -69,6 +84,24 @@ pub enum LogRead<F> {
     OutOfRange,
 }
 
+/// What one flush must sync.
+#[derive(Debug, Clone)]
+pub struct FlushSync<F> {
+    /// Segment files to fsync.
+    pub files: Vec<F>,
+    /// Directories to fsync (`""`: the root).
+    pub directories: Vec<String>,
+}
+
+/// What a flush makes durable once every sync of its [`FlushSync`] succeeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlushMark {
+    /// Everything below is durable.
+    pub offset: i64,
+    directory_changes: u64,
+    parent_changes: u64,
+}
+
 /// A partition's local log.
 #[derive(Debug)]
 pub struct PartitionLog<S: Storage> {
@@ -78,80 +111,170 @@ pub struct PartitionLog<S: Storage> {
     segments: BTreeMap<i64, LogSegment<S::File>>,
     log_start_offset: i64,
     log_end_offset: i64,
-    /// Everything below is durable (as far as this process knows): Kafka's recovery point.
-    flushed_offset: i64,
+    /// Everything below is durable: Kafka's recovery point.
+    recovery_point: i64,
     unflushed_messages: i64,
-    /// Base offsets of segments written since the last flush was started.
-    dirty_segments: BTreeSet<i64>,
     last_flush: Millis,
+    /// Changes to this log's directory entries (segments created or deleted), and how many of
+    /// them a completed directory sync covers.
+    directory_changes: u64,
+    directory_synced: u64,
+    /// The same for this log's own entry in the root directory (1 when it was created).
+    parent_changes: u64,
+    parent_synced: u64,
+}
+
+/// Opening a log: the segment files in order, and what the scan found so far.
+struct Opening<'a, S: Storage> {
+    storage: &'a S,
+    config: LogConfig,
+    recovery_point: i64,
+    segments: BTreeMap<i64, LogSegment<S::File>>,
+    report: RecoveryReport,
+    /// A torn tail was truncated: every later segment is unreachable.
+    torn: bool,
+    lowest_truncated: Option<i64>,
+}
+
+impl<S: Storage> Opening<'_, S> {
+    fn expected_next(&self) -> Option<i64> {
+        self.segments
+            .values()
+            .next_back()
+            .map(LogSegment::next_offset)
+    }
+
+    /// Takes in one segment file; returns `false` to stop (corruption below the recovery
+    /// point: later files are left alone).
+    fn add(
+        &mut self,
+        base_offset: i64,
+        name: &str,
+        next_base: Option<i64>,
+    ) -> Result<bool, LogError> {
+        if self.torn {
+            self.storage.remove(name)?;
+            self.report.deleted_segments += 1;
+            return Ok(true);
+        }
+        if let Some(expected) = self.expected_next().filter(|next| *next != base_offset) {
+            if expected < self.recovery_point {
+                self.report.corruption = Some(format!(
+                    "segment {base_offset} follows a segment ending at {expected}, below the recovery point {}",
+                    self.recovery_point
+                ));
+                return Ok(false);
+            }
+            self.torn = true; // a gap past the recovery point: an unsynced tail
+            return self.add(base_offset, name, next_base);
+        }
+        let file = self.storage.open(name)?;
+        let interval = self.config.index_interval_bytes;
+        if let Some(next_base) = next_base.filter(|next| *next <= self.recovery_point) {
+            let segment = LogSegment::open_unscanned(file, base_offset, next_base, interval)?;
+            self.segments.insert(base_offset, segment);
+            self.report.segments += 1;
+            self.report.unscanned_segments += 1;
+            return Ok(true);
+        }
+        let (segment, recovery) =
+            LogSegment::recover(file, base_offset, interval, self.recovery_point)?;
+        self.report.segments += 1;
+        self.report.batches += recovery.batches;
+        self.segments.insert(base_offset, segment);
+        if recovery.corruption.is_some() {
+            self.report.corruption = recovery.corruption;
+            return Ok(false);
+        }
+        if recovery.truncated_bytes > 0 {
+            self.report.truncated_bytes += recovery.truncated_bytes;
+            self.torn = true;
+            self.lowest_truncated.get_or_insert(base_offset);
+        }
+        Ok(true)
+    }
 }
 
 impl<S: Storage> PartitionLog<S> {
-    /// Opens (or creates) the log in `directory`, recovering every segment.
+    /// Opens (or creates) the log in `directory`, recovering what lies past `recovery_point`.
     pub fn open(
         storage: S,
         directory: &str,
         config: LogConfig,
+        recovery_point: i64,
         now: Millis,
     ) -> Result<(Self, RecoveryReport), LogError> {
-        let mut report = RecoveryReport::default();
-        let mut segments = BTreeMap::new();
         let mut names: Vec<(i64, String)> = storage
             .list(&format!("{directory}/"))?
             .into_iter()
             .filter_map(|name| parse_segment_name(directory, &name).map(|base| (base, name)))
             .collect();
         names.sort();
-        let mut corrupt_before = false;
-        let mut expected_next: Option<i64> = None;
-        for (base_offset, name) in names {
-            if corrupt_before || expected_next.is_some_and(|next| next != base_offset) {
-                // A gap or an earlier torn segment: everything after it is unreachable.
-                storage.remove(&name)?;
-                report.deleted_segments += 1;
-                corrupt_before = true;
-                continue;
+        let mut opening = Opening {
+            storage: &storage,
+            config,
+            recovery_point,
+            segments: BTreeMap::new(),
+            report: RecoveryReport::default(),
+            torn: false,
+            lowest_truncated: None,
+        };
+        for (index, (base_offset, name)) in names.iter().enumerate() {
+            let next_base = names.get(index + 1).map(|(next, _)| *next);
+            if !opening.add(*base_offset, name, next_base)? {
+                break;
             }
-            let file = storage.open(&name)?;
-            let (segment, recovery) =
-                LogSegment::recover(file, base_offset, config.index_interval_bytes)?;
-            report.segments += 1;
-            report.batches += recovery.batches;
-            report.truncated_bytes += recovery.truncated_bytes;
-            corrupt_before = recovery.truncated_bytes > 0;
-            expected_next = Some(segment.next_offset());
-            segments.insert(base_offset, segment);
         }
-        if segments.is_empty() {
-            segments.insert(
-                0,
-                LogSegment::create(&storage, directory, 0, config.index_interval_bytes)?,
-            );
-        }
-        let log_start_offset = *segments.keys().next().expect("at least one segment");
-        let log_end_offset = segments
-            .values()
-            .next_back()
-            .expect("at least one segment")
-            .next_offset();
+        let Opening {
+            segments,
+            mut report,
+            lowest_truncated,
+            ..
+        } = opening;
+        let created = segments.is_empty();
         let mut log = PartitionLog {
             storage,
             directory: directory.to_owned(),
             config,
             segments,
-            log_start_offset,
-            log_end_offset,
-            flushed_offset: log_end_offset,
+            log_start_offset: 0,
+            log_end_offset: 0,
+            recovery_point: 0,
             unflushed_messages: 0,
-            dirty_segments: BTreeSet::new(),
             last_flush: now,
+            directory_changes: u64::from(report.deleted_segments > 0),
+            directory_synced: 0,
+            parent_changes: u64::from(created),
+            parent_synced: 0,
         };
-        if report.truncated_bytes > 0 || report.deleted_segments > 0 {
-            // The truncation itself must become durable before anything is acknowledged.
-            log.dirty_segments.insert(log.active_segment().base_offset);
+        if created {
+            log.create_segment(0)?;
         }
+        log.log_start_offset = *log.segments.keys().next().expect("at least one segment");
+        log.log_end_offset = log.active_segment().next_offset();
+        if report.corruption.is_none() && log.log_end_offset < recovery_point {
+            report.corruption = Some(format!(
+                "the log ends at offset {}, below the recovery point {recovery_point}",
+                log.log_end_offset
+            ));
+        }
+        // A truncated segment's new length must be fsynced too: flush from its start.
+        let trusted = lowest_truncated.map_or(recovery_point, |base| base.min(recovery_point));
+        log.recovery_point = trusted.clamp(log.log_start_offset, log.log_end_offset);
         log.check_invariants();
         Ok((log, report))
+    }
+
+    fn create_segment(&mut self, base_offset: i64) -> Result<(), LogError> {
+        let segment = LogSegment::create(
+            &self.storage,
+            &self.directory,
+            base_offset,
+            self.config.index_interval_bytes,
+        )?;
+        self.segments.insert(base_offset, segment);
+        self.directory_changes += 1;
+        Ok(())
     }
 
     fn active_segment(&self) -> &LogSegment<S::File> {
@@ -171,9 +294,14 @@ impl<S: Storage> PartitionLog<S> {
         self.log_end_offset
     }
 
-    /// Offset below which everything was flushed.
-    pub fn flushed_offset(&self) -> i64 {
-        self.flushed_offset
+    /// Offset below which everything is durable (Kafka's recovery point).
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+
+    /// `flush.messages`: 1 means every append is fsynced before it is acknowledged or visible.
+    pub fn config(&self) -> &LogConfig {
+        &self.config
     }
 
     /// Number of segments.
@@ -200,16 +328,15 @@ impl<S: Storage> PartitionLog<S> {
         if self.active_segment().size_bytes() > 0
             && self.active_segment().size_bytes() + size > self.config.segment_bytes
         {
-            self.roll()?;
+            self.create_segment(base_offset)?;
         }
         let segment = self
             .segments
             .values_mut()
             .next_back()
             .expect("a log always has a segment");
+        segment.ensure_loaded()?;
         segment.append(batch, &header)?;
-        let dirty = segment.base_offset;
-        self.dirty_segments.insert(dirty);
         self.log_end_offset = header.last_offset() + 1;
         self.unflushed_messages += i64::from(header.records_count.max(1));
         Ok(AppendInfo {
@@ -219,50 +346,50 @@ impl<S: Storage> PartitionLog<S> {
         })
     }
 
-    fn roll(&mut self) -> Result<(), LogError> {
-        let base_offset = self.log_end_offset;
-        let segment = LogSegment::create(
-            &self.storage,
-            &self.directory,
-            base_offset,
-            self.config.index_interval_bytes,
-        )?;
-        self.segments.insert(base_offset, segment);
-        Ok(())
-    }
-
-    /// Starts a flush of everything appended so far: returns the files to fsync and the offset
-    /// that will be durable once they are. `None` if nothing is unflushed.
-    pub fn start_flush(&mut self, now: Millis) -> Option<(Vec<S::File>, i64)> {
+    /// Starts a flush of everything appended so far: the files and directories to sync, and
+    /// what becomes durable once they are. `None` if everything is durable already.
+    pub fn start_flush(&mut self, now: Millis) -> Option<(FlushSync<S::File>, FlushMark)> {
         self.last_flush = now;
         self.unflushed_messages = 0;
-        if self.dirty_segments.is_empty() {
+        let mut directories = Vec::new();
+        if self.parent_changes > self.parent_synced {
+            directories.push(String::new());
+        }
+        if self.directory_changes > self.directory_synced {
+            directories.push(self.directory.clone());
+        }
+        if self.recovery_point == self.log_end_offset && directories.is_empty() {
             return None;
         }
-        let files = std::mem::take(&mut self.dirty_segments)
-            .into_iter()
-            .filter_map(|base_offset| {
-                self.segments
-                    .get(&base_offset)
-                    .map(|segment| segment.file().clone())
-            })
+        let files = self
+            .segments
+            .values()
+            .filter(|segment| segment.next_offset() > self.recovery_point)
+            .map(|segment| segment.file().clone())
             .collect();
-        Some((files, self.log_end_offset))
+        let mark = FlushMark {
+            offset: self.log_end_offset,
+            directory_changes: self.directory_changes,
+            parent_changes: self.parent_changes,
+        };
+        Some((FlushSync { files, directories }, mark))
     }
 
-    /// Records that a flush started earlier completed.
-    pub fn flush_completed(&mut self, durable_offset: i64) {
+    /// Records that every sync of a flush started earlier succeeded.
+    pub fn flush_completed(&mut self, mark: FlushMark) {
         assert!(
-            durable_offset <= self.log_end_offset,
+            mark.offset <= self.log_end_offset,
             "flushed past the log end"
         );
-        self.flushed_offset = self.flushed_offset.max(durable_offset);
+        self.recovery_point = self.recovery_point.max(mark.offset);
+        self.directory_synced = self.directory_synced.max(mark.directory_changes);
+        self.parent_synced = self.parent_synced.max(mark.parent_changes);
     }
 
     /// When `flush.ms` next requires a flush, if there is unflushed data.
     pub fn next_flush_deadline(&self) -> Option<Millis> {
         let interval = self.config.flush_ms?;
-        (!self.dirty_segments.is_empty()).then(|| self.last_flush.plus(interval))
+        (self.recovery_point < self.log_end_offset).then(|| self.last_flush.plus(interval))
     }
 
     /// Whole batches from the one containing `fetch_offset` up to `end_offset` (exclusive:
@@ -309,12 +436,15 @@ impl<S: Storage> PartitionLog<S> {
 
     /// `(offset, timestamp)` of the record batch with the largest timestamp.
     pub fn offset_of_max_timestamp(&self) -> Result<Option<(i64, i64)>, LogError> {
-        let best = self
-            .segments
-            .values()
-            .max_by_key(|segment| segment.max_timestamp());
+        let mut best: Option<(&LogSegment<S::File>, i64)> = None;
+        for segment in self.segments.values() {
+            let max = segment.max_timestamp()?;
+            if best.is_none_or(|(_, best_max)| max > best_max) {
+                best = Some((segment, max));
+            }
+        }
         match best {
-            Some(segment) if segment.max_timestamp() >= 0 => segment.offset_of_max_timestamp(),
+            Some((segment, max)) if max >= 0 => segment.offset_of_max_timestamp(),
             _ => Ok(None),
         }
     }
@@ -322,121 +452,37 @@ impl<S: Storage> PartitionLog<S> {
     /// Cross-field invariants; a violation is a bug.
     pub fn check_invariants(&self) {
         assert!(
-            self.log_start_offset <= self.flushed_offset,
-            "log start above flushed offset"
+            self.log_start_offset <= self.recovery_point,
+            "log start above the recovery point"
         );
         assert!(
-            self.flushed_offset <= self.log_end_offset,
-            "flushed offset above log end"
+            self.recovery_point <= self.log_end_offset,
+            "recovery point above log end"
         );
-        let mut expected = self.log_start_offset;
-        for (base_offset, segment) in &self.segments {
-            assert_eq!(
-                *base_offset, segment.base_offset,
-                "segment keyed by its base offset"
-            );
-            assert_eq!(segment.base_offset, expected, "segments are contiguous");
-            expected = segment.next_offset();
-        }
+        assert!(
+            self.directory_synced <= self.directory_changes,
+            "synced directory changes that never happened"
+        );
+        let active = self.active_segment();
         assert_eq!(
-            expected, self.log_end_offset,
+            active.next_offset(),
+            self.log_end_offset,
             "log end is the last segment's end"
         );
+        // O(segments): debug builds and the simulator's debug runs only.
+        if cfg!(debug_assertions) {
+            let mut expected = self.log_start_offset;
+            for (base_offset, segment) in &self.segments {
+                assert_eq!(
+                    *base_offset, segment.base_offset,
+                    "segment keyed by its base offset"
+                );
+                assert_eq!(segment.base_offset, expected, "segments are contiguous");
+                expected = segment.next_offset();
+            }
+        }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::protocol::record_batch::{build_batch, validate_batch};
-    use crate::runtime::memory_storage::MemoryStorage;
-    use crate::runtime::storage::StorageFile;
-
-    fn config(segment_bytes: u64, flush_messages: i64) -> LogConfig {
-        LogConfig {
-            segment_bytes,
-            index_interval_bytes: 100,
-            flush_messages,
-            flush_ms: None,
-        }
-    }
-
-    fn append_value(log: &mut PartitionLog<MemoryStorage>, value: &str) -> AppendInfo {
-        let mut batch = build_batch(&[(None, Some(value.as_bytes()))], 1).to_vec();
-        let header = validate_batch(&batch).expect("valid");
-        log.append(&mut batch, &header, 0).expect("append")
-    }
-
-    #[test]
-    fn offsets_are_assigned_in_order_across_segment_rolls_and_survive_reopen() {
-        let storage = MemoryStorage::new();
-        let (mut log, _) =
-            PartitionLog::open(storage.clone(), "t-0", config(200, i64::MAX), Millis(0))
-                .expect("open");
-        for index in 0..10 {
-            let info = append_value(&mut log, &format!("value-{index}"));
-            assert_eq!(info.base_offset, index);
-            assert!(!info.flush_required);
-        }
-        assert!(log.segment_count() > 1, "200-byte segments must roll");
-        log.check_invariants();
-        let LogRead::Records { position, len, .. } = log.read(4, 10, 1).expect("read") else {
-            panic!("records expected")
-        };
-        assert!(
-            len > 0,
-            "the first batch is returned even above max_bytes (KIP-74)"
-        );
-        let _ = position;
-        assert!(matches!(
-            log.read(10, 10, 1000).expect("read"),
-            LogRead::Empty
-        ));
-        assert!(matches!(
-            log.read(11, 10, 1000).expect("read"),
-            LogRead::OutOfRange
-        ));
-        drop(log);
-        let (log, report) =
-            PartitionLog::open(storage, "t-0", config(200, i64::MAX), Millis(0)).expect("reopen");
-        assert_eq!(log.log_end_offset(), 10);
-        assert_eq!(report.batches, 10);
-        assert_eq!(report.truncated_bytes, 0);
-    }
-
-    #[test]
-    fn recovery_truncates_a_torn_tail() {
-        let storage = MemoryStorage::new();
-        let (mut log, _) =
-            PartitionLog::open(storage.clone(), "t-0", config(1 << 20, i64::MAX), Millis(0))
-                .expect("open");
-        for index in 0..3 {
-            append_value(&mut log, &format!("value-{index}"));
-        }
-        drop(log);
-        let file = storage
-            .open("t-0/00000000000000000000.log")
-            .expect("segment");
-        let len = file.len().expect("len");
-        file.set_len(len - 5).expect("tear");
-        let (log, report) =
-            PartitionLog::open(storage, "t-0", config(1 << 20, i64::MAX), Millis(0))
-                .expect("reopen");
-        assert_eq!(log.log_end_offset(), 2, "the torn third batch is gone");
-        assert!(report.truncated_bytes > 0);
-    }
-
-    #[test]
-    fn the_flush_policy_asks_for_an_fsync_every_flush_messages() {
-        let storage = MemoryStorage::new();
-        let (mut log, _) =
-            PartitionLog::open(storage, "t-0", config(1 << 20, 2), Millis(0)).expect("open");
-        assert!(!append_value(&mut log, "a").flush_required);
-        assert!(append_value(&mut log, "b").flush_required);
-        let (files, offset) = log.start_flush(Millis(5)).expect("dirty");
-        assert_eq!((files.len(), offset), (1, 2));
-        log.flush_completed(offset);
-        assert_eq!(log.flushed_offset(), 2);
-        assert!(!append_value(&mut log, "c").flush_required);
-    }
-}
+mod tests;

@@ -2,7 +2,10 @@
 //! its RecordBatch v2 header, named after the segment's base offset.
 //!
 //! Invariants: batches are contiguous from position 0 to `size_bytes`; their base offsets
-//! increase; every batch's CRC was checked on append (by the caller) and on recovery (here).
+//! increase and lie in `[base_offset, next_offset)`; every batch's CRC was checked on append (by
+//! the caller) or on recovery (here). A segment below the recovery point is opened without a
+//! scan ([`LogSegment::open_unscanned`]): its sparse index is built on first use, and any batch
+//! found out of shape then is reported as corruption, never silently skipped.
 
 use crate::protocol::record_batch::{validate_batch, RecordBatchHeader, RECORD_BATCH_HEADER_BYTES};
 use crate::runtime::storage::{Storage, StorageFile};
@@ -11,15 +14,18 @@ use super::offset_index::OffsetIndex;
 use super::LogError;
 
 /// What recovery found in a segment.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SegmentRecovery {
     /// Valid batches kept.
     pub batches: u64,
-    /// Bytes cut off the end (torn or corrupt tail).
+    /// Bytes cut off the end (a torn or corrupt tail past the recovery point).
     pub truncated_bytes: u64,
+    /// A batch below the recovery point failed validation: the segment was left untouched and
+    /// holds only the batches before it.
+    pub corruption: Option<String>,
 }
 
-/// A segment file and its in-memory sparse index.
+/// A segment file and its sparse index.
 #[derive(Debug)]
 pub struct LogSegment<F> {
     /// Offset of the first batch this segment may hold.
@@ -28,8 +34,11 @@ pub struct LogSegment<F> {
     size_bytes: u64,
     /// Offset after the last batch (`base_offset` when empty).
     next_offset: i64,
-    /// Largest batch `maxTimestamp` seen (for ListOffsets by timestamp).
+    /// Largest batch `maxTimestamp` seen (for ListOffsets by timestamp); -1 when empty.
     max_timestamp: i64,
+    /// Whether `index` and `max_timestamp` cover the whole segment (false until first use for a
+    /// segment opened without a scan).
+    loaded: bool,
     index: OffsetIndex,
     bytes_since_index_entry: u64,
     index_interval_bytes: u64,
@@ -68,18 +77,41 @@ impl<F: StorageFile> LogSegment<F> {
             size_bytes: 0,
             next_offset: base_offset,
             max_timestamp: -1,
+            loaded: true,
             index: OffsetIndex::default(),
             bytes_since_index_entry: 0,
             index_interval_bytes,
         }
     }
 
+    /// Opens a segment that lies wholly below the recovery point without reading it: its end
+    /// offset is the next segment's base offset. The index is built on first use.
+    pub fn open_unscanned(
+        file: F,
+        base_offset: i64,
+        next_offset: i64,
+        index_interval_bytes: u64,
+    ) -> Result<LogSegment<F>, LogError> {
+        assert!(next_offset >= base_offset, "a segment ends after it starts");
+        let size_bytes = file.len()?;
+        let mut segment = LogSegment::empty(file, base_offset, index_interval_bytes);
+        segment.size_bytes = size_bytes;
+        segment.next_offset = next_offset;
+        segment.loaded = false;
+        Ok(segment)
+    }
+
     /// Opens an existing segment, validating every batch (header, length, CRC-32C, increasing
-    /// offsets) and truncating the file at the first bad one: a torn tail after a crash.
+    /// offsets). At the first bad batch: if it lies past `recovery_point` the rest of the file
+    /// is a torn tail and is truncated; below it, nothing is touched and the corruption is
+    /// reported (fsynced data is never deleted). Valid batches past the recovery point are
+    /// written again so that the next fsync covers them even if an earlier failed fsync left
+    /// their pages clean but not on disk.
     pub fn recover(
         file: F,
         base_offset: i64,
         index_interval_bytes: u64,
+        recovery_point: i64,
     ) -> Result<(LogSegment<F>, SegmentRecovery), LogError> {
         let file_len = file.len()?;
         let mut segment = LogSegment::empty(file, base_offset, index_interval_bytes);
@@ -87,11 +119,23 @@ impl<F: StorageFile> LogSegment<F> {
         let mut buffer = Vec::new();
         while segment.size_bytes < file_len {
             let position = segment.size_bytes;
-            let Some(header) = segment.read_valid_batch(position, file_len, &mut buffer)? else {
-                break;
-            };
-            segment.track_append(&header, position);
-            report.batches += 1;
+            match segment.read_valid_batch(position, file_len, &mut buffer)? {
+                Ok(header) => {
+                    if header.last_offset() >= recovery_point {
+                        segment.file.write_all_at(&buffer, position)?;
+                    }
+                    segment.track_append(&header, position);
+                    report.batches += 1;
+                }
+                Err(reason) if segment.next_offset < recovery_point => {
+                    report.corruption = Some(format!(
+                        "{reason} at byte {position}, offset {} (below the recovery point {recovery_point})",
+                        segment.next_offset
+                    ));
+                    return Ok((segment, report));
+                }
+                Err(_) => break,
+            }
         }
         if segment.size_bytes < file_len {
             report.truncated_bytes = file_len - segment.size_bytes;
@@ -100,28 +144,38 @@ impl<F: StorageFile> LogSegment<F> {
         Ok((segment, report))
     }
 
-    /// Reads and checks the batch at `position`; `None` if it is torn, corrupt or out of order.
+    /// Reads and checks the batch at `position`: `Err(reason)` if it is torn, corrupt or out of
+    /// order; the batch bytes are left in `buffer`.
     fn read_valid_batch(
         &self,
         position: u64,
         file_len: u64,
         buffer: &mut Vec<u8>,
-    ) -> Result<Option<RecordBatchHeader>, LogError> {
+    ) -> Result<Result<RecordBatchHeader, String>, LogError> {
         if file_len - position < RECORD_BATCH_HEADER_BYTES as u64 {
-            return Ok(None);
+            return Ok(Err("a partial batch header".to_owned()));
         }
         let mut head = [0u8; RECORD_BATCH_HEADER_BYTES];
         self.file.read_exact_at(&mut head, position)?;
-        let Ok(header) = RecordBatchHeader::parse(&head) else {
-            return Ok(None);
+        let header = match RecordBatchHeader::parse(&head) {
+            Ok(header) => header,
+            Err(error) => return Ok(Err(error.to_string())),
         };
         let size = header.size_bytes() as u64;
-        if size > file_len - position || header.base_offset < self.next_offset {
-            return Ok(None);
+        if size > file_len - position {
+            return Ok(Err(format!(
+                "a batch of {size} bytes past the end of the file"
+            )));
+        }
+        if header.base_offset < self.next_offset {
+            return Ok(Err(format!(
+                "batch offset {} before {}",
+                header.base_offset, self.next_offset
+            )));
         }
         buffer.resize(size as usize, 0);
         self.file.read_exact_at(buffer, position)?;
-        Ok(validate_batch(buffer).ok())
+        Ok(validate_batch(buffer).map_err(|error| error.to_string()))
     }
 
     fn track_append(&mut self, header: &RecordBatchHeader, position: u64) {
@@ -136,8 +190,68 @@ impl<F: StorageFile> LogSegment<F> {
         self.max_timestamp = self.max_timestamp.max(header.max_timestamp);
     }
 
+    /// Builds the index of a segment opened without a scan (a header walk, no CRC check).
+    /// Corruption found here is an error: the caller takes the partition offline.
+    pub fn ensure_loaded(&mut self) -> Result<(), LogError> {
+        if self.loaded {
+            return Ok(());
+        }
+        let expected_next = self.next_offset;
+        let mut headers = Vec::new();
+        self.walk(|position, header| headers.push((position, *header)))?;
+        let mut rebuilt = LogSegment::empty(self.file.clone(), self.base_offset, 0);
+        rebuilt.index_interval_bytes = self.index_interval_bytes;
+        for (position, header) in &headers {
+            rebuilt.track_append(header, *position);
+        }
+        if rebuilt.next_offset != expected_next {
+            return Err(LogError::Corrupt(format!(
+                "segment {} ends at offset {}, the next segment starts at {expected_next}",
+                self.base_offset, rebuilt.next_offset
+            )));
+        }
+        *self = rebuilt;
+        Ok(())
+    }
+
+    /// Visits every batch header in order, checking the segment's shape: headers parse,
+    /// batches fit in the file, offsets increase within `[base_offset, next_offset)`.
+    fn walk(&self, mut visit: impl FnMut(u64, &RecordBatchHeader)) -> Result<(), LogError> {
+        let mut position = 0;
+        let mut next = self.base_offset;
+        while position < self.size_bytes {
+            let header = self.header_at(position)?;
+            self.check_shape(position, &header, next)?;
+            visit(position, &header);
+            next = header.last_offset() + 1;
+            position += header.size_bytes() as u64;
+        }
+        Ok(())
+    }
+
+    fn check_shape(
+        &self,
+        position: u64,
+        header: &RecordBatchHeader,
+        next: i64,
+    ) -> Result<(), LogError> {
+        let fits = position + header.size_bytes() as u64 <= self.size_bytes;
+        let ordered = header.base_offset >= next && header.last_offset() < self.next_offset;
+        if fits && ordered {
+            return Ok(());
+        }
+        Err(LogError::Corrupt(format!(
+            "segment {}: batch at byte {position} (offsets {}..={}, {} bytes) does not fit the segment",
+            self.base_offset,
+            header.base_offset,
+            header.last_offset(),
+            header.size_bytes()
+        )))
+    }
+
     /// Appends a batch whose offsets are already assigned and whose CRC was checked.
     pub fn append(&mut self, batch: &[u8], header: &RecordBatchHeader) -> Result<(), LogError> {
+        assert!(self.loaded, "appends go to a loaded segment");
         assert_eq!(
             header.size_bytes(),
             batch.len(),
@@ -163,9 +277,14 @@ impl<F: StorageFile> LogSegment<F> {
         self.next_offset
     }
 
-    /// Largest batch timestamp.
-    pub fn max_timestamp(&self) -> i64 {
-        self.max_timestamp
+    /// Largest batch timestamp (-1 if none).
+    pub fn max_timestamp(&self) -> Result<i64, LogError> {
+        if self.loaded {
+            return Ok(self.max_timestamp);
+        }
+        let mut max = -1;
+        self.walk(|_, header| max = max.max(header.max_timestamp))?;
+        Ok(max)
     }
 
     /// The segment file.
@@ -175,9 +294,19 @@ impl<F: StorageFile> LogSegment<F> {
 
     fn header_at(&self, position: u64) -> Result<RecordBatchHeader, LogError> {
         let mut head = [0u8; RECORD_BATCH_HEADER_BYTES];
+        if position + RECORD_BATCH_HEADER_BYTES as u64 > self.size_bytes {
+            return Err(LogError::Corrupt(format!(
+                "segment {}: a partial batch header at byte {position}",
+                self.base_offset
+            )));
+        }
         self.file.read_exact_at(&mut head, position)?;
-        RecordBatchHeader::parse(&head)
-            .map_err(|error| LogError::Corrupt(format!("batch at {position}: {error}")))
+        RecordBatchHeader::parse(&head).map_err(|error| {
+            LogError::Corrupt(format!(
+                "segment {}: batch at byte {position}: {error}",
+                self.base_offset
+            ))
+        })
     }
 
     /// The byte range of whole batches starting with the one that contains `start_offset`,
@@ -189,13 +318,14 @@ impl<F: StorageFile> LogSegment<F> {
         end_offset: i64,
         max_bytes: u64,
     ) -> Result<Option<(u64, u64)>, LogError> {
-        let mut position = self
+        let (mut next, mut position) = self
             .index
             .lookup(start_offset)
-            .map_or(0, |(_, position)| position);
+            .unwrap_or((self.base_offset, 0));
         let mut start = None;
         while position < self.size_bytes {
             let header = self.header_at(position)?;
+            self.check_shape(position, &header, next)?;
             if header.base_offset >= end_offset {
                 break;
             }
@@ -205,6 +335,7 @@ impl<F: StorageFile> LogSegment<F> {
                 Some(first) if position + size - first > max_bytes => break,
                 _ => {}
             }
+            next = header.last_offset() + 1;
             position += size;
         }
         Ok(start.map(|first| (first, position - first)))
@@ -212,31 +343,26 @@ impl<F: StorageFile> LogSegment<F> {
 
     /// Offset of the first batch whose max timestamp is at least `timestamp_ms`.
     pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<i64>, LogError> {
-        if self.max_timestamp < timestamp_ms {
+        if self.loaded && self.max_timestamp < timestamp_ms {
             return Ok(None);
         }
-        let mut position = 0;
-        while position < self.size_bytes {
-            let header = self.header_at(position)?;
-            if header.max_timestamp >= timestamp_ms {
-                return Ok(Some(header.base_offset));
+        let mut found = None;
+        self.walk(|_, header| {
+            if found.is_none() && header.max_timestamp >= timestamp_ms {
+                found = Some(header.base_offset);
             }
-            position += header.size_bytes() as u64;
-        }
-        Ok(None)
+        })?;
+        Ok(found)
     }
 
     /// `(offset, timestamp)` of the batch holding the largest timestamp (ListOffsets -3).
     pub fn offset_of_max_timestamp(&self) -> Result<Option<(i64, i64)>, LogError> {
         let mut best: Option<(i64, i64)> = None;
-        let mut position = 0;
-        while position < self.size_bytes {
-            let header = self.header_at(position)?;
+        self.walk(|_, header| {
             if best.is_none_or(|(_, timestamp)| header.max_timestamp > timestamp) {
                 best = Some((header.last_offset(), header.max_timestamp));
             }
-            position += header.size_bytes() as u64;
-        }
+        })?;
         Ok(best)
     }
 }

@@ -1,0 +1,302 @@
+//! Flushes and what their completions release: a partition's recovery point and high
+//! watermark move, parked produces are answered, parked fetches see new data, durable metadata
+//! records apply, and the recovery-point checkpoint advances step by step.
+//!
+//! A failed fsync of a partition takes it offline: everything parked on it is answered
+//! KAFKA_STORAGE_ERROR, and no later completion moves it again (Kafka marks the log directory
+//! offline). A failed fsync of the metadata log stops the broker, as Kafka halts.
+
+use std::collections::BTreeSet;
+
+use crate::protocol::record_batch::{build_batch, validate_batch, KeyValue};
+use crate::runtime::storage::{Storage, StorageFile};
+use crate::types::{Millis, TopicPartition};
+
+use super::checkpoint::{self, CheckpointStage, RecoveryPoints};
+use super::log::{FlushMark, FlushSync, LogError};
+use super::metadata::{MetadataRecord, METADATA_LOG_DIRECTORY};
+use super::purgatory::FlushTarget;
+use super::{
+    Broker, BrokerEvent, FlushId, Output, RECOVERY_POINT_CHECKPOINT, RECOVERY_POINT_CHECKPOINT_TMP,
+};
+
+impl<S: Storage> Broker<S> {
+    fn start(
+        &mut self,
+        target: FlushTarget,
+        sync: FlushSync<S::File>,
+        out: &mut Vec<Output<S::File>>,
+    ) -> FlushId {
+        self.next_flush_id += 1;
+        let flush_id = FlushId(self.next_flush_id);
+        self.flushes.insert(flush_id, target);
+        out.push(Output::Flush { flush_id, sync });
+        flush_id
+    }
+
+    /// Starts a flush of one partition, if it has anything to flush.
+    pub(super) fn flush_partition(
+        &mut self,
+        now: Millis,
+        topic_partition: &TopicPartition,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let Some(partition) = self.partitions.get_mut(topic_partition) else {
+            return;
+        };
+        let Some((sync, mark)) = partition.log.start_flush(now) else {
+            return;
+        };
+        let target = FlushTarget::Partition {
+            topic_partition: topic_partition.clone(),
+            mark,
+        };
+        self.start(target, sync, out);
+    }
+
+    /// Appends metadata records and flushes them; the caller parks its work on the flush.
+    pub(super) fn append_metadata(
+        &mut self,
+        now: Millis,
+        records: &[MetadataRecord],
+        out: &mut Vec<Output<S::File>>,
+    ) -> Result<FlushId, LogError> {
+        let values: Vec<Vec<u8>> = records.iter().map(MetadataRecord::to_bytes).collect();
+        let entries: Vec<KeyValue<'_>> = values
+            .iter()
+            .map(|value| (None, Some(value.as_slice())))
+            .collect();
+        let mut batch = build_batch(&entries, 0).to_vec();
+        let header = validate_batch(&batch).expect("a freshly built batch is valid");
+        self.metadata_log.append(&mut batch, &header, 0)?;
+        let (sync, mark) = self.metadata_log.start_flush(now).expect("just appended");
+        let target = FlushTarget::Metadata {
+            mark,
+            records: records.to_vec(),
+        };
+        Ok(self.start(target, sync, out))
+    }
+
+    pub(super) fn on_flush_completed(
+        &mut self,
+        now: Millis,
+        flush_id: FlushId,
+        result: Result<(), String>,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let target = self
+            .flushes
+            .remove(&flush_id)
+            .expect("completion of an unknown flush");
+        match (target, result) {
+            (
+                FlushTarget::Partition {
+                    topic_partition,
+                    mark,
+                },
+                result,
+            ) => {
+                self.on_partition_flushed(now, &topic_partition, mark, result, out);
+            }
+            (FlushTarget::Metadata { mark, records }, Ok(())) => {
+                self.metadata_log.flush_completed(mark);
+                self.apply_durable_metadata(now, &records, out);
+                self.complete_topic_creations(flush_id, out);
+            }
+            (FlushTarget::Metadata { records, .. }, Err(error)) => {
+                // The records may or may not be on disk: this process must not guess. Kafka halts.
+                panic!(
+                    "fsync of the metadata log failed ({error}) with {} records pending",
+                    records.len()
+                );
+            }
+            (FlushTarget::Checkpoint, result) => self.on_checkpoint_step(now, result, out),
+        }
+    }
+
+    fn on_partition_flushed(
+        &mut self,
+        now: Millis,
+        topic_partition: &TopicPartition,
+        mark: FlushMark,
+        result: Result<(), String>,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let Some(partition) = self.partitions.get_mut(topic_partition) else {
+            return;
+        };
+        match result {
+            Ok(()) => partition.on_flush_completed(mark),
+            Err(error) => {
+                let reason = format!("fsync failed: {error}");
+                if partition.offline().is_none() {
+                    partition.go_offline(reason.clone());
+                    out.push(Output::Event(BrokerEvent::Offline {
+                        partition: topic_partition.clone(),
+                        reason,
+                    }));
+                }
+            }
+        }
+        if self.advance_high_watermark(topic_partition, out) {
+            let advanced = BTreeSet::from([topic_partition.clone()]);
+            self.complete_delayed_fetches(now, &advanced, out);
+        }
+        self.complete_delayed_produces(topic_partition, out);
+    }
+
+    /// Moves a partition's high watermark if it can, and says so in an event.
+    pub(super) fn advance_high_watermark(
+        &mut self,
+        topic_partition: &TopicPartition,
+        out: &mut Vec<Output<S::File>>,
+    ) -> bool {
+        let Some(partition) = self.partitions.get_mut(topic_partition) else {
+            return false;
+        };
+        let advanced = partition.maybe_advance_high_watermark();
+        if advanced {
+            out.push(Output::Event(BrokerEvent::HighWatermark {
+                partition: topic_partition.clone(),
+                offset: partition.high_watermark(),
+            }));
+        }
+        advanced
+    }
+
+    fn apply_durable_metadata(
+        &mut self,
+        now: Millis,
+        records: &[MetadataRecord],
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        for record in records {
+            if let Err(error) = self.metadata.apply(record, &self.config) {
+                panic!("a metadata record that validated on append failed to apply: {error}");
+            }
+            let MetadataRecord::Topic { name, .. } = record;
+            self.pending_topics.remove(name);
+            let topic = self.metadata.topic(name).expect("just applied").clone();
+            for partition in 0..topic.partitions {
+                if let Err(error) = self.open_partition(&topic, partition, 0, now) {
+                    tracing::error!(topic = %name, partition, %error, "cannot create partition log");
+                    continue;
+                }
+                let topic_partition = TopicPartition::new(name.clone(), partition);
+                out.push(Output::Event(BrokerEvent::LogStartOffset {
+                    partition: topic_partition.clone(),
+                    offset: 0,
+                }));
+                out.push(Output::Event(BrokerEvent::HighWatermark {
+                    partition: topic_partition,
+                    offset: 0,
+                }));
+            }
+        }
+    }
+
+    pub(super) fn on_tick(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+        let due: Vec<TopicPartition> = self
+            .partitions
+            .iter()
+            .filter(|(_, partition)| {
+                partition
+                    .log
+                    .next_flush_deadline()
+                    .is_some_and(|deadline| deadline <= now)
+            })
+            .map(|(topic_partition, _)| topic_partition.clone())
+            .collect();
+        for topic_partition in due {
+            self.flush_partition(now, &topic_partition, out);
+        }
+        self.complete_delayed_fetches(now, &BTreeSet::new(), out);
+        if self
+            .checkpoint
+            .next_deadline()
+            .is_some_and(|deadline| deadline <= now)
+        {
+            self.maybe_write_checkpoint(now, out);
+        }
+    }
+
+    /// Every log's recovery point, as the checkpoint records them.
+    fn recovery_points(&self) -> RecoveryPoints {
+        let metadata = TopicPartition::parse(METADATA_LOG_DIRECTORY).expect("a partition name");
+        let mut points = RecoveryPoints::new();
+        points.insert(metadata, self.metadata_log.recovery_point());
+        for (topic_partition, partition) in &self.partitions {
+            points.insert(topic_partition.clone(), partition.log.recovery_point());
+        }
+        points
+    }
+
+    /// Step one of a checkpoint: write the `.tmp` file and fsync it (if anything changed).
+    fn maybe_write_checkpoint(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+        let points = self.recovery_points();
+        if points == self.checkpoint.written {
+            self.checkpoint.rest(now);
+            return;
+        }
+        let text = checkpoint::format(&points);
+        let written = self
+            .storage
+            .open(RECOVERY_POINT_CHECKPOINT_TMP)
+            .and_then(|file| {
+                file.set_len(0)?;
+                file.write_all_at(text.as_bytes(), 0)?;
+                Ok(file)
+            });
+        match written {
+            Ok(file) => {
+                self.checkpoint.stage = CheckpointStage::SyncingTemporary(points);
+                let sync = FlushSync {
+                    files: vec![file],
+                    directories: Vec::new(),
+                };
+                self.start(FlushTarget::Checkpoint, sync, out);
+            }
+            Err(error) => {
+                tracing::error!(%error, "cannot write {RECOVERY_POINT_CHECKPOINT_TMP}");
+                self.checkpoint.rest(now);
+            }
+        }
+    }
+
+    /// Steps two and three: rename over the checkpoint and fsync the directory; then done.
+    fn on_checkpoint_step(
+        &mut self,
+        now: Millis,
+        result: Result<(), String>,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        if let Err(error) = result {
+            tracing::error!(%error, "checkpointing the recovery points failed; retrying later");
+            self.checkpoint.rest(now);
+            return;
+        }
+        match std::mem::replace(&mut self.checkpoint.stage, CheckpointStage::Idle) {
+            CheckpointStage::SyncingTemporary(points) => {
+                if let Err(error) = self
+                    .storage
+                    .rename(RECOVERY_POINT_CHECKPOINT_TMP, RECOVERY_POINT_CHECKPOINT)
+                {
+                    tracing::error!(%error, "cannot rename the recovery-point checkpoint");
+                    self.checkpoint.rest(now);
+                    return;
+                }
+                self.checkpoint.stage = CheckpointStage::SyncingDirectory(points);
+                let sync = FlushSync {
+                    files: Vec::new(),
+                    directories: vec![String::new()],
+                };
+                self.start(FlushTarget::Checkpoint, sync, out);
+            }
+            CheckpointStage::SyncingDirectory(points) => {
+                self.checkpoint.written = points;
+                self.checkpoint.rest(now);
+            }
+            CheckpointStage::Idle => unreachable!("a checkpoint step completed while idle"),
+        }
+    }
+}

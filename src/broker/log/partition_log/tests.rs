@@ -1,0 +1,287 @@
+use super::*;
+use crate::protocol::record_batch::{build_batch, validate_batch};
+use crate::runtime::memory_storage::{CrashLevel, MemoryFile, MemoryStorage};
+use crate::runtime::storage::StorageFile;
+
+fn config(segment_bytes: u64, flush_messages: i64) -> LogConfig {
+    LogConfig {
+        segment_bytes,
+        index_interval_bytes: 100,
+        flush_messages,
+        flush_ms: None,
+    }
+}
+
+fn open(
+    storage: &MemoryStorage,
+    segment_bytes: u64,
+    recovery_point: i64,
+) -> (PartitionLog<MemoryStorage>, RecoveryReport) {
+    PartitionLog::open(
+        storage.clone(),
+        "t-0",
+        config(segment_bytes, i64::MAX),
+        recovery_point,
+        Millis(0),
+    )
+    .expect("open")
+}
+
+fn append_value(log: &mut PartitionLog<MemoryStorage>, value: &str) -> AppendInfo {
+    let mut batch = build_batch(&[(None, Some(value.as_bytes()))], 1).to_vec();
+    let header = validate_batch(&batch).expect("valid");
+    log.append(&mut batch, &header, 0).expect("append")
+}
+
+/// Runs a flush's syncs to completion (MemoryStorage without latency completes at once).
+fn complete(storage: &MemoryStorage, sync: &FlushSync<MemoryFile>) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    for file in &sync.files {
+        runtime.block_on(file.sync()).expect("sync");
+    }
+    for directory in &sync.directories {
+        runtime
+            .block_on(storage.sync_directory(directory))
+            .expect("directory sync");
+    }
+}
+
+fn flush(storage: &MemoryStorage, log: &mut PartitionLog<MemoryStorage>) {
+    let (sync, mark) = log.start_flush(Millis(0)).expect("something to flush");
+    complete(storage, &sync);
+    log.flush_completed(mark);
+}
+
+fn file_names(files: &[MemoryFile]) -> Vec<String> {
+    files.iter().map(|file| format!("{file:?}")).collect()
+}
+
+#[test]
+fn offsets_are_assigned_in_order_across_segment_rolls_and_survive_reopen() {
+    let storage = MemoryStorage::new();
+    let (mut log, _) = open(&storage, 200, 0);
+    for index in 0..10 {
+        let info = append_value(&mut log, &format!("value-{index}"));
+        assert_eq!(info.base_offset, index);
+        assert!(!info.flush_required);
+    }
+    assert!(log.segment_count() > 1, "200-byte segments must roll");
+    log.check_invariants();
+    let LogRead::Records { len, .. } = log.read(4, 10, 1).expect("read") else {
+        panic!("records expected")
+    };
+    assert!(
+        len > 0,
+        "the first batch is returned even above max_bytes (KIP-74)"
+    );
+    assert!(matches!(
+        log.read(10, 10, 1000).expect("read"),
+        LogRead::Empty
+    ));
+    assert!(matches!(
+        log.read(11, 10, 1000).expect("read"),
+        LogRead::OutOfRange
+    ));
+    drop(log);
+    let (log, report) = open(&storage, 200, 0);
+    assert_eq!(log.log_end_offset(), 10);
+    assert_eq!(report.batches, 10);
+    assert_eq!(report.truncated_bytes, 0);
+}
+
+#[test]
+fn recovery_truncates_a_torn_tail_past_the_recovery_point() {
+    let storage = MemoryStorage::new();
+    let (mut log, _) = open(&storage, 1 << 20, 0);
+    for index in 0..3 {
+        append_value(&mut log, &format!("value-{index}"));
+    }
+    drop(log);
+    let file = storage
+        .open("t-0/00000000000000000000.log")
+        .expect("segment");
+    let len = file.len().expect("len");
+    file.set_len(len - 5).expect("tear");
+    let (log, report) = open(&storage, 1 << 20, 0);
+    assert_eq!(log.log_end_offset(), 2, "the torn third batch is gone");
+    assert!(report.truncated_bytes > 0);
+    assert!(report.corruption.is_none());
+}
+
+#[test]
+fn corruption_below_the_recovery_point_is_reported_and_nothing_is_deleted() {
+    let storage = MemoryStorage::new();
+    let (mut log, _) = open(&storage, 150, 0);
+    for index in 0..6 {
+        append_value(&mut log, &format!("value-{index}"));
+    }
+    let segments = log.segment_count();
+    assert!(segments >= 3);
+    drop(log);
+    // The last segment holds the recovery point, so start-up scans it.
+    let names = storage.list("t-0/").expect("list");
+    let name = names.last().expect("segments").as_str();
+    let file = storage.open(name).expect("segment");
+    let len = file.len().expect("len");
+    file.set_len(len - 5)
+        .expect("a bad tail below the recovery point");
+    let (log, report) = open(&storage, 150, 6);
+    let corruption = report.corruption.expect("reported");
+    assert!(
+        corruption.contains("below the recovery point 6"),
+        "{corruption}"
+    );
+    assert_eq!(report.deleted_segments, 0);
+    assert_eq!(report.truncated_bytes, 0);
+    assert_eq!(
+        storage.list("t-0/").expect("list").len(),
+        segments,
+        "every file kept"
+    );
+    assert_eq!(
+        storage.open(name).expect("open").len().expect("len"),
+        len - 5,
+        "not truncated"
+    );
+    assert!(log.log_end_offset() < 6);
+}
+
+#[test]
+fn segments_below_the_recovery_point_are_not_scanned_and_read_lazily() {
+    let storage = MemoryStorage::new();
+    let (mut log, _) = open(&storage, 150, 0);
+    for index in 0..6 {
+        append_value(&mut log, &format!("value-{index}"));
+    }
+    drop(log);
+    let (log, report) = open(&storage, 150, 6);
+    assert!(report.unscanned_segments >= 2, "{report:?}");
+    assert_eq!(log.log_end_offset(), 6);
+    assert!(matches!(
+        log.read(0, 6, 1 << 20).expect("read"),
+        LogRead::Records { .. }
+    ));
+    assert_eq!(log.offset_for_timestamp(1).expect("time index"), Some(0));
+    // Garbage in an unscanned segment's header is found on read, never skipped.
+    let file = storage
+        .open("t-0/00000000000000000000.log")
+        .expect("segment");
+    file.write_all_at(&[0xff; 4], 8)
+        .expect("corrupt the batch length");
+    assert!(matches!(log.read(0, 6, 1 << 20), Err(LogError::Corrupt(_))));
+}
+
+#[test]
+fn a_log_that_ends_below_the_recovery_point_is_corrupt() {
+    let storage = MemoryStorage::new();
+    let (mut log, _) = open(&storage, 1 << 20, 0);
+    append_value(&mut log, "only");
+    drop(log);
+    let (_, report) = open(&storage, 1 << 20, 5);
+    assert!(report
+        .corruption
+        .expect("reported")
+        .contains("below the recovery point 5"));
+}
+
+#[test]
+fn the_flush_policy_asks_for_an_fsync_every_flush_messages() {
+    let storage = MemoryStorage::new();
+    let (mut log, _) =
+        PartitionLog::open(storage.clone(), "t-0", config(1 << 20, 2), 0, Millis(0)).expect("open");
+    assert!(!append_value(&mut log, "a").flush_required);
+    assert!(append_value(&mut log, "b").flush_required);
+    let (sync, mark) = log.start_flush(Millis(5)).expect("dirty");
+    assert_eq!((sync.files.len(), mark.offset), (1, 2));
+    assert_eq!(
+        sync.directories,
+        vec![String::new(), "t-0".to_owned()],
+        "a new log's entries"
+    );
+    complete(&storage, &sync);
+    log.flush_completed(mark);
+    assert_eq!(log.recovery_point(), 2);
+    assert!(log.start_flush(Millis(6)).is_none(), "everything durable");
+    assert!(!append_value(&mut log, "c").flush_required);
+}
+
+#[test]
+fn a_flush_covers_every_segment_past_the_recovery_point_and_the_new_entry() {
+    let storage = MemoryStorage::new();
+    let (mut log, _) = open(&storage, 150, 0);
+    append_value(&mut log, "first");
+    flush(&storage, &mut log);
+    append_value(&mut log, "second");
+    let (older, _) = log.start_flush(Millis(0)).expect("in flight");
+    assert_eq!(file_names(&older.files).len(), 1);
+    while log.segment_count() == 1 {
+        append_value(&mut log, "rolls");
+    }
+    let (newer, mark) = log.start_flush(Millis(0)).expect("in flight");
+    assert_eq!(
+        newer.files.len(),
+        2,
+        "the new segment's flush also syncs the old one: {:?}",
+        file_names(&newer.files)
+    );
+    assert_eq!(
+        newer.directories,
+        vec!["t-0".to_owned()],
+        "the rolled segment's entry"
+    );
+    complete(&storage, &newer);
+    log.flush_completed(mark);
+    storage.crash(CrashLevel::PowerLoss, &mut |_| 0);
+    let (log, report) = open(&storage, 150, mark.offset);
+    assert!(report.corruption.is_none(), "{report:?}");
+    assert_eq!(
+        log.log_end_offset(),
+        mark.offset,
+        "nothing durable was lost"
+    );
+}
+
+#[test]
+fn bytes_recovered_after_a_process_crash_are_not_taken_as_durable() {
+    let storage = MemoryStorage::new();
+    let (mut log, _) = open(&storage, 1 << 20, 0);
+    append_value(&mut log, "durable");
+    flush(&storage, &mut log);
+    append_value(&mut log, "in the page cache only");
+    drop(log);
+    storage.crash(CrashLevel::Process, &mut |_| unreachable!());
+    let (mut log, _) = open(&storage, 1 << 20, 1);
+    assert_eq!(log.log_end_offset(), 2);
+    assert_eq!(
+        log.recovery_point(),
+        1,
+        "the recovered tail is not durable yet"
+    );
+    let (sync, mark) = log.start_flush(Millis(0)).expect("the tail needs an fsync");
+    assert_eq!(sync.files.len(), 1);
+    assert_eq!(mark.offset, 2);
+}
+
+#[test]
+fn a_torn_gap_between_segments_past_the_recovery_point_deletes_the_later_ones() {
+    let storage = MemoryStorage::new();
+    let (mut log, _) = open(&storage, 150, 0);
+    for index in 0..6 {
+        append_value(&mut log, &format!("value-{index}"));
+    }
+    drop(log);
+    let names = storage.list("t-0/").expect("list");
+    storage.remove(&names[1]).expect("a segment vanished");
+    let (log, report) = open(&storage, 150, 0);
+    assert_eq!(report.deleted_segments as usize, names.len() - 2);
+    assert!(report.corruption.is_none());
+    let (sync, _) = {
+        let mut log = log;
+        log.start_flush(Millis(0))
+            .expect("the deletions need a directory sync")
+    };
+    assert!(sync.directories.contains(&"t-0".to_owned()));
+}
