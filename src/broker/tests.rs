@@ -429,6 +429,60 @@ fn corrupt_or_multi_batch_produces_are_rejected_without_touching_the_log() {
     );
 }
 
+/// `batch` with `recordsCount`/`lastOffsetDelta` claiming `records_count` records, or with
+/// `attributes`, and its CRC recomputed so that only the record-level rules can reject it.
+fn reseal(mut batch: Vec<u8>, records_count: i32, attributes: i16) -> Bytes {
+    batch[21..23].copy_from_slice(&attributes.to_be_bytes());
+    batch[23..27].copy_from_slice(&(records_count - 1).to_be_bytes());
+    batch[57..61].copy_from_slice(&records_count.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[21..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    Bytes::from(batch)
+}
+
+#[test]
+fn a_batch_whose_records_do_not_parse_is_rejected_with_the_record_index_and_nothing_is_appended() {
+    let mut harness = Harness::new();
+    harness.create_topic("t", 1, &[]);
+    let two = build_batch(&[(None, Some(b"a")), (None, Some(b"b"))], 1).to_vec();
+    let ResponseKind::Produce(response) =
+        single_message(harness.produce("t", 0, 1, reseal(two.clone(), 3, 0)))
+    else {
+        panic!("not a produce response")
+    };
+    let partition = &response.responses[0].partition_responses[0];
+    assert_eq!(partition.error_code, ErrorCode::InvalidRecord.code());
+    assert_eq!(partition.base_offset, -1);
+    assert_eq!(
+        partition.record_errors.len(),
+        1,
+        "Produce v9 names the record"
+    );
+    assert_eq!(partition.record_errors[0].batch_index, 2);
+    let message = partition
+        .error_message
+        .as_deref()
+        .expect("v8+ has a message");
+    assert!(message.contains("recordsCount is 3"), "{message}");
+    let ResponseKind::Produce(response) =
+        single_message(harness.produce("t", 0, -1, reseal(two, 2, 7)))
+    else {
+        panic!("not a produce response")
+    };
+    let partition = &response.responses[0].partition_responses[0];
+    assert_eq!(
+        partition.error_code,
+        ErrorCode::UnknownServerError.code(),
+        "Kafka's CompressionType.forId throws IllegalArgumentException"
+    );
+    assert!(partition.record_errors.is_empty(), "a batch-level error");
+    assert_eq!(
+        produced_offset(harness.produce("t", 0, 1, value("ok"))),
+        (0, 0),
+        "nothing was appended before"
+    );
+}
+
 #[test]
 fn a_long_poll_fetch_waits_for_data_or_its_deadline() {
     let mut harness = Harness::new();

@@ -1,5 +1,6 @@
 //! The pure wire layer: frames, the request/response codec, supported versions, error codes,
-//! RecordBatch v2 and the zero-copy Fetch response. Depends on nothing else in seedlog.
+//! RecordBatch v2, the validation of the records inside a batch, and the zero-copy Fetch
+//! response. Depends on nothing else in seedlog.
 
 pub mod api_versions;
 pub mod codec;
@@ -7,5 +8,6 @@ pub mod error_code;
 pub mod fetch_response;
 pub mod frame;
 pub mod record_batch;
+pub mod record_validation;
 
 pub use error_code::ErrorCode;

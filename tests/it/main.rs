@@ -5,6 +5,7 @@
 mod broker_process;
 mod config_errors;
 mod decoder_hardening;
+mod produce_validation;
 mod real_tcp;
 mod recovery;
 mod sendfile;

@@ -1,4 +1,5 @@
-//! Produce: validate the one RecordBatch v2 per partition (header, CRC-32C, size), assign
+//! Produce: validate the one RecordBatch v2 per partition (header, CRC-32C, size, and every
+//! record inside it, as Kafka's LogValidator does), assign
 //! offsets, append, advance the high watermark, and answer by `acks`:
 //! * `acks=0`: no response at all (a failed append closes the connection, as in Kafka);
 //! * `acks=1`/`all`: answer after the append, or, when the append crossed `flush.messages`,
@@ -9,7 +10,9 @@
 use std::collections::BTreeSet;
 
 use bytes::Bytes;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceResponse, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 
@@ -17,6 +20,7 @@ use crate::broker::purgatory::{DelayedProduce, WaitingSlot};
 use crate::broker::{Broker, Output, ReplyTo, Response, ResponseBody};
 use crate::protocol::codec::Request;
 use crate::protocol::record_batch::{validate_batch, BatchError, RecordBatchHeader};
+use crate::protocol::record_validation::{validate_compression, validate_records, RecordsError};
 use crate::protocol::ErrorCode;
 use crate::runtime::storage::Storage;
 use crate::types::{Millis, TopicPartition};
@@ -29,10 +33,50 @@ struct Appended {
     flush_required: bool,
 }
 
-/// A rejected batch: Kafka error and message.
-type Rejection = (ErrorCode, String);
+/// A rejected batch: the Kafka error, its message, and (Produce v8+) the records at fault.
+struct Rejection {
+    error: ErrorCode,
+    message: String,
+    /// Kafka's `RecordError`s: the index in the batch of a record that caused the rejection.
+    record_errors: Vec<BatchIndexAndErrorMessage>,
+}
 
-/// Kafka's `LogValidator` checks for a produced batch, before anything is appended.
+impl From<(ErrorCode, String)> for Rejection {
+    fn from((error, message): (ErrorCode, String)) -> Rejection {
+        Rejection {
+            error,
+            message,
+            record_errors: Vec::new(),
+        }
+    }
+}
+
+impl From<RecordsError> for Rejection {
+    fn from(error: RecordsError) -> Rejection {
+        let record_errors = error
+            .batch_index()
+            .map(|batch_index| {
+                BatchIndexAndErrorMessage::default()
+                    .with_batch_index(batch_index)
+                    .with_batch_index_error_message(Some(StrBytes::from_string(
+                        error.record_message(),
+                    )))
+            })
+            .into_iter()
+            .collect();
+        Rejection {
+            error: error.error_code(),
+            message: error.to_string(),
+            record_errors,
+        }
+    }
+}
+
+/// Kafka's checks of a produced batch, before anything is appended, in Kafka's order:
+/// `ProduceRequest.validateRecords` (one v2 batch), `UnifiedLog.analyzeAndValidateRecords`
+/// (size, CRC, `baseOffset` 0, codec), `LogValidator.validateBatch` (offset range, count,
+/// control batches), the records (`LogValidator.assignOffsetsNonCompressed` iterating
+/// `DefaultRecordBatch`; see `protocol::record_validation`), and last the producer state.
 fn validate_produced(
     records: Option<Bytes>,
     max_message_bytes: usize,
@@ -44,37 +88,53 @@ fn validate_produced(
             "batch of {} bytes exceeds max.message.bytes={max_message_bytes}",
             records.len()
         );
-        return Err((ErrorCode::MessageTooLarge, message));
+        return Err((ErrorCode::MessageTooLarge, message).into());
     }
-    let header = validate_batch(&records).map_err(|error| match error {
-        BatchError::CrcMismatch { .. }
-        | BatchError::Truncated { .. }
-        | BatchError::InvalidLength(_) => (ErrorCode::CorruptMessage, error.to_string()),
-        BatchError::UnsupportedMagic(_) | BatchError::Invalid(_) => {
-            (ErrorCode::InvalidRecord, error.to_string())
-        }
-    })?;
+    let header = validate_batch(&records).map_err(|error| batch_rejection(&error))?;
     if header.size_bytes() != records.len() {
         let message = "Produce requests with version 3 and above must contain exactly one record batch per partition";
-        return Err((ErrorCode::InvalidRecord, message.into()));
+        return Err((ErrorCode::InvalidRecord, message.to_owned()).into());
     }
+    if header.base_offset != 0 {
+        let message = format!(
+            "The baseOffset of the record batch should be 0, but it is {}",
+            header.base_offset
+        );
+        return Err((ErrorCode::InvalidRecord, message).into());
+    }
+    validate_compression(&header)?;
     if header.records_count < 1 || header.last_offset_delta != header.records_count - 1 {
-        return Err((
-            ErrorCode::InvalidRecord,
-            "recordsCount and lastOffsetDelta disagree".into(),
-        ));
+        let message = "recordsCount and lastOffsetDelta disagree";
+        return Err((ErrorCode::InvalidRecord, message.to_owned()).into());
     }
     if header.is_control() {
-        return Err((
-            ErrorCode::InvalidRecord,
-            "clients may not write control batches".into(),
-        ));
+        let message = "clients may not write control batches";
+        return Err((ErrorCode::InvalidRecord, message.to_owned()).into());
     }
+    validate_records(&records, &header)?;
     if header.producer_id >= 0 || header.is_transactional() {
         let message = "seedlog does not support idempotent or transactional producers yet";
-        return Err((ErrorCode::UnknownProducerId, message.into()));
+        return Err((ErrorCode::UnknownProducerId, message.to_owned()).into());
     }
     Ok((records, header))
+}
+
+/// Kafka's answer to a batch whose framing is wrong: CORRUPT_MESSAGE for what
+/// `ByteBufferLogInputStream.nextBatchSize` and `DefaultRecordBatch.isValid` throw
+/// `CorruptRecordException` for (a length below the header, a magic outside 0..=2, the CRC);
+/// INVALID_RECORD where `ProduceRequest.validateRecords` finds no whole v2 batch (a truncated
+/// batch yields none; magic 0 or 1) and for a negative count or offset range
+/// (`LogValidator.validateBatch`).
+fn batch_rejection(error: &BatchError) -> Rejection {
+    let code = match error {
+        BatchError::CrcMismatch { .. }
+        | BatchError::InvalidLength(_)
+        | BatchError::UnsupportedMagic(i8::MIN..=-1 | 3..) => ErrorCode::CorruptMessage,
+        BatchError::Truncated { .. } | BatchError::UnsupportedMagic(_) | BatchError::Invalid(_) => {
+            ErrorCode::InvalidRecord
+        }
+    };
+    (code, error.to_string()).into()
 }
 
 /// A Produce response that rejects every partition of `request` with `error`, without
@@ -145,7 +205,8 @@ impl<S: Storage> Broker<S> {
                     Err((
                         ErrorCode::InvalidRequiredAcks,
                         format!("acks={acks} is not one of -1, 0, 1"),
-                    ))
+                    )
+                        .into())
                 };
                 let mut entry = PartitionProduceResponse::default().with_index(data.index);
                 match outcome {
@@ -167,12 +228,17 @@ impl<S: Storage> Broker<S> {
                             progress.advanced.insert(topic_partition);
                         }
                     }
-                    Err((error, message)) => {
+                    Err(Rejection {
+                        error,
+                        message,
+                        record_errors,
+                    }) => {
                         tracing::debug!(partition = %topic_partition, ?error, %message, "produce rejected");
                         entry.error_code = error.code();
                         entry.base_offset = -1;
                         if api_version >= 8 {
                             entry.error_message = Some(StrBytes::from_string(message.clone()));
+                            entry.record_errors = record_errors;
                         }
                         progress
                             .first_error
@@ -243,7 +309,7 @@ impl<S: Storage> Broker<S> {
             .get_mut(topic_partition)
             .ok_or_else(unknown)?;
         if let Some(reason) = partition.offline() {
-            return Err((ErrorCode::KafkaStorageError, reason.to_owned()));
+            return Err((ErrorCode::KafkaStorageError, reason.to_owned()).into());
         }
         let (records, header) = validate_produced(records, max_message_bytes)?;
         if acks == -1 && partition.isr.len() < min_insync_replicas {
@@ -251,14 +317,14 @@ impl<S: Storage> Broker<S> {
                 "The size of the current ISR {} is insufficient to satisfy the min.isr requirement of {min_insync_replicas}",
                 partition.isr.len()
             );
-            return Err((ErrorCode::NotEnoughReplicas, message));
+            return Err((ErrorCode::NotEnoughReplicas, message).into());
         }
         let mut batch = records.to_vec();
         let info = match partition.append_as_leader(&mut batch, &header) {
             Ok(info) => info,
             Err(error) => {
                 partition.go_offline(format!("append failed: {error}"));
-                return Err((ErrorCode::KafkaStorageError, error.to_string()));
+                return Err((ErrorCode::KafkaStorageError, error.to_string()).into());
             }
         };
         Ok(Appended {
