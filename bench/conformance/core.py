@@ -17,13 +17,20 @@ STEPS = (
     "transaction",
 )
 STEP_DESCRIPTIONS = {
-    "create-topic": "create a topic with 3 partitions; the client's own metadata must show 3 partitions",
-    "produce-acks-0": "produce N records with acks=0 to explicit partitions (i mod 3); no error reported",
+    "create-topic": "create a topic with 3 partitions; the client's own metadata must show 3 partitions; "
+                    "then the suite waits until every partition has a leader that serves it (Metadata "
+                    "leader >= 0 and ListOffsets answered by that leader), as before every produce",
+    "produce-acks-0": "produce N records with acks=0 to explicit partitions (i mod 3) until the client's "
+                      "queue is empty (flush: one delivery report per record, no error, no offsets: acks=0 "
+                      "acknowledges nothing); then wait until the broker's end offsets show them (at most "
+                      "10 s, no fixed sleep) and report how many are missing: acks=0 may lose records",
     "produce-acks-1": "produce N records with acks=1; one successful delivery report per record, to the "
                       "partition asked for, offsets increasing in send order",
     "produce-acks-all": "produce N records with acks=all; as acks=1",
     "read-assigned": "assign all 3 partitions, read from the beginning to the end offset; every record "
-                     "of the produce steps present once, keys/values intact, per-partition order kept",
+                     "of the acks=1/all steps present once, keys/values intact, per-partition order kept; "
+                     "acks=0 records may be lost (acks=0 promises nothing): the count lost is reported, "
+                     "the ones present must be intact, once, in order",
     "group-consume": "subscribe with a new group, consume N records, commit, close; produce 3 more; "
                      "a new consumer in the same group gets exactly those 3 (resumes at the commit)",
     "idempotent": "enable.idempotence=true, acks=all: N records delivered once, read back in order",

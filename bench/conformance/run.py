@@ -72,6 +72,7 @@ def unavailable(name: str) -> str | None:
 
 def worker(args: argparse.Namespace) -> int:
     """Run the steps of one client in this process, printing one line per step."""
+    from conformance.broker_view import WireBroker
     from conformance.steps import Context, run_steps
 
     gaps = load_gaps(Path(args.gaps_file)) if args.expect_gaps else GapList()
@@ -82,7 +83,7 @@ def worker(args: argparse.Namespace) -> int:
         for step in split_list(args.steps, STEPS, "step"):
             print(StepResult(client_name, step, Status.FAIL, f"client setup: {e}").line(), flush=True)
         return 1
-    ctx = Context(client, args.run_id, args.records)
+    ctx = Context(client, args.run_id, args.records, broker=WireBroker(args.bootstrap))
     results = []
     for result in run_steps(ctx, split_list(args.steps, STEPS, "step"), gaps, args.expect_gaps):
         print(result.line(), flush=True)

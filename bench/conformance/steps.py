@@ -6,6 +6,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from conformance.broker_view import BrokerView
 from conformance.clients.base import Client
 from conformance.core import STEPS, Rec, Status, StepResult
 from conformance.gaps import GapList
@@ -14,6 +15,8 @@ from conformance.verify import (
     check_deliveries,
     check_partition_order,
     check_same_records,
+    content_set,
+    lost_records,
     make_records,
     transformed,
 )
@@ -29,8 +32,11 @@ class Context:
     client: Client
     run_id: str
     records: int
+    broker: BrokerView  # asked directly (leaders, end offsets), whatever the client
     main_topic: str | None = None
     produced: list[Rec] = field(default_factory=list)  # records of passed produce steps, in order
+    unacknowledged: list[Rec] = field(default_factory=list)  # the acks=0 ones among them
+    leaders_ready: dict[str, float] = field(default_factory=dict)  # topic -> seconds its wait took
 
     def topic(self, suffix: str) -> str:
         return f"conf-{self.run_id}-{self.client.name}-{suffix}"
@@ -52,6 +58,16 @@ def create_checked(ctx: Context, topic: str) -> None:
     seen = ctx.client.create_topic(topic, PARTITIONS)
     if seen != PARTITIONS:
         raise StepFailed(f"{topic}: client metadata shows {seen} partitions, expected {PARTITIONS}")
+    ensure_leaders(ctx, topic)
+
+
+def ensure_leaders(ctx: Context, topic: str) -> float:
+    """Before anything produces to `topic`: wait (once per topic) until every partition has a
+    leader that serves it. Every client's produce goes through here (create_checked and
+    produce_checked), so no client writes to a partition whose leader is not ready yet."""
+    if topic not in ctx.leaders_ready:
+        ctx.leaders_ready[topic] = ctx.broker.wait_for_leaders(topic, PARTITIONS)
+    return ctx.leaders_ready[topic]
 
 
 def main_topic(ctx: Context) -> str:
@@ -63,6 +79,9 @@ def main_topic(ctx: Context) -> str:
 
 
 def produce_checked(ctx: Context, topic: str, records: list[Rec], acks: str = "all", idempotent: bool = False) -> None:
+    """Produce and check the delivery reports. The client returns once its queue is empty (every
+    record has its delivery report: for acks=0 that means written to the socket, no response)."""
+    ensure_leaders(ctx, topic)
     delivered = ctx.client.produce(topic, records, acks, idempotent)
     require(check_deliveries(records, delivered, ctx.client.reports_offsets and acks != "0"), "produce")
 
@@ -71,26 +90,57 @@ def step_create_topic(ctx: Context) -> Outcome:
     topic = ctx.topic("main")
     create_checked(ctx, topic)
     ctx.main_topic = topic
-    return Status.PASS, f"{topic} with {PARTITIONS} partitions"
+    return Status.PASS, (f"{topic} with {PARTITIONS} partitions; every partition's leader serving "
+                         f"after {ctx.leaders_ready[topic]:.2f}s")
 
 
 def step_produce(acks: str) -> Callable[[Context], Outcome]:
     def run(ctx: Context) -> Outcome:
         topic = main_topic(ctx)
         records = make_records(f"{ctx.run_id}-acks{acks}", ctx.records, PARTITIONS)
+        before = ctx.broker.end_offsets(topic, PARTITIONS) if acks == "0" else {}
         produce_checked(ctx, topic, records, acks)
         ctx.produced += records
-        note = "" if acks != "0" and ctx.client.reports_offsets else " (no offsets reported)"
+        if acks == "0":
+            ctx.unacknowledged += records
+            return Status.PASS, settle_unacknowledged(ctx, topic, records, before)
+        note = "" if ctx.client.reports_offsets else " (no offsets reported)"
         return Status.PASS, f"{len(records)} records{note}"
     return run
+
+
+def settle_unacknowledged(ctx: Context, topic: str, records: list[Rec], before: dict[int, int]) -> str:
+    """After an acks=0 produce: the client's queue is empty, but the broker may still be reading
+    the requests (no response says when it is done). Wait until the end offsets show every record,
+    so that the next step's records cannot overtake them, or until the wait times out: acks=0
+    promises nothing, so a shortfall is reported, not failed (read-assigned checks the content)."""
+    want = {p: before.get(p, 0) for p in range(PARTITIONS)}
+    for r in records:
+        want[r.partition] += 1
+    ends, waited = ctx.broker.wait_for_end_offsets(topic, want)
+    stored = sum(max(0, min(ends.get(p, 0), n) - before.get(p, 0)) for p, n in want.items())
+    head = f"{len(records)} records handed over, none acknowledged (acks=0: no response, no offsets)"
+    if stored == len(records):
+        return f"{head}; the end offsets showed all {stored} after {waited:.2f}s"
+    return (f"{head}; after {waited:.0f}s the end offsets show {stored}: {len(records) - stored} lost "
+            "(allowed: acks=0 acknowledges nothing)")
 
 
 def step_read_assigned(ctx: Context) -> Outcome:
     if not ctx.produced:
         return Status.SKIP, "no records: no produce step passed"
     observed = ctx.client.read_partitions(main_topic(ctx), list(range(PARTITIONS)))
-    require(check_partition_order(ctx.produced, observed), "read")
-    return Status.PASS, f"{len(observed)} records, content and per-partition order intact"
+    # acks=0 promises nothing: a record of that step may be lost without anyone being told, so a
+    # missing one is counted and reported, not failed. Every record present (acks=0 or not) must be
+    # intact, once and in order, and every acknowledged (acks=1/all) record must be present.
+    may_lose = content_set(ctx.unacknowledged)
+    require(check_partition_order(ctx.produced, observed, may_lose=may_lose), "read")
+    detail = f"{len(observed)} records, content and per-partition order intact"
+    if ctx.unacknowledged:
+        lost = len(lost_records(ctx.produced, observed, may_lose))
+        detail += (f"; acks=0: {lost} of {len(ctx.unacknowledged)} records lost "
+                   "(allowed: acks=0 acknowledges nothing)")
+    return Status.PASS, detail
 
 
 def step_group_consume(ctx: Context) -> Outcome:

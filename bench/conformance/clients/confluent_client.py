@@ -52,11 +52,9 @@ class ConfluentClient(Client):
         for r in records:
             producer.produce(topic, key=r.key, value=r.value, partition=r.partition, on_delivery=on_delivery)
             producer.poll(0)
-        left = producer.flush(ACTION_TIMEOUT)
-        if acks == "0":
-            time.sleep(0.5)  # G2: let the broker read the last acks=0 request before the socket closes
-        if errors or left:
-            raise RuntimeError(f"{len(errors)} delivery errors ({errors[:1]}), {left} undelivered")
+        drain(producer, lambda: len(delivered) + len(errors), len(records), ACTION_TIMEOUT)
+        if errors:
+            raise RuntimeError(f"{len(errors)} delivery errors ({errors[:1]})")
         return delivered
 
     def read_partitions(self, topic: str, partitions: list[int], isolation: str = "read_uncommitted") -> list[Rec]:
@@ -105,6 +103,27 @@ class ConfluentClient(Client):
             return TxnReport(consumed=consumed)
         finally:
             consumer.close()
+
+
+def drain(producer: Producer, reported, expected: int, timeout: float,  # type: ignore[no-untyped-def]
+          clock=time.monotonic) -> None:
+    """Return once the producer's queue is empty and `reported()` (delivery reports seen) has
+    reached `expected`; raise TimeoutError after `timeout` seconds.
+
+    flush() serves delivery reports and returns how many messages are still queued. With acks=0
+    librdkafka reports a message delivered once its request is written to the socket (there is no
+    response), so an empty queue is the last thing the client can tell: no fixed sleep after it.
+    """
+    deadline = clock() + timeout
+    while True:
+        left = producer.flush(max(0.0, min(1.0, deadline - clock())))
+        if left == 0 and reported() >= expected:
+            return
+        if clock() >= deadline:
+            raise TimeoutError(f"after {timeout:.0f}s: {left} messages still queued, "
+                               f"{expected - reported()} of {expected} without a delivery report")
+        if left == 0:
+            producer.poll(0.1)  # queue empty, reports not all served yet
 
 
 def _rec(msg: object) -> Rec:

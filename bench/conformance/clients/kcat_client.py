@@ -77,6 +77,9 @@ class KcatClient(Client):
         return count
 
     def produce(self, topic: str, records: list[Rec], acks: str, idempotent: bool) -> list[Rec]:
+        # kcat -P exits only after its queue is empty (it polls until librdkafka's out queue is
+        # drained; with acks=0 a message is reported delivered once written to the socket). The
+        # step checks one delivery line per record, so nothing here needs a sleep.
         delivered: list[Rec] = []
         for partition in sorted({r.partition for r in records}):
             part = [r for r in records if r.partition == partition]

@@ -143,15 +143,14 @@ public final class Conformance {
             for (String[] r : records) {
                 futures.add(producer.send(new ProducerRecord<>(topic, Integer.parseInt(r[0]), r[1], r[2])));
             }
+            // flush() blocks until every send has completed: with acks=0 a request completes once it
+            // is written to the socket (there is no response). No fixed sleep: close() is graceful.
             producer.flush();
             for (int i = 0; i < records.size(); i++) {
                 RecordMetadata md = futures.get(i).get(TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
-                long offset = md.hasOffset() ? md.offset() : -1;
+                long offset = md.hasOffset() ? md.offset() : -1; // acks=0: no offset
                 System.out.println("DELIVERED\t" + md.partition() + "\t" + offset + "\t" + records.get(i)[1]
                         + "\t" + records.get(i)[2]);
-            }
-            if ("0".equals(acks)) {
-                Thread.sleep(500); // G2: let the broker read the last acks=0 request before the socket closes
             }
         }
     }
