@@ -337,7 +337,8 @@ async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
     loop {
         let records = consumer
             .poll(Duration::from_millis(args.timeout_ms))
-            .await?;
+            .await?
+            .records;
         if records.is_empty() {
             break;
         }
