@@ -16,7 +16,7 @@ use seedlog::config::{Configurable, ConsumerConfig};
 use seedlog::protocol::ErrorCode;
 use seedlog::runtime::admin::{create_topics, NewTopic};
 use seedlog::runtime::client::{ClientConnection, ClientError};
-use seedlog::runtime::consumer::Consumer;
+use seedlog::runtime::consumer::{Consumer, PartitionError};
 use seedlog::runtime::producer::Producer;
 use seedlog::types::TopicPartition;
 use serde_json::json;
@@ -206,6 +206,14 @@ fn group(records: &[ConsumerRecord]) -> Polled {
     polled
 }
 
+fn partition_errors(errors: &[PartitionError]) -> String {
+    let errors: Vec<String> = errors
+        .iter()
+        .map(|error| format!("{}: {:?}: {}", error.partition, error.error, error.message))
+        .collect();
+    errors.join("; ")
+}
+
 /// One poll, recorded as an invocation and its completion.
 async fn recorded_poll(
     env: &Env,
@@ -216,7 +224,14 @@ async fn recorded_poll(
 ) -> bool {
     let invoke =
         env.record(|recorder, now| recorder.invoke(now, process, node, "poll", json!([["poll"]])));
-    match consumer.poll(timeout).await {
+    // A poll with records is recorded as ok even if another partition reported an error: the
+    // consumer moved past those records, so leaving them out of the history would lose them.
+    let outcome = match consumer.poll(timeout).await {
+        Ok(polled) if polled.errors.is_empty() || !polled.records.is_empty() => Ok(polled.records),
+        Ok(polled) => Err(partition_errors(&polled.errors)),
+        Err(error) => Err(error.to_string()),
+    };
+    match outcome {
         Ok(records) => {
             let got = !records.is_empty();
             env.record(|recorder, now| {
@@ -225,9 +240,7 @@ async fn recorded_poll(
             got
         }
         Err(error) => {
-            env.record(|recorder, now| {
-                recorder.complete(now, invoke, Completion::Info(error.to_string()))
-            });
+            env.record(|recorder, now| recorder.complete(now, invoke, Completion::Info(error)));
             tokio::time::sleep(Duration::from_millis(100)).await;
             false
         }

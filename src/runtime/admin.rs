@@ -4,13 +4,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
-    BrokerId, CreateTopicsRequest, ListOffsetsRequest, MetadataRequest, MetadataResponse,
-    RequestKind, ResponseKind, TopicName,
+    CreateTopicsRequest, MetadataRequest, MetadataResponse, RequestKind, ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
+use crate::client::consumer::{list_offsets_outcomes, list_offsets_request};
 use crate::protocol::ErrorCode;
 use crate::runtime::client::{ClientConnection, ClientError};
 use crate::types::TopicPartition;
@@ -148,26 +147,7 @@ pub async fn list_offsets(
     isolation_level: i8,
     timeout: Duration,
 ) -> Result<BTreeMap<TopicPartition, Result<i64, ErrorCode>>, ClientError> {
-    let mut by_topic: BTreeMap<&str, Vec<ListOffsetsPartition>> = BTreeMap::new();
-    for partition in partitions {
-        by_topic.entry(partition.topic.as_str()).or_default().push(
-            ListOffsetsPartition::default()
-                .with_partition_index(partition.partition)
-                .with_timestamp(timestamp),
-        );
-    }
-    let topics = by_topic
-        .into_iter()
-        .map(|(topic, partitions)| {
-            ListOffsetsTopic::default()
-                .with_name(name(topic))
-                .with_partitions(partitions)
-        })
-        .collect();
-    let request = ListOffsetsRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_isolation_level(isolation_level)
-        .with_topics(topics);
+    let request = list_offsets_request(partitions, timestamp, isolation_level);
     let ResponseKind::ListOffsets(response) = connection
         .call_within(timeout, RequestKind::ListOffsets(request))
         .await?
@@ -176,18 +156,5 @@ pub async fn list_offsets(
             "ListOffsets answered with another API".into(),
         ));
     };
-    let mut offsets = BTreeMap::new();
-    for topic in response.topics {
-        for partition in topic.partitions {
-            let outcome = match ErrorCode::from_code(partition.error_code) {
-                ErrorCode::None => Ok(partition.offset),
-                error => Err(error),
-            };
-            offsets.insert(
-                TopicPartition::new(topic.name.to_string(), partition.partition_index),
-                outcome,
-            );
-        }
-    }
-    Ok(offsets)
+    Ok(list_offsets_outcomes(&response))
 }

@@ -1,215 +1,229 @@
-//! The async consumer: assigned partitions only (consumer groups come later). `poll` resets
-//! unknown positions with ListOffsets (`auto.offset.reset`), fetches, and returns records. Like
-//! Kafka's consumer it rides out connection failures until its timeout, returning no records.
+//! The async consumer: a thin shell around [`ConsumerCore`]. It owns the connection and the
+//! clock, feeds the core's inputs (application calls, connection events, responses, ticks) and
+//! executes its outputs, sleeping until `min(next_deadline, poll deadline)`. Assigned partitions
+//! only (consumer groups come later). Like Kafka's consumer it rides out connection failures
+//! until the poll's timeout.
+//!
+//! Neither `poll` nor `list_offsets` is cancel-safe: dropping one mid-way may leave a frame
+//! half-written on the connection (which then breaks and is replaced). The core itself loses
+//! nothing: what an abandoned poll gathered is returned by the next one.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
-use kafka_protocol::messages::{RequestKind, ResponseKind};
+use kafka_protocol::messages::ResponseKind;
 
-use crate::client::consumer::{ConsumerRecord, SubscriptionState};
-use crate::config::{AutoOffsetReset, ConfigError, ConsumerConfig};
-use crate::protocol::record_batch::BatchError;
-use crate::protocol::ErrorCode;
-use crate::runtime::admin::list_offsets;
+use crate::client::consumer::{ConsumerCore, ConsumerInput, ConsumerOutput, ListOffsetsError};
+pub use crate::client::consumer::{
+    ConsumerError, ConsumerRecord, PartitionError, Polled, PositionReset, ResetReason,
+};
+use crate::config::{ConfigError, ConsumerConfig};
+use crate::protocol::codec::RequestApiKey;
 use crate::runtime::client::{ClientConnection, ClientError};
-use crate::types::TopicPartition;
-
-/// Why `poll` failed (network trouble is not an error: poll retries until its timeout).
-#[derive(Debug, thiserror::Error)]
-pub enum ConsumerError {
-    /// `auto.offset.reset=none` and a partition has no position.
-    #[error("no offset for {0} and auto.offset.reset=none")]
-    NoOffsetForPartition(TopicPartition),
-    /// A fetched batch failed its CRC or did not parse.
-    #[error("corrupt record batch: {0}")]
-    Corrupt(#[from] BatchError),
-}
+use crate::runtime::clock::Clock;
+use crate::types::{Millis, TopicPartition};
 
 /// A consumer of assigned partitions.
 #[derive(Debug)]
 pub struct Consumer {
-    config: ConsumerConfig,
-    state: SubscriptionState,
-    connection: Option<ClientConnection>,
+    core: ConsumerCore,
     bootstrap: String,
+    client_id: String,
+    connection: Option<ClientConnection>,
+    clock: Clock,
 }
 
-/// The simple wait between failed attempts inside one `poll`.
-const RETRY_PAUSE: Duration = Duration::from_millis(100);
+/// What the core answered the application.
+enum Answer {
+    Polled(Result<Polled, ConsumerError>),
+    ListedOffsets(Result<Vec<(TopicPartition, i64)>, ListOffsetsError>),
+}
 
 impl Consumer {
     /// A consumer for a validated config.
     pub fn new(config: ConsumerConfig) -> Result<Consumer, ConfigError> {
         let bootstrap = crate::config::first_bootstrap_server(&config.bootstrap_servers)?;
+        let client_id = config.client_id.clone();
         Ok(Consumer {
-            config,
-            state: SubscriptionState::default(),
-            connection: None,
+            core: ConsumerCore::new(config),
             bootstrap,
+            client_id,
+            connection: None,
+            clock: Clock::start(),
         })
     }
 
     /// Replaces the assignment.
     pub fn assign(&mut self, partitions: &[TopicPartition]) {
-        self.state.assign(partitions);
+        self.apply(ConsumerInput::Assign {
+            partitions: partitions.to_vec(),
+        });
     }
 
     /// Sets the next offset of an assigned partition.
     pub fn seek(&mut self, partition: &TopicPartition, offset: i64) {
-        self.state.seek(partition, offset);
+        self.apply(ConsumerInput::Seek {
+            partition: partition.clone(),
+            offset,
+        });
     }
 
     /// The next offset of a partition, if known.
     pub fn position(&self, partition: &TopicPartition) -> Option<i64> {
-        self.state.position(partition)
+        self.core.position(partition)
     }
 
-    fn request_timeout(&self) -> Duration {
-        Duration::from_millis(self.config.request_timeout_ms)
-    }
-
-    async fn connection(&mut self) -> Result<&mut ClientConnection, ClientError> {
-        if self.connection.is_none() {
-            self.connection =
-                Some(ClientConnection::connect(&self.bootstrap, &self.config.client_id).await?);
-        }
-        Ok(self.connection.as_mut().expect("just connected"))
-    }
-
-    /// Log end (`-1`) or log start (`-2`) offsets of `partitions`.
+    /// Log end (`-1`) or log start (`-2`) offsets of `partitions`: one attempt, over the
+    /// consumer's connection (after any fetch still in flight).
     pub async fn list_offsets(
         &mut self,
         partitions: &[TopicPartition],
         timestamp: i64,
     ) -> Result<Vec<(TopicPartition, i64)>, ClientError> {
-        let timeout = self.request_timeout();
-        let isolation = self.config.isolation_level.wire_value();
-        let result = list_offsets(
-            self.connection().await?,
-            partitions,
+        let input = ConsumerInput::ListOffsets {
+            partitions: partitions.to_vec(),
             timestamp,
-            isolation,
-            timeout,
-        )
-        .await;
-        let offsets = match result {
-            Ok(offsets) => offsets,
-            Err(error) => {
-                self.connection = None;
-                return Err(error);
-            }
         };
-        offsets
-            .into_iter()
-            .map(|(partition, outcome)| match outcome {
-                Ok(offset) => Ok((partition, offset)),
-                Err(error) => Err(ClientError::Kafka {
-                    error,
-                    message: format!("ListOffsets {partition}"),
-                }),
-            })
-            .collect()
+        let Answer::ListedOffsets(result) = self.drive(input, None).await else {
+            unreachable!("the core answers a ListOffsets call with ListedOffsets");
+        };
+        result.map_err(|error| match error {
+            ListOffsetsError::Partition { partition, error } => ClientError::Kafka {
+                error,
+                message: format!("ListOffsets {partition}"),
+            },
+            ListOffsetsError::TimedOut { timeout_ms } => {
+                ClientError::Timeout(Duration::from_millis(timeout_ms))
+            }
+            ListOffsetsError::ConnectionFailed { reason } => {
+                ClientError::Io(std::io::Error::other(reason))
+            }
+        })
     }
 
-    async fn reset_positions(&mut self) -> Result<(), ConsumerError> {
-        let needing = self.state.needing_reset();
-        if needing.is_empty() {
-            return Ok(());
-        }
-        let timestamp = match self.config.auto_offset_reset {
-            AutoOffsetReset::Earliest => -2,
-            AutoOffsetReset::Latest => -1,
-            AutoOffsetReset::None => {
-                return Err(ConsumerError::NoOffsetForPartition(needing[0].clone()))
-            }
+    /// Fetches records from the assigned partitions: returns as soon as some partition
+    /// delivered records or reported an error, or when `timeout` passes (with the resets that
+    /// happened). Network trouble is retried until then, never an error.
+    pub async fn poll(&mut self, timeout: Duration) -> Result<Polled, ConsumerError> {
+        let deadline = self.clock.now().plus(timeout.as_millis() as u64);
+        let Answer::Polled(result) = self
+            .drive(ConsumerInput::Poll { deadline }, Some(deadline))
+            .await
+        else {
+            unreachable!("the core answers a poll with Polled");
         };
-        match self.list_offsets(&needing, timestamp).await {
-            Ok(offsets) => {
-                for (partition, offset) in offsets {
-                    if offset >= 0 {
-                        self.state.seek(&partition, offset);
-                    }
-                }
-            }
-            Err(error) => tracing::debug!(%error, "offset reset failed; retrying"),
-        }
-        Ok(())
+        result
     }
 
-    /// Fetches records from the assigned partitions, waiting up to `timeout` for some.
-    pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumerRecord>, ConsumerError> {
-        let deadline = tokio::time::Instant::now() + timeout;
+    /// An application input that needs no IO.
+    fn apply(&mut self, input: ConsumerInput) {
+        let mut outputs = Vec::new();
+        self.core.handle(self.clock.now(), input, &mut outputs);
+        self.core.check_invariants();
+        assert!(
+            outputs.is_empty(),
+            "assign and seek need no IO: {outputs:?}"
+        );
+    }
+
+    /// Feeds `input`, then responses and ticks, until the core answers the application.
+    async fn drive(&mut self, input: ConsumerInput, deadline: Option<Millis>) -> Answer {
+        let mut input = input;
         loop {
-            self.reset_positions().await?;
-            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let max_wait_ms = (remaining.as_millis() as i32).min(self.config.fetch_max_wait_ms);
-            let request = self.state.fetch_request(&self.config, max_wait_ms);
-            if request.topics.is_empty() {
-                tokio::time::sleep(RETRY_PAUSE.min(remaining)).await;
-            } else {
-                match self.fetch(request, max_wait_ms).await {
-                    Ok(records) if !records.is_empty() => return Ok(records),
-                    Ok(_) => {}
-                    Err(FetchFailure::Consumer(error)) => return Err(error),
-                    Err(FetchFailure::Retry(reason)) => {
-                        tracing::debug!(%reason, "fetch failed; retrying");
-                        tokio::time::sleep(RETRY_PAUSE.min(remaining)).await;
-                    }
-                }
+            if let Some(answer) = self.step(input).await {
+                return answer;
             }
-            if tokio::time::Instant::now() >= deadline {
-                return Ok(Vec::new());
-            }
+            let wake = [self.core.next_deadline(), deadline]
+                .into_iter()
+                .flatten()
+                .min();
+            let awaiting = self
+                .connection
+                .as_ref()
+                .is_some_and(ClientConnection::has_in_flight);
+            assert!(
+                awaiting || wake.is_some(),
+                "the core waits for nothing and has not answered"
+            );
+            input = tokio::select! {
+                biased;
+                response = receive(&mut self.connection), if awaiting => match response {
+                    Ok(response) => ConsumerInput::Response(response),
+                    Err(reason) => self.lost(&reason),
+                },
+                () = self.clock.sleep_until(wake), if wake.is_some() => ConsumerInput::Tick,
+            };
         }
     }
 
-    async fn fetch(
-        &mut self,
-        request: kafka_protocol::messages::FetchRequest,
-        max_wait_ms: i32,
-    ) -> Result<Vec<ConsumerRecord>, FetchFailure> {
-        let timeout = self.request_timeout() + Duration::from_millis(max_wait_ms.max(0) as u64);
-        let connection = self
-            .connection()
-            .await
-            .map_err(|error| FetchFailure::Retry(error.to_string()))?;
-        let response = match connection
-            .call_within(timeout, RequestKind::Fetch(request))
-            .await
-        {
-            Ok(ResponseKind::Fetch(response)) => response,
-            Ok(_) => {
-                self.connection = None;
-                return Err(FetchFailure::Retry(
-                    "Fetch answered with another API".into(),
-                ));
+    fn lost(&mut self, reason: &str) -> ConsumerInput {
+        self.connection = None;
+        ConsumerInput::Disconnected {
+            reason: reason.to_owned(),
+        }
+    }
+
+    /// Feeds one input, then executes outputs (which may produce further inputs) until quiet.
+    async fn step(&mut self, input: ConsumerInput) -> Option<Answer> {
+        let mut answer = None;
+        let mut inputs = VecDeque::from([input]);
+        while let Some(input) = inputs.pop_front() {
+            let mut outputs = Vec::new();
+            self.core.handle(self.clock.now(), input, &mut outputs);
+            self.core.check_invariants();
+            for output in outputs {
+                let answered = match output {
+                    ConsumerOutput::Connect => {
+                        inputs.push_back(self.connect().await);
+                        None
+                    }
+                    ConsumerOutput::Disconnect { reason } => {
+                        tracing::debug!(%reason, "consumer closes its connection");
+                        self.connection = None;
+                        None
+                    }
+                    ConsumerOutput::Request { body, timeout_ms } => {
+                        // No connection: a Disconnected input is already queued and covers this.
+                        let Some(connection) = self.connection.as_mut() else {
+                            continue;
+                        };
+                        tracing::trace!(api = ?body.api_key(), timeout_ms, "consumer request");
+                        if let Err(error) = connection.send(&body).await {
+                            inputs.push_back(self.lost(&error.to_string()));
+                        }
+                        None
+                    }
+                    ConsumerOutput::Polled(result) => Some(Answer::Polled(result)),
+                    ConsumerOutput::ListedOffsets(result) => Some(Answer::ListedOffsets(result)),
+                };
+                if answered.is_some() {
+                    assert!(answer.is_none(), "the core answers once per call");
+                    answer = answered;
+                }
             }
-            Err(error) => {
-                self.connection = None;
-                return Err(FetchFailure::Retry(error.to_string()));
+        }
+        answer
+    }
+
+    async fn connect(&mut self) -> ConsumerInput {
+        match ClientConnection::connect(&self.bootstrap, &self.client_id).await {
+            Ok(connection) => {
+                self.connection = Some(connection);
+                ConsumerInput::Connected
             }
-        };
-        if response.error_code != 0 {
-            return Err(FetchFailure::Retry(format!(
-                "fetch error {:?}",
-                ErrorCode::from_code(response.error_code)
-            )));
+            Err(error) => ConsumerInput::ConnectFailed {
+                reason: error.to_string(),
+            },
         }
-        let outcome = self
-            .state
-            .on_fetch_response(&response)
-            .map_err(|error| FetchFailure::Consumer(error.into()))?;
-        for (partition, error) in &outcome.errors {
-            tracing::debug!(%partition, ?error, "fetch partition error");
-        }
-        for partition in &outcome.resets {
-            tracing::info!(%partition, "offset out of range: resetting per auto.offset.reset");
-        }
-        Ok(outcome.records)
     }
 }
 
-enum FetchFailure {
-    Retry(String),
-    Consumer(ConsumerError),
+async fn receive(connection: &mut Option<ClientConnection>) -> Result<ResponseKind, String> {
+    let connection = connection
+        .as_mut()
+        .expect("guarded by the select precondition");
+    connection
+        .receive()
+        .await
+        .map_err(|error| error.to_string())
 }

@@ -100,11 +100,12 @@ pub(crate) async fn consume_all(
     while read.values().map(Vec::len).sum::<usize>() < expected
         && tokio::time::Instant::now() < deadline
     {
-        for record in consumer
+        let polled = consumer
             .poll(Duration::from_millis(500))
             .await
-            .expect("poll")
-        {
+            .expect("poll");
+        assert!(polled.errors.is_empty(), "{:?}", polled.errors);
+        for record in polled.records {
             let value = String::from_utf8(record.value.expect("value").to_vec()).expect("utf8");
             read.entry(record.topic_partition.partition)
                 .or_default()

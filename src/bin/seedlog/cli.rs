@@ -15,7 +15,7 @@ use seedlog::config::{
 };
 use seedlog::runtime::admin::{create_topics, metadata, partition_count, NewTopic};
 use seedlog::runtime::client::ClientConnection;
-use seedlog::runtime::consumer::Consumer;
+use seedlog::runtime::consumer::{Consumer, ConsumerRecord};
 use seedlog::runtime::producer::Producer;
 use seedlog::runtime::server::{run_broker, ServerOptions};
 use seedlog::runtime::storage::FileStorage;
@@ -333,35 +333,55 @@ async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
     let mut consumer = Consumer::new(config)?;
     consumer.assign(&partitions);
     let mut printed = 0;
-    let stdout = std::io::stdout();
+    let idle = Duration::from_millis(args.timeout_ms);
+    let mut idle_deadline = tokio::time::Instant::now() + idle;
     loop {
-        let records = consumer
-            .poll(Duration::from_millis(args.timeout_ms))
-            .await?;
-        if records.is_empty() {
-            break;
+        let remaining = idle_deadline.saturating_duration_since(tokio::time::Instant::now());
+        let polled = consumer.poll(remaining).await?;
+        for error in &polled.errors {
+            eprintln!("{}: {:?}: {}", error.partition, error.error, error.message);
         }
-        let mut out = stdout.lock();
-        for record in records {
-            let value = record
-                .value
-                .as_deref()
-                .map(String::from_utf8_lossy)
-                .unwrap_or_default();
-            if args.print_offsets {
-                writeln!(
-                    out,
-                    "{}:{}\t{value}",
-                    record.topic_partition.partition, record.offset
-                )?;
-            } else {
-                writeln!(out, "{value}")?;
+        if polled.records.is_empty() {
+            if tokio::time::Instant::now() >= idle_deadline {
+                break;
             }
-            printed += 1;
-            if args.max_messages.is_some_and(|max| printed >= max) {
-                return Ok(());
-            }
+            continue;
+        }
+        idle_deadline = tokio::time::Instant::now() + idle;
+        if print_records(&polled.records, &args, &mut printed)? {
+            return Ok(());
         }
     }
     Ok(())
+}
+
+/// Prints records; returns whether `--max-messages` was reached.
+fn print_records(
+    records: &[ConsumerRecord],
+    args: &ConsumeArgs,
+    printed: &mut usize,
+) -> anyhow::Result<bool> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for record in records {
+        let value = record
+            .value
+            .as_deref()
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default();
+        if args.print_offsets {
+            writeln!(
+                out,
+                "{}:{}\t{value}",
+                record.topic_partition.partition, record.offset
+            )?;
+        } else {
+            writeln!(out, "{value}")?;
+        }
+        *printed += 1;
+        if args.max_messages.is_some_and(|max| *printed >= max) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }

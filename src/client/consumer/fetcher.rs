@@ -1,0 +1,293 @@
+//! The parsing half of Kafka's `Fetcher` and its `OffsetFetcher`: building Fetch and ListOffsets
+//! requests, and turning one partition's fetched bytes into records and a new position.
+//!
+//! Each partition is taken on its own, batch by batch: the records of every whole batch at or
+//! past the position are delivered, up to the first batch that fails to validate or decode.
+//! Nothing at or past that batch is delivered and the position stops at its first undelivered
+//! offset, so a bad batch can delay a partition but never make it skip or lose a record.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::{
+    BrokerId, FetchRequest, ListOffsetsRequest, ListOffsetsResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::config::ConsumerConfig;
+use crate::protocol::record_batch::{decode_batch, validate_batch, BatchError, RecordBatchHeader};
+use crate::protocol::ErrorCode;
+use crate::types::TopicPartition;
+
+/// A record handed to the application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerRecord {
+    /// Where it came from.
+    pub topic_partition: TopicPartition,
+    /// Its offset.
+    pub offset: i64,
+    /// CreateTime.
+    pub timestamp_ms: i64,
+    /// Key.
+    pub key: Option<Bytes>,
+    /// Value.
+    pub value: Option<Bytes>,
+}
+
+/// What one partition's fetched bytes yielded.
+#[derive(Debug, Default)]
+pub(crate) struct PartitionRecords {
+    /// Records at or past the position, in offset order.
+    pub(crate) records: Vec<ConsumerRecord>,
+    /// The first offset not delivered: past every whole batch taken, at a bad batch if any.
+    pub(crate) next_position: i64,
+    /// The batch that stopped delivery.
+    pub(crate) failure: Option<BatchFailure>,
+}
+
+/// A batch that failed to validate or decode on the client.
+#[derive(Debug)]
+pub(crate) struct BatchFailure {
+    /// Why.
+    pub(crate) error: BatchError,
+    /// Its last offset, when its header parsed (a caller may choose to seek past it).
+    pub(crate) batch_last_offset: Option<i64>,
+}
+
+fn topic_name(topic: &str) -> TopicName {
+    TopicName(StrBytes::from_string(topic.to_owned()))
+}
+
+/// A Fetch request (v4–v12: topics by name) for `positions`.
+pub(crate) fn fetch_request(
+    config: &ConsumerConfig,
+    positions: &BTreeMap<TopicPartition, i64>,
+    max_wait_ms: i32,
+) -> FetchRequest {
+    assert!(max_wait_ms >= 0, "a fetch waits a non-negative time");
+    let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
+    for (partition, offset) in positions {
+        assert!(*offset >= 0, "fetch at a non-negative position");
+        topics.entry(partition.topic.as_str()).or_default().push(
+            FetchPartition::default()
+                .with_partition(partition.partition)
+                .with_fetch_offset(*offset)
+                .with_partition_max_bytes(config.max_partition_fetch_bytes),
+        );
+    }
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(config.fetch_min_bytes)
+        .with_max_bytes(config.fetch_max_bytes)
+        .with_isolation_level(config.isolation_level.wire_value())
+        .with_session_epoch(-1)
+        .with_topics(
+            topics
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    FetchTopic::default()
+                        .with_topic(topic_name(topic))
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        )
+}
+
+/// A ListOffsets request for `partitions` at `timestamp` (-1 latest, -2 earliest).
+pub fn list_offsets_request(
+    partitions: &[TopicPartition],
+    timestamp: i64,
+    isolation_level: i8,
+) -> ListOffsetsRequest {
+    let mut by_topic: BTreeMap<&str, Vec<ListOffsetsPartition>> = BTreeMap::new();
+    for partition in partitions {
+        by_topic.entry(partition.topic.as_str()).or_default().push(
+            ListOffsetsPartition::default()
+                .with_partition_index(partition.partition)
+                .with_timestamp(timestamp),
+        );
+    }
+    let topics = by_topic
+        .into_iter()
+        .map(|(topic, partitions)| {
+            ListOffsetsTopic::default()
+                .with_name(topic_name(topic))
+                .with_partitions(partitions)
+        })
+        .collect();
+    ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_isolation_level(isolation_level)
+        .with_topics(topics)
+}
+
+/// Each partition's offset or error in a ListOffsets response.
+pub fn list_offsets_outcomes(
+    response: &ListOffsetsResponse,
+) -> BTreeMap<TopicPartition, Result<i64, ErrorCode>> {
+    let mut offsets = BTreeMap::new();
+    for topic in &response.topics {
+        for partition in &topic.partitions {
+            let outcome = match ErrorCode::from_code(partition.error_code) {
+                ErrorCode::None => Ok(partition.offset),
+                error => Err(error),
+            };
+            offsets.insert(
+                TopicPartition::new(topic.name.to_string(), partition.partition_index),
+                outcome,
+            );
+        }
+    }
+    offsets
+}
+
+/// Takes the records of `partition` at or past `position` from its fetched bytes, whole batch
+/// by whole batch (control batches advance the position too). A trailing partial batch (allowed
+/// by Kafka) is left for the next fetch; a batch that fails its CRC, does not parse or does not
+/// decode stops delivery there.
+pub(crate) fn take_records(
+    partition: &TopicPartition,
+    position: i64,
+    records: &Bytes,
+) -> PartitionRecords {
+    assert!(position >= 0, "fetch at a non-negative position");
+    let mut taken = PartitionRecords {
+        next_position: position,
+        ..PartitionRecords::default()
+    };
+    let mut at = 0;
+    while at < records.len() {
+        let header = match validate_batch(&records[at..]) {
+            Ok(header) => header,
+            Err(BatchError::Truncated { .. }) => break,
+            Err(error) => {
+                let batch_last_offset = RecordBatchHeader::parse(&records[at..])
+                    .ok()
+                    .map(|header| header.last_offset());
+                taken.failure = Some(BatchFailure {
+                    error,
+                    batch_last_offset,
+                });
+                break;
+            }
+        };
+        let range = at..at + header.size_bytes();
+        at = range.end;
+        if header.last_offset() < taken.next_position {
+            continue;
+        }
+        let decoded = match decode_batch(records, &header, range) {
+            Ok(decoded) => decoded,
+            Err(error) => {
+                taken.failure = Some(BatchFailure {
+                    error,
+                    batch_last_offset: Some(header.last_offset()),
+                });
+                break;
+            }
+        };
+        for record in decoded
+            .into_iter()
+            .filter(|r| r.offset >= taken.next_position)
+        {
+            assert!(
+                record.offset <= header.last_offset(),
+                "a decoded record lies within its batch"
+            );
+            taken.records.push(ConsumerRecord {
+                topic_partition: partition.clone(),
+                offset: record.offset,
+                timestamp_ms: record.timestamp_ms,
+                key: record.key,
+                value: record.value,
+            });
+        }
+        taken.next_position = header.last_offset() + 1;
+    }
+    debug_assert!(
+        taken
+            .records
+            .iter()
+            .zip(taken.records.iter().skip(1))
+            .all(|(a, b)| a.offset < b.offset),
+        "records are delivered in offset order"
+    );
+    assert!(
+        taken
+            .records
+            .last()
+            .is_none_or(|last| last.offset < taken.next_position),
+        "the position moves past every delivered record"
+    );
+    taken
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::protocol::record_batch::{assign_offsets, build_batch, KeyValue};
+
+    pub(crate) fn batch_at(offset: i64, values: &[&str]) -> Vec<u8> {
+        let records: Vec<KeyValue<'_>> = values
+            .iter()
+            .map(|value| (None, Some(value.as_bytes())))
+            .collect();
+        let mut batch = build_batch(&records, 0).to_vec();
+        assign_offsets(&mut batch, offset, 0);
+        batch
+    }
+
+    fn offsets(taken: &PartitionRecords) -> Vec<i64> {
+        taken.records.iter().map(|record| record.offset).collect()
+    }
+
+    #[test]
+    fn records_before_the_position_are_skipped_and_a_partial_tail_is_left() {
+        let partition = TopicPartition::new("t", 0);
+        let mut bytes = batch_at(5, &["five", "six"]);
+        bytes.extend(batch_at(7, &["seven"]));
+        let partial = batch_at(8, &["eight"]);
+        bytes.extend_from_slice(&partial[..partial.len() - 3]);
+        let taken = take_records(&partition, 6, &bytes.into());
+        assert_eq!(offsets(&taken), vec![6, 7]);
+        assert_eq!(taken.next_position, 8);
+        assert!(taken.failure.is_none());
+    }
+
+    #[test]
+    fn a_corrupt_batch_stops_delivery_at_its_first_offset_and_names_its_last() {
+        let partition = TopicPartition::new("t", 0);
+        let mut bytes = batch_at(0, &["zero", "one"]);
+        let mut corrupt = batch_at(2, &["two", "three"]);
+        let last = corrupt.len() - 1;
+        corrupt[last] ^= 1;
+        bytes.extend(corrupt);
+        bytes.extend(batch_at(4, &["four"]));
+        let taken = take_records(&partition, 0, &bytes.into());
+        assert_eq!(
+            offsets(&taken),
+            vec![0, 1],
+            "nothing at or past the bad batch"
+        );
+        assert_eq!(taken.next_position, 2);
+        let failure = taken.failure.expect("the corrupt batch is reported");
+        assert!(matches!(failure.error, BatchError::CrcMismatch { .. }));
+        assert_eq!(failure.batch_last_offset, Some(3));
+    }
+
+    #[test]
+    fn a_batch_whose_header_does_not_parse_has_no_last_offset() {
+        let partition = TopicPartition::new("t", 0);
+        let mut bytes = batch_at(0, &["zero"]);
+        bytes[16] = 1; // magic 1
+        let taken = take_records(&partition, 0, &bytes.into());
+        assert!(taken.records.is_empty());
+        assert_eq!(taken.next_position, 0);
+        let failure = taken.failure.expect("reported");
+        assert_eq!(failure.error, BatchError::UnsupportedMagic(1));
+        assert_eq!(failure.batch_last_offset, None);
+    }
+}

@@ -1,0 +1,235 @@
+//! Kafka's `SubscriptionState`: the assigned partitions and, for each, either its position (the
+//! next offset to fetch) or a pending reset and why, plus a retry pause after an error.
+//!
+//! Positions only move forward on their own (a fetch advances a position past what it
+//! delivered); only the application (`seek`) or a reset (`auto.offset.reset`) moves one
+//! anywhere else. Nothing here knows about requests or time beyond the pause deadlines.
+
+use std::collections::BTreeMap;
+
+use crate::types::{Millis, TopicPartition};
+
+/// Why a partition's position was set by `auto.offset.reset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResetReason {
+    /// The partition had no position (newly assigned, never seeked).
+    NoPosition,
+    /// The broker answered OFFSET_OUT_OF_RANGE for a fetch at `position`.
+    OffsetOutOfRange {
+        /// The position the broker refused.
+        position: i64,
+    },
+}
+
+/// Where a partition's next fetch starts (Kafka's `FetchState`: FETCHING or AWAIT_RESET).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FetchPosition {
+    /// Fetch from this offset.
+    Known(i64),
+    /// Ask ListOffsets for a position first (`auto.offset.reset`).
+    AwaitingReset(ResetReason),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PartitionState {
+    position: FetchPosition,
+    /// Not fetched or reset before this (a retry pause after a partition error).
+    paused_until: Option<Millis>,
+}
+
+/// Assigned partitions, their positions, pending resets and retry pauses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SubscriptionState {
+    partitions: BTreeMap<TopicPartition, PartitionState>,
+}
+
+impl SubscriptionState {
+    /// Replaces the assignment; kept partitions keep their state, new ones await a reset.
+    pub fn assign(&mut self, partitions: &[TopicPartition]) {
+        let mut assigned = BTreeMap::new();
+        for partition in partitions {
+            let state = self
+                .partitions
+                .get(partition)
+                .cloned()
+                .unwrap_or(PartitionState {
+                    position: FetchPosition::AwaitingReset(ResetReason::NoPosition),
+                    paused_until: None,
+                });
+            assigned.insert(partition.clone(), state);
+        }
+        self.partitions = assigned;
+    }
+
+    /// Sets the next offset to read and lifts any retry pause (the application chose).
+    pub fn seek(&mut self, partition: &TopicPartition, offset: i64) {
+        assert!(offset >= 0, "positions are non-negative");
+        let state = self
+            .partitions
+            .get_mut(partition)
+            .expect("seek on an assigned partition");
+        state.position = FetchPosition::Known(offset);
+        state.paused_until = None;
+    }
+
+    /// Moves a position forward past what a fetch delivered.
+    pub fn advance(&mut self, partition: &TopicPartition, offset: i64) {
+        let state = self
+            .partitions
+            .get_mut(partition)
+            .expect("advance on an assigned partition");
+        let FetchPosition::Known(position) = state.position else {
+            panic!("advance of {partition} without a position");
+        };
+        assert!(offset >= position, "a fetch never moves a position back");
+        state.position = FetchPosition::Known(offset);
+    }
+
+    /// Forgets the position of `partition`: the next request for it is a reset.
+    pub fn request_reset(&mut self, partition: &TopicPartition, reason: ResetReason) {
+        let state = self
+            .partitions
+            .get_mut(partition)
+            .expect("reset of an assigned partition");
+        state.position = FetchPosition::AwaitingReset(reason);
+    }
+
+    /// Pauses `partition` until `until` (no fetch or reset before).
+    pub fn pause(&mut self, partition: &TopicPartition, until: Millis) {
+        let state = self
+            .partitions
+            .get_mut(partition)
+            .expect("pause of an assigned partition");
+        state.paused_until = Some(until);
+    }
+
+    /// Lifts every pause that ends at or before `now`.
+    pub fn expire_pauses(&mut self, now: Millis) {
+        for state in self.partitions.values_mut() {
+            if state.paused_until.is_some_and(|until| until <= now) {
+                state.paused_until = None;
+            }
+        }
+    }
+
+    /// The earliest end of a pause.
+    pub fn next_unpause(&self) -> Option<Millis> {
+        self.partitions
+            .values()
+            .filter_map(|state| state.paused_until)
+            .min()
+    }
+
+    /// The next offset to read, if known.
+    pub fn position(&self, partition: &TopicPartition) -> Option<i64> {
+        match self.partitions.get(partition)?.position {
+            FetchPosition::Known(position) => Some(position),
+            FetchPosition::AwaitingReset(_) => None,
+        }
+    }
+
+    /// Why `partition` awaits a reset, if it does.
+    pub fn reset_reason(&self, partition: &TopicPartition) -> Option<ResetReason> {
+        match self.partitions.get(partition)?.position {
+            FetchPosition::Known(_) => None,
+            FetchPosition::AwaitingReset(reason) => Some(reason),
+        }
+    }
+
+    /// Whether `partition` is assigned.
+    pub fn is_assigned(&self, partition: &TopicPartition) -> bool {
+        self.partitions.contains_key(partition)
+    }
+
+    /// Whether nothing is assigned.
+    pub fn is_empty(&self) -> bool {
+        self.partitions.is_empty()
+    }
+
+    /// Partitions awaiting a reset, paused or not.
+    pub fn awaiting_reset(&self) -> impl Iterator<Item = &TopicPartition> {
+        self.partitions
+            .iter()
+            .filter(|(_, state)| matches!(state.position, FetchPosition::AwaitingReset(_)))
+            .map(|(partition, _)| partition)
+    }
+
+    /// Partitions awaiting a reset and not paused.
+    pub fn resettable(&self) -> Vec<TopicPartition> {
+        self.partitions
+            .iter()
+            .filter(|(_, state)| {
+                state.paused_until.is_none()
+                    && matches!(state.position, FetchPosition::AwaitingReset(_))
+            })
+            .map(|(partition, _)| partition.clone())
+            .collect()
+    }
+
+    /// Partitions with a position and not paused, with their positions.
+    pub fn fetchable(&self) -> BTreeMap<TopicPartition, i64> {
+        self.partitions
+            .iter()
+            .filter(|(_, state)| state.paused_until.is_none())
+            .filter_map(|(partition, state)| match state.position {
+                FetchPosition::Known(position) => Some((partition.clone(), position)),
+                FetchPosition::AwaitingReset(_) => None,
+            })
+            .collect()
+    }
+
+    /// Positions are non-negative, and so is a refused position kept for a reset's reason.
+    pub fn check_invariants(&self) {
+        for (partition, state) in &self.partitions {
+            match state.position {
+                FetchPosition::Known(position) => {
+                    assert!(position >= 0, "{partition}: negative position {position}");
+                }
+                FetchPosition::AwaitingReset(ResetReason::OffsetOutOfRange { position }) => {
+                    assert!(position >= 0, "{partition}: negative refused position");
+                }
+                FetchPosition::AwaitingReset(ResetReason::NoPosition) => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_partition_keeps_its_position_and_a_new_one_awaits_a_reset() {
+        let (kept, added) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
+        let mut state = SubscriptionState::default();
+        state.assign(std::slice::from_ref(&kept));
+        assert_eq!(state.reset_reason(&kept), Some(ResetReason::NoPosition));
+        state.seek(&kept, 7);
+        state.assign(&[kept.clone(), added.clone()]);
+        assert_eq!(state.position(&kept), Some(7));
+        assert_eq!(state.reset_reason(&added), Some(ResetReason::NoPosition));
+        assert_eq!(state.fetchable(), BTreeMap::from([(kept.clone(), 7)]));
+        assert_eq!(state.resettable(), vec![added]);
+        state.check_invariants();
+    }
+
+    #[test]
+    fn a_paused_partition_is_neither_fetched_nor_reset_until_the_pause_ends() {
+        let partition = TopicPartition::new("t", 0);
+        let mut state = SubscriptionState::default();
+        state.assign(std::slice::from_ref(&partition));
+        state.pause(&partition, Millis(100));
+        assert!(state.resettable().is_empty());
+        assert_eq!(state.next_unpause(), Some(Millis(100)));
+        state.expire_pauses(Millis(99));
+        assert!(state.resettable().is_empty());
+        state.expire_pauses(Millis(100));
+        assert_eq!(state.resettable(), vec![partition.clone()]);
+        assert_eq!(state.next_unpause(), None);
+        state.seek(&partition, 3);
+        state.pause(&partition, Millis(200));
+        assert!(state.fetchable().is_empty());
+        state.seek(&partition, 4);
+        assert_eq!(state.fetchable(), BTreeMap::from([(partition, 4)]));
+    }
+}

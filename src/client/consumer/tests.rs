@@ -1,0 +1,507 @@
+//! The consumer core alone: inputs in, outputs out, no runtime.
+
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{FetchRequest, ListOffsetsRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::fetcher::tests::batch_at;
+use super::*;
+use crate::config::Configurable;
+
+fn core(pairs: &[(&str, &str)]) -> ConsumerCore {
+    let mut config = ConsumerConfig::default();
+    config.apply(pairs.iter().copied()).expect("valid");
+    ConsumerCore::new(config)
+}
+
+fn step(core: &mut ConsumerCore, now: u64, input: ConsumerInput) -> Vec<ConsumerOutput> {
+    let mut out = Vec::new();
+    core.handle(Millis(now), input, &mut out);
+    core.check_invariants();
+    out
+}
+
+fn partition(index: i32) -> TopicPartition {
+    TopicPartition::new("t", index)
+}
+
+/// A core with `positions` assigned and seeked, polling until `deadline`, connected at 0.
+fn polling(pairs: &[(&str, &str)], positions: &[(i32, i64)], deadline: u64) -> ConsumerCore {
+    let mut core = core(pairs);
+    let assigned: Vec<TopicPartition> = positions.iter().map(|(p, _)| partition(*p)).collect();
+    step(
+        &mut core,
+        0,
+        ConsumerInput::Assign {
+            partitions: assigned,
+        },
+    );
+    for (index, offset) in positions {
+        let (partition, offset) = (partition(*index), *offset);
+        assert!(step(&mut core, 0, ConsumerInput::Seek { partition, offset }).is_empty());
+    }
+    let out = step(
+        &mut core,
+        0,
+        ConsumerInput::Poll {
+            deadline: Millis(deadline),
+        },
+    );
+    assert!(matches!(out.as_slice(), [ConsumerOutput::Connect]));
+    core
+}
+
+fn fetch_response(partitions: Vec<(i32, ErrorCode, Vec<u8>)>) -> ResponseKind {
+    let partitions = partitions
+        .into_iter()
+        .map(|(index, error, records)| {
+            PartitionData::default()
+                .with_partition_index(index)
+                .with_error_code(error.code())
+                .with_records(Some(records.into()))
+        })
+        .collect();
+    ResponseKind::Fetch(FetchResponse::default().with_responses(vec![
+        FetchableTopicResponse::default()
+            .with_topic(TopicName(StrBytes::from_static_str("t")))
+            .with_partitions(partitions),
+    ]))
+}
+
+fn list_offsets_response(partitions: &[(i32, ErrorCode, i64)]) -> ResponseKind {
+    let partitions = partitions
+        .iter()
+        .map(|(index, error, offset)| {
+            ListOffsetsPartitionResponse::default()
+                .with_partition_index(*index)
+                .with_error_code(error.code())
+                .with_offset(*offset)
+        })
+        .collect();
+    ResponseKind::ListOffsets(ListOffsetsResponse::default().with_topics(vec![
+        ListOffsetsTopicResponse::default()
+            .with_name(TopicName(StrBytes::from_static_str("t")))
+            .with_partitions(partitions),
+    ]))
+}
+
+/// The one fetch in `out`, with its timeout.
+fn fetch(out: &[ConsumerOutput]) -> (&FetchRequest, u64) {
+    let fetches: Vec<(&FetchRequest, u64)> = out
+        .iter()
+        .filter_map(|output| match output {
+            ConsumerOutput::Request {
+                body: RequestKind::Fetch(request),
+                timeout_ms,
+            } => Some((request, *timeout_ms)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(fetches.len(), 1, "one fetch in {out:?}");
+    fetches[0]
+}
+
+/// `(partition, fetch offset)` of a fetch.
+fn fetched_from(request: &FetchRequest) -> Vec<(i32, i64)> {
+    request
+        .topics
+        .iter()
+        .flat_map(|topic| topic.partitions.iter())
+        .map(|partition| (partition.partition, partition.fetch_offset))
+        .collect()
+}
+
+fn list_offsets(out: &[ConsumerOutput]) -> Option<&ListOffsetsRequest> {
+    out.iter().find_map(|output| match output {
+        ConsumerOutput::Request {
+            body: RequestKind::ListOffsets(request),
+            ..
+        } => Some(request),
+        _ => None,
+    })
+}
+
+fn polled(out: Vec<ConsumerOutput>) -> Option<Result<Polled, ConsumerError>> {
+    out.into_iter().find_map(|output| match output {
+        ConsumerOutput::Polled(result) => Some(result),
+        _ => None,
+    })
+}
+
+fn offsets(polled: &Polled, index: i32) -> Vec<i64> {
+    polled
+        .records
+        .iter()
+        .filter(|record| record.topic_partition == partition(index))
+        .map(|record| record.offset)
+        .collect()
+}
+
+fn corrupt_batch_at(offset: i64, values: &[&str]) -> Vec<u8> {
+    let mut batch = batch_at(offset, values);
+    let last = batch.len() - 1;
+    batch[last] ^= 1;
+    batch
+}
+
+#[test]
+fn a_corrupt_batch_in_one_partition_does_not_lose_or_skip_the_records_of_another_partition() {
+    let mut core = polling(&[], &[(0, 0), (1, 0)], 1000);
+    let out = step(&mut core, 0, ConsumerInput::Connected);
+    assert_eq!(fetched_from(fetch(&out).0), vec![(0, 0), (1, 0)]);
+    let good = batch_at(0, &["a", "b", "c"]);
+    let mut bad = batch_at(0, &["x", "y"]);
+    bad.extend(corrupt_batch_at(2, &["z", "w"]));
+    bad.extend(batch_at(4, &["v"]));
+    let response = fetch_response(vec![(0, ErrorCode::None, good), (1, ErrorCode::None, bad)]);
+    let out = step(&mut core, 10, ConsumerInput::Response(response));
+    let polled = polled(out).expect("records end the poll").expect("ok");
+    assert_eq!(
+        offsets(&polled, 0),
+        vec![0, 1, 2],
+        "the healthy partition delivers"
+    );
+    assert_eq!(
+        offsets(&polled, 1),
+        vec![0, 1],
+        "records before the bad batch arrive"
+    );
+    assert_eq!(core.position(&partition(0)), Some(3));
+    assert_eq!(
+        core.position(&partition(1)),
+        Some(2),
+        "kept at the bad batch"
+    );
+    assert_eq!(polled.errors.len(), 1);
+    let error = &polled.errors[0];
+    assert_eq!(error.partition, partition(1));
+    assert_eq!(error.error, ErrorCode::CorruptMessage);
+    assert_eq!(error.position, 2);
+    assert_eq!(error.batch_last_offset, Some(3));
+    // The next poll fetches the healthy partition at once and the bad one after the pause.
+    let out = step(
+        &mut core,
+        10,
+        ConsumerInput::Poll {
+            deadline: Millis(1000),
+        },
+    );
+    assert_eq!(fetched_from(fetch(&out).0), vec![(0, 3)]);
+    assert_eq!(
+        core.next_deadline(),
+        Some(Millis(110)),
+        "the bad partition's pause ends"
+    );
+}
+
+#[test]
+fn a_corrupt_batch_is_fetched_again_from_its_first_offset_after_the_retry_pause() {
+    let mut core = polling(&[("retry.backoff.ms", "100")], &[(0, 0)], 1000);
+    step(&mut core, 0, ConsumerInput::Connected);
+    let mut bytes = batch_at(0, &["a"]);
+    bytes.extend(corrupt_batch_at(1, &["b"]));
+    let response = fetch_response(vec![(0, ErrorCode::None, bytes)]);
+    let out = step(&mut core, 10, ConsumerInput::Response(response));
+    let polled = polled(out).expect("done").expect("ok");
+    assert_eq!(offsets(&polled, 0), vec![0]);
+    let out = step(
+        &mut core,
+        10,
+        ConsumerInput::Poll {
+            deadline: Millis(1000),
+        },
+    );
+    assert!(out.is_empty(), "paused: nothing to fetch yet");
+    assert_eq!(core.next_deadline(), Some(Millis(110)));
+    let out = step(&mut core, 110, ConsumerInput::Tick);
+    assert_eq!(
+        fetched_from(fetch(&out).0),
+        vec![(0, 1)],
+        "refetched at the bad batch"
+    );
+}
+
+#[test]
+fn offset_out_of_range_records_a_reset_with_its_reason_then_asks_list_offsets() {
+    let mut core = polling(&[("auto.offset.reset", "earliest")], &[(0, 100)], 1000);
+    step(&mut core, 0, ConsumerInput::Connected);
+    let response = fetch_response(vec![(0, ErrorCode::OffsetOutOfRange, Vec::new())]);
+    let out = step(&mut core, 5, ConsumerInput::Response(response));
+    let request = list_offsets(&out).expect("a reset asks ListOffsets");
+    let asked = &request.topics[0].partitions[0];
+    assert_eq!(
+        (asked.partition_index, asked.timestamp),
+        (0, -2),
+        "earliest"
+    );
+    assert_eq!(core.position(&partition(0)), None);
+    assert!(polled(out).is_none(), "a reset alone does not end the poll");
+    let response = list_offsets_response(&[(0, ErrorCode::None, 40)]);
+    let out = step(&mut core, 6, ConsumerInput::Response(response));
+    assert_eq!(fetched_from(fetch(&out).0), vec![(0, 40)]);
+    let polled = polled(step(&mut core, 1000, ConsumerInput::Tick))
+        .expect("the deadline ends the poll")
+        .expect("ok");
+    assert_eq!(
+        polled.resets,
+        vec![PositionReset {
+            partition: partition(0),
+            offset: 40,
+            reason: ResetReason::OffsetOutOfRange { position: 100 },
+        }]
+    );
+    assert!(polled.records.is_empty());
+}
+
+#[test]
+fn a_new_assignment_is_reset_to_the_log_end_before_any_fetch() {
+    let mut core = core(&[]);
+    let partitions = vec![partition(0)];
+    step(&mut core, 0, ConsumerInput::Assign { partitions });
+    let deadline = Millis(1000);
+    assert!(matches!(
+        step(&mut core, 0, ConsumerInput::Poll { deadline }).as_slice(),
+        [ConsumerOutput::Connect]
+    ));
+    let out = step(&mut core, 1, ConsumerInput::Connected);
+    let request = list_offsets(&out).expect("reset first");
+    assert_eq!(request.topics[0].partitions[0].timestamp, -1, "latest");
+    let response = list_offsets_response(&[(0, ErrorCode::None, 7)]);
+    let out = step(&mut core, 2, ConsumerInput::Response(response));
+    assert_eq!(fetched_from(fetch(&out).0), vec![(0, 7)]);
+    let response = fetch_response(vec![(0, ErrorCode::None, batch_at(7, &["seven"]))]);
+    let polled = polled(step(&mut core, 3, ConsumerInput::Response(response)))
+        .expect("done")
+        .expect("ok");
+    assert_eq!(offsets(&polled, 0), vec![7]);
+    assert_eq!(polled.resets[0].reason, ResetReason::NoPosition);
+    assert_eq!(polled.resets[0].offset, 7);
+}
+
+#[test]
+fn auto_offset_reset_none_fails_a_poll_on_a_partition_without_a_position() {
+    let mut core = core(&[("auto.offset.reset", "none")]);
+    let partitions = vec![partition(0)];
+    step(&mut core, 0, ConsumerInput::Assign { partitions });
+    let deadline = Millis(1000);
+    let out = step(&mut core, 0, ConsumerInput::Poll { deadline });
+    assert!(matches!(
+        out.as_slice(),
+        [ConsumerOutput::Polled(Err(
+            ConsumerError::NoOffsetForPartition(_)
+        ))]
+    ));
+    assert_eq!(core.next_deadline(), None, "nothing more to do");
+}
+
+#[test]
+fn offset_out_of_range_without_a_reset_policy_is_a_partition_error_at_the_kept_position() {
+    let mut core = polling(&[("auto.offset.reset", "none")], &[(0, 100)], 1000);
+    step(&mut core, 0, ConsumerInput::Connected);
+    let response = fetch_response(vec![(0, ErrorCode::OffsetOutOfRange, Vec::new())]);
+    let polled = polled(step(&mut core, 5, ConsumerInput::Response(response)))
+        .expect("an error ends the poll")
+        .expect("ok");
+    assert_eq!(polled.errors[0].error, ErrorCode::OffsetOutOfRange);
+    assert_eq!(polled.errors[0].position, 100);
+    assert_eq!(core.position(&partition(0)), Some(100));
+}
+
+#[test]
+fn a_broker_partition_error_is_reported_and_the_partition_retried_after_the_backoff() {
+    let mut core = polling(&[("retry.backoff.ms", "50")], &[(0, 3), (1, 4)], 1000);
+    step(&mut core, 0, ConsumerInput::Connected);
+    let response = fetch_response(vec![
+        (0, ErrorCode::NotLeaderOrFollower, Vec::new()),
+        (1, ErrorCode::None, batch_at(4, &["four"])),
+    ]);
+    let polled = polled(step(&mut core, 10, ConsumerInput::Response(response)))
+        .expect("done")
+        .expect("ok");
+    assert_eq!(offsets(&polled, 1), vec![4]);
+    assert_eq!(polled.errors[0].error, ErrorCode::NotLeaderOrFollower);
+    assert_eq!(polled.errors[0].batch_last_offset, None);
+    assert_eq!(core.position(&partition(0)), Some(3));
+    let deadline = Millis(1000);
+    let out = step(&mut core, 10, ConsumerInput::Poll { deadline });
+    assert_eq!(
+        fetched_from(fetch(&out).0),
+        vec![(1, 5)],
+        "partition 0 waits"
+    );
+    let out = step(
+        &mut core,
+        30,
+        ConsumerInput::Response(fetch_response(vec![])),
+    );
+    assert_eq!(fetched_from(fetch(&out).0), vec![(1, 5)], "paused until 60");
+    assert_eq!(core.next_deadline(), Some(Millis(60)));
+    assert!(
+        step(&mut core, 60, ConsumerInput::Tick).is_empty(),
+        "a fetch is in flight"
+    );
+    let out = step(
+        &mut core,
+        70,
+        ConsumerInput::Response(fetch_response(vec![])),
+    );
+    assert_eq!(fetched_from(fetch(&out).0), vec![(0, 3), (1, 5)]);
+}
+
+#[test]
+fn a_top_level_fetch_error_pauses_fetching_for_the_backoff() {
+    let mut core = polling(&[("retry.backoff.ms", "100")], &[(0, 0)], 1000);
+    step(&mut core, 0, ConsumerInput::Connected);
+    let response = ResponseKind::Fetch(
+        FetchResponse::default().with_error_code(ErrorCode::UnknownServerError.code()),
+    );
+    let out = step(&mut core, 10, ConsumerInput::Response(response));
+    assert!(out.is_empty(), "a retry, not an error of the poll: {out:?}");
+    assert_eq!(core.next_deadline(), Some(Millis(110)));
+    let out = step(&mut core, 110, ConsumerInput::Tick);
+    assert_eq!(fetched_from(fetch(&out).0), vec![(0, 0)]);
+}
+
+#[test]
+fn a_request_timeout_disconnects_and_retries_after_the_reconnect_backoff() {
+    let pairs = [("request.timeout.ms", "1000"), ("fetch.max.wait.ms", "500")];
+    let mut core = polling(&pairs, &[(0, 0)], 10_000);
+    let out = step(&mut core, 0, ConsumerInput::Connected);
+    assert_eq!(
+        fetch(&out).1,
+        1500,
+        "request.timeout.ms plus the fetch's max wait"
+    );
+    assert_eq!(core.next_deadline(), Some(Millis(1500)));
+    let out = step(&mut core, 1500, ConsumerInput::Tick);
+    assert!(matches!(
+        out.as_slice(),
+        [ConsumerOutput::Disconnect { .. }]
+    ));
+    assert_eq!(
+        core.next_deadline(),
+        Some(Millis(1550)),
+        "reconnect backoff"
+    );
+    let out = step(&mut core, 1550, ConsumerInput::Tick);
+    assert!(matches!(out.as_slice(), [ConsumerOutput::Connect]));
+    let out = step(&mut core, 1551, ConsumerInput::Connected);
+    assert_eq!(
+        fetched_from(fetch(&out).0),
+        vec![(0, 0)],
+        "the same position again"
+    );
+}
+
+#[test]
+fn failed_connects_back_off_exponentially_up_to_the_maximum() {
+    let mut core = polling(&[], &[(0, 0)], 100_000);
+    let mut now = 0;
+    for expected_delay in [50, 100, 200, 400, 800, 1000, 1000] {
+        let reason = "refused".to_owned();
+        assert!(step(&mut core, now, ConsumerInput::ConnectFailed { reason }).is_empty());
+        assert_eq!(core.next_deadline(), Some(Millis(now + expected_delay)));
+        now += expected_delay;
+        let out = step(&mut core, now, ConsumerInput::Tick);
+        assert!(matches!(out.as_slice(), [ConsumerOutput::Connect]));
+    }
+    step(&mut core, now, ConsumerInput::Connected);
+    let reason = "reset".to_owned();
+    step(&mut core, now, ConsumerInput::Disconnected { reason });
+    assert_eq!(
+        core.next_deadline(),
+        Some(Millis(now + 50)),
+        "a connection resets it"
+    );
+}
+
+#[test]
+fn fetch_max_wait_is_bounded_by_the_poll_deadline() {
+    let mut core = polling(&[("fetch.max.wait.ms", "500")], &[(0, 0)], 200);
+    let out = step(&mut core, 50, ConsumerInput::Connected);
+    let (request, timeout_ms) = fetch(&out);
+    assert_eq!(request.max_wait_ms, 150, "what is left of the poll");
+    assert_eq!(timeout_ms, 30_000 + 150);
+    let out = step(
+        &mut core,
+        200,
+        ConsumerInput::Response(fetch_response(vec![])),
+    );
+    let polled = polled(out)
+        .expect("the deadline ends the poll")
+        .expect("ok");
+    assert!(polled.is_empty());
+    let deadline = Millis(10_000);
+    let out = step(&mut core, 200, ConsumerInput::Poll { deadline });
+    assert_eq!(fetch(&out).0.max_wait_ms, 500, "fetch.max.wait.ms");
+}
+
+#[test]
+fn a_fetch_in_flight_when_the_poll_ends_is_delivered_to_the_next_poll() {
+    let mut core = polling(&[], &[(0, 0)], 100);
+    step(&mut core, 0, ConsumerInput::Connected);
+    let polled_empty = polled(step(&mut core, 100, ConsumerInput::Tick)).expect("deadline");
+    assert!(polled_empty.expect("ok").is_empty());
+    let deadline = Millis(1000);
+    let out = step(&mut core, 100, ConsumerInput::Poll { deadline });
+    assert!(out.is_empty(), "the old fetch is still in flight");
+    let response = fetch_response(vec![(0, ErrorCode::None, batch_at(0, &["zero"]))]);
+    let polled = polled(step(&mut core, 120, ConsumerInput::Response(response)))
+        .expect("done")
+        .expect("ok");
+    assert_eq!(offsets(&polled, 0), vec![0]);
+}
+
+#[test]
+fn a_response_for_a_partition_seeked_meanwhile_is_ignored() {
+    let mut core = polling(&[], &[(0, 0)], 100);
+    step(&mut core, 0, ConsumerInput::Connected);
+    step(&mut core, 100, ConsumerInput::Tick);
+    let (partition, offset) = (partition(0), 50);
+    step(&mut core, 100, ConsumerInput::Seek { partition, offset });
+    let deadline = Millis(1000);
+    step(&mut core, 100, ConsumerInput::Poll { deadline });
+    let response = fetch_response(vec![(0, ErrorCode::None, batch_at(0, &["zero"]))]);
+    let out = step(&mut core, 120, ConsumerInput::Response(response));
+    assert_eq!(fetched_from(fetch(&out).0), vec![(0, 50)]);
+    assert!(polled(out).is_none(), "stale records are dropped");
+}
+
+#[test]
+fn list_offsets_answers_the_application_and_fails_when_the_connection_breaks() {
+    let mut core = core(&[]);
+    let partitions = vec![partition(0), partition(1)];
+    let call = ConsumerInput::ListOffsets {
+        partitions: partitions.clone(),
+        timestamp: -1,
+    };
+    assert!(matches!(
+        step(&mut core, 0, call).as_slice(),
+        [ConsumerOutput::Connect]
+    ));
+    let out = step(&mut core, 0, ConsumerInput::Connected);
+    assert!(list_offsets(&out).is_some());
+    let response = list_offsets_response(&[(0, ErrorCode::None, 5), (1, ErrorCode::None, 9)]);
+    let out = step(&mut core, 1, ConsumerInput::Response(response));
+    assert!(matches!(
+        out.as_slice(),
+        [ConsumerOutput::ListedOffsets(Ok(offsets))]
+            if offsets == &vec![(partition(0), 5), (partition(1), 9)]
+    ));
+    let call = ConsumerInput::ListOffsets {
+        partitions,
+        timestamp: -1,
+    };
+    assert!(list_offsets(&step(&mut core, 2, call)).is_some());
+    let reason = "reset".to_owned();
+    let out = step(&mut core, 3, ConsumerInput::Disconnected { reason });
+    assert!(matches!(
+        out.as_slice(),
+        [ConsumerOutput::ListedOffsets(Err(
+            ListOffsetsError::ConnectionFailed { .. }
+        ))]
+    ));
+}
