@@ -1,36 +1,74 @@
-//! The operation history of one run: Jepsen-style operations stamped with simulated time,
-//! saved as JSON lines, hashed for the determinism check.
+//! The operation history of one run: typed, Jepsen-style operations stamped with simulated time.
+//! JSON lines exist only at the edges (saving a failure, `seedlog-sim check`, the determinism
+//! diff); the checkers and the hash work on the types.
 //!
-//! Shapes (as Jepsen's Kafka workload, with two additions noted below):
+//! JSON shapes (as Jepsen's Kafka workload, with the additions noted below):
 //! ```text
 //! {"index":17,"time_ns":5012000,"process":3,"type":"invoke","f":"send","value":[["send","orders-0","3-42"]],"node":"p1"}
 //! {"index":18,"time_ns":5230000,"process":3,"type":"ok","f":"send","value":[["send","orders-0",[118,"3-42"]]],"node":"p1","invoke":17}
 //! {"index":31,"time_ns":6100000,"process":5,"type":"ok","f":"poll","value":[["poll",{"orders-0":[[117,"3-41"],[118,"3-42"]]}]],"node":"c1","invoke":30}
 //! {"index":32,"time_ns":6100500,"process":"nemesis","type":"info","f":"crash","value":{"node":"broker-0","level":"power-loss"}}
+//! {"index":40,"time_ns":6200000,"process":"broker-0","type":"info","f":"hw","value":{"partition":"orders-0","offset":119}}
 //! ```
-//! `type` is `invoke`, `ok`, `fail` (definitely did not happen) or `info` (indeterminate).
-//! Additions: `node` names the client behind a process (a restarted client gets a new process
-//! number, as in Jepsen), and `invoke` gives the index of the invocation a completion answers,
-//! because a seedlog producer pipelines sends: one process may have several sends in flight.
+//! `type` is `invoke`, `ok`, `fail` (definitely did not happen) or `info` (indeterminate, or an
+//! event). Additions: `node` names the client behind a process (a restarted client gets a new
+//! process number, as in Jepsen); `invoke` gives the index of the invocation a completion answers
+//! (a seedlog producer pipelines sends); a poll's `partition_errors` lists partitions that could
+//! not deliver; clients record `assign`, `reset` (auto.offset.reset) and `seek`; brokers record
+//! `hw`, `log-start`, `truncate` and `offline`; the final reader records `final-read-start`
+//! (before it asks for the end offsets) and one `final-read` per partition.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde::Deserialize;
+use serde_json::{json, Value as Json};
+
+/// A unique value written by a producer: `<process>-<sequence>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Value {
+    /// The producer process that wrote it.
+    pub process: u64,
+    /// Its sequence within that process.
+    pub sequence: u64,
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.process, self.sequence)
+    }
+}
+
+impl Value {
+    /// Parses `<process>-<sequence>`.
+    pub fn parse(text: &str) -> Option<Value> {
+        let (process, sequence) = text.split_once('-')?;
+        Some(Value {
+            process: process.parse().ok()?,
+            sequence: sequence.parse().ok()?,
+        })
+    }
+}
+
+/// A partition name (`orders-0`), cheap to clone.
+pub type Partition = Arc<str>;
+
+/// Records of a poll, per partition, in order.
+pub type Records = BTreeMap<Partition, Vec<(i64, Value)>>;
 
 /// Who performed an operation.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Process {
     /// A client incarnation.
     Client(u64),
-    /// `"nemesis"` (faults) or another named actor.
-    Named(String),
+    /// `nemesis`, `final-reader`, a broker (`broker-0`), ...
+    Named(Arc<str>),
 }
 
 /// Operation type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum OpType {
     /// Started.
     Invoke,
@@ -38,13 +76,190 @@ pub enum OpType {
     Ok,
     /// Completed and definitely did not take effect.
     Fail,
-    /// Unknown outcome, or a nemesis event.
+    /// Unknown outcome, or an event.
     Info,
 }
 
+impl OpType {
+    fn name(self) -> &'static str {
+        match self {
+            OpType::Invoke => "invoke",
+            OpType::Ok => "ok",
+            OpType::Fail => "fail",
+            OpType::Info => "info",
+        }
+    }
+}
+
+/// A partition a poll could not read, and where.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PartitionError {
+    /// Which partition.
+    pub partition: Partition,
+    /// Kafka's error name (`CORRUPT_MESSAGE`, ...).
+    pub error: String,
+    /// The position at which it failed: nothing at or past it was delivered.
+    pub position: i64,
+}
+
+/// What the final reader found in one partition.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FinalRead {
+    /// Which partition.
+    pub partition: Partition,
+    /// The log start offset the reader began at.
+    pub log_start_offset: i64,
+    /// The end offset it aimed for (its snapshot).
+    pub end_offset: i64,
+    /// The position it reached.
+    pub read_to: i64,
+    /// Whether it read up to `end_offset`.
+    pub reached_end: bool,
+    /// Why it stopped early, if it did.
+    pub error: Option<String>,
+    /// Offset ranges (inclusive) of corrupt batches it skipped.
+    pub skipped: Vec<(i64, i64)>,
+}
+
+/// Nemesis functions.
+pub const NEMESIS_FUNCTIONS: [&str; 13] = [
+    "crash",
+    "restart",
+    "partition",
+    "clog",
+    "heal",
+    "drop-request",
+    "drop-response",
+    "reset-mid-response",
+    "reject-request",
+    "disk-fault",
+    "corrupt",
+    "producers-unfinished",
+    "schedule",
+];
+
+/// What an operation is about.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Body {
+    /// `send`: the invocation names partition and value; an ok completion adds the offset
+    /// (-1 with acks=0).
+    Send {
+        /// Partition.
+        partition: Partition,
+        /// The unique value.
+        value: Value,
+        /// The acknowledged offset.
+        offset: Option<i64>,
+    },
+    /// `poll`: an ok completion carries records and the partitions that failed.
+    Poll {
+        /// Records per partition.
+        records: Records,
+        /// Partitions that could not deliver.
+        errors: Vec<PartitionError>,
+    },
+    /// `assign`: a consumer incarnation's partitions.
+    Assign {
+        /// The partitions.
+        partitions: Vec<Partition>,
+    },
+    /// `reset` (auto.offset.reset moved a position) or `seek` (the application did).
+    Position {
+        /// `reset` or `seek`.
+        seek: bool,
+        /// Partition.
+        partition: Partition,
+        /// New position.
+        offset: i64,
+        /// Why.
+        reason: String,
+    },
+    /// `hw`: a broker's high watermark for a partition.
+    HighWatermark {
+        /// Partition.
+        partition: Partition,
+        /// The high watermark.
+        offset: i64,
+    },
+    /// `log-start`: a broker's log start offset for a partition.
+    LogStart {
+        /// Partition.
+        partition: Partition,
+        /// The log start offset.
+        offset: i64,
+    },
+    /// `truncate`: records at and past `from_offset` may be gone.
+    Truncate {
+        /// Partition.
+        partition: Partition,
+        /// First offset that may have held something else.
+        from_offset: i64,
+        /// Why.
+        reason: String,
+    },
+    /// `offline`: a partition went offline on a broker.
+    Offline {
+        /// Partition.
+        partition: Partition,
+        /// Why.
+        reason: String,
+    },
+    /// `final-read-start`: the final reader is about to take its end-offset snapshot; writes
+    /// acknowledged before it are judged against the final read.
+    FinalReadStart,
+    /// `final-read`: one partition's final read.
+    FinalRead(FinalRead),
+    /// A nemesis event (`f` is one of [`NEMESIS_FUNCTIONS`]); its value as JSON text.
+    Nemesis {
+        /// The function.
+        f: String,
+        /// Compact JSON.
+        value: String,
+    },
+}
+
+impl Body {
+    /// The `f` of the operation.
+    pub fn f(&self) -> &str {
+        match self {
+            Body::Send { .. } => "send",
+            Body::Poll { .. } => "poll",
+            Body::Assign { .. } => "assign",
+            Body::Position { seek: true, .. } => "seek",
+            Body::Position { seek: false, .. } => "reset",
+            Body::HighWatermark { .. } => "hw",
+            Body::LogStart { .. } => "log-start",
+            Body::Truncate { .. } => "truncate",
+            Body::Offline { .. } => "offline",
+            Body::FinalReadStart => "final-read-start",
+            Body::FinalRead(_) => "final-read",
+            Body::Nemesis { f, .. } => f,
+        }
+    }
+
+    /// A poll invocation.
+    pub fn poll_invocation() -> Body {
+        Body::Poll {
+            records: Records::new(),
+            errors: Vec::new(),
+        }
+    }
+
+    /// A nemesis event.
+    pub fn nemesis(f: &str, value: &Json) -> Body {
+        assert!(
+            NEMESIS_FUNCTIONS.contains(&f),
+            "unknown nemesis function {f}"
+        );
+        Body::Nemesis {
+            f: f.to_owned(),
+            value: value.to_string(),
+        }
+    }
+}
+
 /// One history entry.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Op {
     /// Position in the history.
     pub index: u64,
@@ -53,96 +268,52 @@ pub struct Op {
     /// Who.
     pub process: Process,
     /// What kind of entry.
-    #[serde(rename = "type")]
     pub op_type: OpType,
-    /// The function: `send`, `poll`, `crash`, `restart`, `partition`, `heal`, ...
-    pub f: String,
-    /// Arguments or results.
-    pub value: Value,
-    /// The client behind the process.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
+    /// The client behind a client process.
+    pub node: Option<Arc<str>>,
     /// For completions: the index of the invocation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invoke: Option<u64>,
     /// For failures: why.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-}
-
-/// A send as the checkers see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Send {
-    /// Partition (`orders-0`).
-    pub partition: String,
-    /// The unique value.
-    pub value: String,
-    /// Offset, on `ok` completions (-1 with acks=0).
-    pub offset: Option<i64>,
-}
-
-/// Records returned by a poll, per partition, in order.
-pub type Polled = BTreeMap<String, Vec<(i64, String)>>;
-
-impl Op {
-    /// The send described by a `send` operation.
-    pub fn send(&self) -> Option<Send> {
-        if self.f != "send" {
-            return None;
-        }
-        let micro = self.value.get(0)?;
-        let partition = micro.get(1)?.as_str()?.to_owned();
-        let argument = micro.get(2)?;
-        if let Some(value) = argument.as_str() {
-            return Some(Send {
-                partition,
-                value: value.to_owned(),
-                offset: None,
-            });
-        }
-        let offset = argument.get(0)?.as_i64()?;
-        let value = argument.get(1)?.as_str()?.to_owned();
-        Some(Send {
-            partition,
-            value,
-            offset: Some(offset),
-        })
-    }
-
-    /// The records of an `ok` poll.
-    pub fn polled(&self) -> Option<Polled> {
-        if self.f != "poll" || self.op_type != OpType::Ok {
-            return None;
-        }
-        let by_partition = self.value.get(0)?.get(1)?.as_object()?;
-        let mut polled = Polled::new();
-        for (partition, records) in by_partition {
-            let records = records
-                .as_array()?
-                .iter()
-                .map(|pair| Some((pair.get(0)?.as_i64()?, pair.get(1)?.as_str()?.to_owned())))
-                .collect::<Option<Vec<_>>>()?;
-            polled.insert(partition.clone(), records);
-        }
-        Some(polled)
-    }
+    /// What it is about.
+    pub body: Body,
 }
 
 /// A whole history.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct History {
     /// Operations in order.
     pub ops: Vec<Op>,
 }
 
 /// FNV-1a, 64 bits: stable across processes and platforms (never hash with `RandomState`).
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in bytes {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+#[derive(Debug, Clone, Copy)]
+pub struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
     }
-    hash
+}
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 ^= u64::from(*byte);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
+/// FNV-1a of `bytes`.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hasher = Fnv::default();
+    hasher.write(bytes);
+    hasher.finish()
 }
 
 impl History {
@@ -150,30 +321,443 @@ impl History {
     pub fn to_jsonl(&self) -> String {
         let mut text = String::new();
         for op in &self.ops {
-            text.push_str(&serde_json::to_string(op).expect("ops serialize"));
+            text.push_str(&op.to_json_line());
             text.push('\n');
         }
         text
     }
 
-    /// Parses JSON lines; errors name the line.
+    /// Parses JSON lines; errors name the line and what is wrong with it.
     pub fn from_jsonl(text: &str) -> Result<History, String> {
         let mut ops = Vec::new();
         for (number, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
-            ops.push(
-                serde_json::from_str(line)
-                    .map_err(|error| format!("line {}: {error}", number + 1))?,
-            );
+            let op =
+                Op::from_json(line).map_err(|error| format!("line {}: {error}", number + 1))?;
+            ops.push(op);
         }
         Ok(History { ops })
     }
 
-    /// Hash of the JSON lines: equal histories, equal hashes.
+    /// Hash of the typed operations: equal histories, equal hashes (within one build).
     pub fn hash(&self) -> u64 {
-        fnv1a(self.to_jsonl().as_bytes())
+        let mut hasher = Fnv::default();
+        self.ops.hash(&mut hasher);
+        hasher.finish()
+    }
+}
+
+fn records_json(records: &Records) -> Json {
+    let map: serde_json::Map<String, Json> = records
+        .iter()
+        .map(|(partition, entries)| {
+            let pairs: Vec<Json> = entries
+                .iter()
+                .map(|(offset, value)| json!([offset, value.to_string()]))
+                .collect();
+            (partition.to_string(), Json::Array(pairs))
+        })
+        .collect();
+    Json::Object(map)
+}
+
+impl Op {
+    fn value_json(&self) -> Json {
+        match &self.body {
+            Body::Send {
+                partition,
+                value,
+                offset: Some(offset),
+            } if self.op_type == OpType::Ok => {
+                json!([["send", &**partition, [offset, value.to_string()]]])
+            }
+            Body::Send {
+                partition, value, ..
+            } => json!([["send", &**partition, value.to_string()]]),
+            Body::Poll { records, .. } if self.op_type == OpType::Ok => {
+                json!([["poll", records_json(records)]])
+            }
+            Body::Poll { .. } => json!([["poll"]]),
+            Body::Assign { partitions } => {
+                json!(partitions.iter().map(|p| &**p).collect::<Vec<_>>())
+            }
+            Body::Position {
+                partition,
+                offset,
+                reason,
+                ..
+            } => json!({"partition": &**partition, "offset": offset, "reason": reason}),
+            Body::HighWatermark { partition, offset } | Body::LogStart { partition, offset } => {
+                json!({"partition": &**partition, "offset": offset})
+            }
+            Body::Truncate {
+                partition,
+                from_offset,
+                reason,
+            } => json!({"partition": &**partition, "from_offset": from_offset, "reason": reason}),
+            Body::Offline { partition, reason } => {
+                json!({"partition": &**partition, "reason": reason})
+            }
+            Body::FinalReadStart => json!({}),
+            Body::FinalRead(read) => final_read_json(read),
+            Body::Nemesis { value, .. } => {
+                serde_json::from_str(value).expect("nemesis values are JSON")
+            }
+        }
+    }
+
+    /// This operation as one line of JSON (fields in Jepsen's order).
+    pub fn to_json_line(&self) -> String {
+        let partition_errors = match &self.body {
+            Body::Poll { errors, .. } if !errors.is_empty() => Some(
+                errors
+                    .iter()
+                    .map(|e| json!({"partition": &*e.partition, "error": e.error, "position": e.position}))
+                    .collect(),
+            ),
+            _ => None,
+        };
+        let out = OutOp {
+            index: self.index,
+            time_ns: self.time_ns,
+            process: match &self.process {
+                Process::Client(number) => json!(number),
+                Process::Named(name) => json!(&**name),
+            },
+            op_type: self.op_type.name(),
+            f: self.body.f(),
+            value: self.value_json(),
+            node: self.node.as_deref(),
+            invoke: self.invoke,
+            error: self.error.as_deref(),
+            partition_errors,
+        };
+        serde_json::to_string(&out).expect("ops serialize")
+    }
+
+    /// Parses one JSON line.
+    pub fn from_json(line: &str) -> Result<Op, String> {
+        let raw: RawOp = serde_json::from_str(line).map_err(|error| error.to_string())?;
+        raw.build()
+    }
+}
+
+#[derive(serde::Serialize)]
+struct OutOp<'a> {
+    index: u64,
+    time_ns: u64,
+    process: Json,
+    #[serde(rename = "type")]
+    op_type: &'static str,
+    f: &'a str,
+    value: Json,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    node: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    invoke: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partition_errors: Option<Vec<Json>>,
+}
+
+fn final_read_json(read: &FinalRead) -> Json {
+    let mut value = json!({
+        "partition": &*read.partition,
+        "log_start_offset": read.log_start_offset,
+        "end_offset": read.end_offset,
+        "read_to": read.read_to,
+        "reached_end": read.reached_end,
+    });
+    if let Some(error) = &read.error {
+        value["error"] = json!(error);
+    }
+    if !read.skipped.is_empty() {
+        value["skipped"] = json!(read.skipped);
+    }
+    value
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOp {
+    index: u64,
+    time_ns: u64,
+    process: Json,
+    #[serde(rename = "type")]
+    op_type: String,
+    f: String,
+    value: Json,
+    #[serde(default)]
+    node: Option<String>,
+    #[serde(default)]
+    invoke: Option<u64>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    partition_errors: Option<Vec<RawPartitionError>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPartitionError {
+    partition: String,
+    error: String,
+    position: i64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPosition {
+    partition: String,
+    offset: i64,
+    reason: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPartitionOffset {
+    partition: String,
+    offset: i64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTruncate {
+    partition: String,
+    from_offset: i64,
+    reason: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOffline {
+    partition: String,
+    reason: String,
+}
+
+/// Histories recorded before the marker moved ahead of the snapshot carry the end offsets.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFinalReadStart {
+    #[serde(default)]
+    #[allow(dead_code)]
+    end_offsets: Option<BTreeMap<String, i64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFinalRead {
+    partition: String,
+    #[serde(default)]
+    log_start_offset: i64,
+    end_offset: i64,
+    #[serde(default)]
+    read_to: Option<i64>,
+    reached_end: bool,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    skipped: Vec<(i64, i64)>,
+}
+
+fn parse_as<T: serde::de::DeserializeOwned>(value: Json, what: &str) -> Result<T, String> {
+    serde_json::from_value(value).map_err(|error| format!("{what}: {error}"))
+}
+
+fn value_of(text: &Json) -> Result<Value, String> {
+    let text = text
+        .as_str()
+        .ok_or_else(|| format!("a value must be a string, found {text}"))?;
+    Value::parse(text)
+        .ok_or_else(|| format!("'{text}' is not a value of the form process-sequence"))
+}
+
+/// `[["send", partition, value]]` or, completed, `[["send", partition, [offset, value]]]`.
+fn send_body(value: &Json, op_type: OpType) -> Result<Body, String> {
+    const SHAPE: &str = r#"a send's value must be [["send", partition, value]] or [["send", partition, [offset, value]]]"#;
+    let micro = value
+        .as_array()
+        .filter(|ops| ops.len() == 1)
+        .and_then(|ops| ops[0].as_array())
+        .filter(|micro| micro.len() == 3 && micro[0] == "send")
+        .ok_or(SHAPE)?;
+    let partition: Partition = micro[1].as_str().ok_or(SHAPE)?.into();
+    let (value, offset) = match &micro[2] {
+        Json::Array(pair) if pair.len() == 2 && op_type == OpType::Ok => {
+            (value_of(&pair[1])?, Some(pair[0].as_i64().ok_or(SHAPE)?))
+        }
+        text @ Json::String(_) => (value_of(text)?, None),
+        _ => return Err(SHAPE.to_owned()),
+    };
+    Ok(Body::Send {
+        partition,
+        value,
+        offset,
+    })
+}
+
+/// `[["poll"]]` or, completed, `[["poll", {partition: [[offset, value], ...]}]]`.
+fn poll_body(value: &Json, errors: Option<Vec<RawPartitionError>>) -> Result<Body, String> {
+    const SHAPE: &str =
+        r#"a poll's value must be [["poll"]] or [["poll", {partition: [[offset, value], ...]}]]"#;
+    let micro = value
+        .as_array()
+        .filter(|ops| ops.len() == 1)
+        .and_then(|ops| ops[0].as_array())
+        .filter(|micro| matches!(micro.len(), 1 | 2) && micro[0] == "poll")
+        .ok_or(SHAPE)?;
+    let mut records = Records::new();
+    if let Some(by_partition) = micro.get(1) {
+        for (partition, entries) in by_partition.as_object().ok_or(SHAPE)? {
+            let mut parsed = Vec::new();
+            for pair in entries.as_array().ok_or(SHAPE)? {
+                let pair = pair
+                    .as_array()
+                    .filter(|pair| pair.len() == 2)
+                    .ok_or(SHAPE)?;
+                parsed.push((pair[0].as_i64().ok_or(SHAPE)?, value_of(&pair[1])?));
+            }
+            records.insert(partition.as_str().into(), parsed);
+        }
+    }
+    let errors = errors
+        .unwrap_or_default()
+        .into_iter()
+        .map(|raw| PartitionError {
+            partition: raw.partition.into(),
+            error: raw.error,
+            position: raw.position,
+        })
+        .collect();
+    Ok(Body::Poll { records, errors })
+}
+
+impl RawOp {
+    fn build(self) -> Result<Op, String> {
+        let RawOp {
+            index,
+            time_ns,
+            process,
+            op_type,
+            f,
+            value,
+            node,
+            invoke,
+            error,
+            partition_errors,
+        } = self;
+        let op_type = match op_type.as_str() {
+            "invoke" => OpType::Invoke,
+            "ok" => OpType::Ok,
+            "fail" => OpType::Fail,
+            "info" => OpType::Info,
+            other => return Err(format!("unknown type '{other}'")),
+        };
+        let process = match &process {
+            Json::Number(number) => Process::Client(
+                number
+                    .as_u64()
+                    .ok_or_else(|| format!("bad process number {number}"))?,
+            ),
+            Json::String(name) => Process::Named(name.as_str().into()),
+            other => return Err(format!("a process is a number or a name, found {other}")),
+        };
+        if partition_errors.is_some() && f != "poll" {
+            return Err("only a poll has partition_errors".to_owned());
+        }
+        let body = body_of(&f, value, op_type, partition_errors)?;
+        Ok(Op {
+            index,
+            time_ns,
+            process,
+            op_type,
+            node: node.map(Into::into),
+            invoke,
+            error,
+            body,
+        })
+    }
+}
+
+fn body_of(
+    f: &str,
+    value: Json,
+    op_type: OpType,
+    partition_errors: Option<Vec<RawPartitionError>>,
+) -> Result<Body, String> {
+    Ok(match f {
+        "send" => send_body(&value, op_type)?,
+        "poll" => poll_body(&value, partition_errors)?,
+        "assign" => {
+            let partitions: Vec<String> = parse_as(value, "assign")?;
+            Body::Assign {
+                partitions: partitions.into_iter().map(Into::into).collect(),
+            }
+        }
+        "reset" | "seek" => {
+            let raw: RawPosition = parse_as(value, f)?;
+            Body::Position {
+                seek: f == "seek",
+                partition: raw.partition.into(),
+                offset: raw.offset,
+                reason: raw.reason,
+            }
+        }
+        "hw" | "log-start" => {
+            let raw: RawPartitionOffset = parse_as(value, f)?;
+            let (partition, offset) = (raw.partition.into(), raw.offset);
+            if f == "hw" {
+                Body::HighWatermark { partition, offset }
+            } else {
+                Body::LogStart { partition, offset }
+            }
+        }
+        "truncate" => {
+            let raw: RawTruncate = parse_as(value, f)?;
+            Body::Truncate {
+                partition: raw.partition.into(),
+                from_offset: raw.from_offset,
+                reason: raw.reason,
+            }
+        }
+        "offline" => {
+            let raw: RawOffline = parse_as(value, f)?;
+            Body::Offline {
+                partition: raw.partition.into(),
+                reason: raw.reason,
+            }
+        }
+        "final-read-start" => {
+            let _: RawFinalReadStart = parse_as(value, f)?;
+            Body::FinalReadStart
+        }
+        "final-read" => Body::FinalRead(final_read_of(parse_as(value, f)?)),
+        f if NEMESIS_FUNCTIONS.contains(&f) => {
+            if !value.is_object() {
+                return Err(format!("a {f} event's value must be an object"));
+            }
+            Body::nemesis(f, &value)
+        }
+        other => return Err(format!("unknown f '{other}'")),
+    })
+}
+
+fn final_read_of(raw: RawFinalRead) -> FinalRead {
+    // Histories recorded before `read_to` existed: a read that reached the end read to it.
+    let read_to = raw
+        .read_to
+        .unwrap_or(if raw.reached_end { raw.end_offset } else { 0 });
+    FinalRead {
+        partition: raw.partition.into(),
+        log_start_offset: raw.log_start_offset,
+        end_offset: raw.end_offset,
+        read_to,
+        reached_end: raw.reached_end,
+        error: raw.error,
+        skipped: raw.skipped,
     }
 }
 
@@ -182,13 +766,15 @@ impl History {
 pub struct Recorder {
     history: History,
     next_process: u64,
+    /// Invocations not yet completed.
+    open: BTreeSet<u64>,
 }
 
 /// How a client operation ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Completion {
-    /// Took effect, with this value.
-    Ok(Value),
+    /// Took effect; the body carries the result.
+    Ok(Body),
     /// Definitely did not take effect.
     Fail(String),
     /// May or may not have taken effect.
@@ -202,74 +788,69 @@ impl Recorder {
         self.next_process
     }
 
-    fn push(
-        &mut self,
-        time_ns: u64,
-        process: Process,
-        op_type: OpType,
-        f: &str,
-        value: Value,
-    ) -> u64 {
+    fn push(&mut self, time_ns: u64, process: Process, op_type: OpType, body: Body) -> u64 {
         let index = self.history.ops.len() as u64;
         self.history.ops.push(Op {
             index,
             time_ns,
             process,
             op_type,
-            f: f.to_owned(),
-            value,
             node: None,
             invoke: None,
             error: None,
+            body,
         });
         index
     }
 
     /// Records an invocation by a client process; returns its index.
-    pub fn invoke(&mut self, time_ns: u64, process: u64, node: &str, f: &str, value: Value) -> u64 {
-        let index = self.push(time_ns, Process::Client(process), OpType::Invoke, f, value);
-        self.history.ops[index as usize].node = Some(node.to_owned());
+    pub fn invoke(&mut self, time_ns: u64, process: u64, node: &Arc<str>, body: Body) -> u64 {
+        let index = self.push(time_ns, Process::Client(process), OpType::Invoke, body);
+        self.history.ops[index as usize].node = Some(Arc::clone(node));
+        self.open.insert(index);
         index
     }
 
     /// Records the completion of invocation `invoke`.
     pub fn complete(&mut self, time_ns: u64, invoke: u64, completion: Completion) {
-        let invocation = self.history.ops[invoke as usize].clone();
-        let (op_type, value, error) = match completion {
-            Completion::Ok(value) => (OpType::Ok, value, None),
-            Completion::Fail(error) => (OpType::Fail, invocation.value.clone(), Some(error)),
-            Completion::Info(error) => (OpType::Info, invocation.value.clone(), Some(error)),
+        assert!(
+            self.open.remove(&invoke),
+            "a completion of an open invocation"
+        );
+        let invocation = &self.history.ops[invoke as usize];
+        let (process, node) = (invocation.process.clone(), invocation.node.clone());
+        let (op_type, body, error) = match completion {
+            Completion::Ok(body) => (OpType::Ok, body, None),
+            Completion::Fail(error) => (OpType::Fail, invocation.body.clone(), Some(error)),
+            Completion::Info(error) => (OpType::Info, invocation.body.clone(), Some(error)),
         };
-        let index = self.push(time_ns, invocation.process, op_type, &invocation.f, value);
+        assert_eq!(
+            body.f(),
+            invocation.body.f(),
+            "a completion answers its invocation"
+        );
+        let index = self.push(time_ns, process, op_type, body);
         let op = &mut self.history.ops[index as usize];
-        op.node = invocation.node;
+        op.node = node;
         op.invoke = Some(invoke);
         op.error = error;
     }
 
-    /// Records an event of a named actor (`nemesis`, `final-reader`) as an `info` operation.
-    pub fn event(&mut self, time_ns: u64, actor: &str, f: &str, value: Value) {
-        self.push(
-            time_ns,
-            Process::Named(actor.to_owned()),
-            OpType::Info,
-            f,
-            value,
-        );
+    /// Records an event of a client process (`assign`, `reset`, `seek`).
+    pub fn client_event(&mut self, time_ns: u64, process: u64, node: &Arc<str>, body: Body) {
+        let index = self.push(time_ns, Process::Client(process), OpType::Info, body);
+        self.history.ops[index as usize].node = Some(Arc::clone(node));
+    }
+
+    /// Records an event of a named actor (`nemesis`, `final-reader`, a broker).
+    pub fn event(&mut self, time_ns: u64, actor: &str, body: Body) {
+        self.push(time_ns, Process::Named(actor.into()), OpType::Info, body);
     }
 
     /// Completes every invocation still open as `info` (its process crashed or the run ended
     /// first), as Jepsen does for crashed processes.
     pub fn complete_pending(&mut self, time_ns: u64, reason: &str) {
-        let completed: std::collections::BTreeSet<u64> =
-            self.history.ops.iter().filter_map(|op| op.invoke).collect();
-        let pending: Vec<u64> = self
-            .history
-            .ops
-            .iter()
-            .filter(|op| op.op_type == OpType::Invoke && !completed.contains(&op.index))
-            .map(|op| op.index)
-            .collect();
+        let pending: Vec<u64> = self.open.iter().copied().collect();
         for invoke in pending {
             self.complete(time_ns, invoke, Completion::Info(reason.to_owned()));
         }
@@ -286,60 +867,5 @@ impl Recorder {
     }
 }
 
-/// `[["send", partition, value]]`.
-pub fn send_invocation(partition: &str, value: &str) -> Value {
-    json!([["send", partition, value]])
-}
-
-/// `[["send", partition, [offset, value]]]`.
-pub fn send_result(partition: &str, offset: i64, value: &str) -> Value {
-    json!([["send", partition, [offset, value]]])
-}
-
-/// `[["poll", {partition: [[offset, value], ...]}]]`.
-pub fn poll_result(polled: &Polled) -> Value {
-    json!([["poll", polled]])
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_history_round_trips_through_json_lines_and_hashes_stably() {
-        let mut recorder = Recorder::default();
-        let process = recorder.new_process();
-        let invoke = recorder.invoke(10, process, "p1", "send", send_invocation("t-0", "1-1"));
-        recorder.complete(20, invoke, Completion::Ok(send_result("t-0", 0, "1-1")));
-        recorder.event(
-            30,
-            "nemesis",
-            "crash",
-            json!({"node": "broker-0", "level": "process"}),
-        );
-        let history = recorder.finish();
-        let text = history.to_jsonl();
-        assert!(text.starts_with(r#"{"index":0,"time_ns":10,"process":1,"type":"invoke","f":"send","value":[["send","t-0","1-1"]],"node":"p1"}"#));
-        let parsed = History::from_jsonl(&text).expect("parses");
-        assert_eq!(parsed, history);
-        assert_eq!(parsed.hash(), history.hash());
-        assert_eq!(
-            history.ops[1].send(),
-            Some(Send {
-                partition: "t-0".into(),
-                value: "1-1".into(),
-                offset: Some(0)
-            })
-        );
-        assert_eq!(history.ops[2].process, Process::Named("nemesis".into()));
-        assert!(History::from_jsonl("{\"index\":0}\n")
-            .expect_err("incomplete")
-            .starts_with("line 1:"));
-    }
-
-    #[test]
-    fn fnv1a_matches_the_reference_vector() {
-        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
-    }
-}
+mod tests;

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use crate::checker::CheckResult;
+use crate::checker::{Check, CheckResult};
 use crate::scenario::Expect;
 
 /// The judgement of one seed.
@@ -19,9 +19,9 @@ pub struct SeedVerdict {
     /// Every check's result.
     pub checks: Vec<CheckResult>,
     /// Checks violated that must hold.
-    pub unexpected: Vec<&'static str>,
+    pub unexpected: Vec<Check>,
     /// Checks in `violated` that held.
-    pub missing: Vec<String>,
+    pub missing: Vec<Check>,
     /// A crash of the run (invariant panic, time limit).
     pub error: Option<String>,
     /// History hash.
@@ -44,10 +44,10 @@ impl SeedVerdict {
             .iter()
             .filter(|check| {
                 !check.holds()
-                    && !expect.violated.contains(check.name)
-                    && !expect.may_violate.contains(check.name)
+                    && !expect.violated.contains(&check.check)
+                    && !expect.may_violate.contains_key(&check.check)
             })
-            .map(|check| check.name)
+            .map(|check| check.check)
             .collect();
         let missing = expect
             .violated
@@ -55,9 +55,9 @@ impl SeedVerdict {
             .filter(|name| {
                 checks
                     .iter()
-                    .any(|check| check.name == name.as_str() && check.holds())
+                    .any(|check| check.check == **name && check.holds())
             })
-            .cloned()
+            .copied()
             .collect();
         SeedVerdict {
             seed,
@@ -84,21 +84,18 @@ impl SeedVerdict {
     pub fn table(&self, expect: &Expect) -> String {
         let mut out = String::new();
         for check in &self.checks {
-            let tag = if expect.violated.contains(check.name) {
+            let tag = if expect.violated.contains(&check.check) {
                 "  (expected)"
-            } else if expect.may_violate.contains(check.name) {
+            } else if expect.may_violate.contains_key(&check.check) {
                 "  (allowed)"
             } else {
                 ""
             };
+            let name = check.check.name();
             if check.holds() {
-                let _ = writeln!(out, "  {:<22} holds{tag}", check.name);
+                let _ = writeln!(out, "  {name:<22} holds{tag}");
             } else {
-                let _ = writeln!(
-                    out,
-                    "  {:<22} VIOLATED x{}{tag}",
-                    check.name, check.violations
-                );
+                let _ = writeln!(out, "  {name:<22} VIOLATED x{}{tag}", check.violations);
                 for example in &check.examples {
                     let _ = writeln!(out, "      - {example}");
                 }
@@ -117,16 +114,12 @@ impl SeedVerdict {
         }
         let mut parts = Vec::new();
         if !self.unexpected.is_empty() {
-            parts.push(format!(
-                "unexpectedly violated: {}",
-                self.unexpected.join(", ")
-            ));
+            let names: Vec<&str> = self.unexpected.iter().map(|check| check.name()).collect();
+            parts.push(format!("unexpectedly violated: {}", names.join(", ")));
         }
         if !self.missing.is_empty() {
-            parts.push(format!(
-                "expected violation missing: {}",
-                self.missing.join(", ")
-            ));
+            let names: Vec<&str> = self.missing.iter().map(|check| check.name()).collect();
+            parts.push(format!("expected violation missing: {}", names.join(", ")));
         }
         if parts.is_empty() {
             "as expected".to_owned()
@@ -144,7 +137,7 @@ pub struct SweepSummary {
     /// Seeds that crashed or violated an unexpected check: `(seed, reason)`.
     pub failures: Vec<(u64, String)>,
     /// For each expected violation, on how many seeds it fired.
-    pub hits: BTreeMap<String, usize>,
+    pub hits: BTreeMap<Check, usize>,
     /// Distinct history hashes.
     pub distinct_hashes: BTreeSet<u64>,
 }
@@ -161,8 +154,8 @@ impl SweepSummary {
             let fired = verdict
                 .checks
                 .iter()
-                .any(|check| check.name == name.as_str() && !check.holds());
-            *self.hits.entry(name.clone()).or_default() += usize::from(fired);
+                .any(|check| check.check == *name && !check.holds());
+            *self.hits.entry(*name).or_default() += usize::from(fired);
         }
     }
 
@@ -183,7 +176,8 @@ impl SweepSummary {
             .map(|name| {
                 let hits = self.hits.get(name).copied().unwrap_or(0);
                 format!(
-                    "{name} on {hits}/{} seeds (required >= {:.0}%)",
+                    "{} on {hits}/{} seeds (required >= {:.0}%)",
+                    name.name(),
                     self.seeds,
                     expect.min_fraction * 100.0
                 )
@@ -197,20 +191,27 @@ impl SweepSummary {
 mod tests {
     use super::*;
 
+    fn check(name: &str) -> Check {
+        Check::from_name(name).expect("a check name")
+    }
+
     fn expect(violated: &[&str], may: &[&str], min_fraction: f64) -> Expect {
         Expect {
-            violated: violated.iter().map(|name| (*name).to_owned()).collect(),
-            may_violate: may.iter().map(|name| (*name).to_owned()).collect(),
+            violated: violated.iter().map(|name| check(name)).collect(),
+            may_violate: may
+                .iter()
+                .map(|name| (check(name), "because".to_owned()))
+                .collect(),
             min_fraction,
         }
     }
 
-    fn checks(violated: &[&'static str]) -> Vec<CheckResult> {
-        crate::checker::CHECKS
+    fn checks(violated: &[&str]) -> Vec<CheckResult> {
+        Check::ALL
             .iter()
-            .map(|name| CheckResult {
-                name,
-                violations: usize::from(violated.contains(name)),
+            .map(|check| CheckResult {
+                check: *check,
+                violations: usize::from(violated.contains(&check.name())),
                 examples: Vec::new(),
             })
             .collect()

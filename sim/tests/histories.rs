@@ -14,7 +14,7 @@ fn violated(file: &str) -> Vec<&'static str> {
     check_all(&history)
         .into_iter()
         .filter(|check| !check.holds())
-        .map(|check| check.name)
+        .map(|check| check.check.name())
         .collect()
 }
 
@@ -23,5 +23,18 @@ fn a_storage_error_reported_as_a_definite_failure_is_an_aborted_read() {
     assert_eq!(
         violated("g1a-storage-error-reported-as-definite.jsonl"),
         vec!["G1a"]
+    );
+}
+
+#[test]
+fn offsets_reused_with_no_recorded_truncation_are_inconsistent() {
+    assert_eq!(
+        violated("offsets-reused-without-a-recorded-truncation.jsonl"),
+        vec![
+            "lost-write",
+            "inconsistent-offsets",
+            "nonmonotonic-send",
+            "nonmonotonic-poll"
+        ]
     );
 }

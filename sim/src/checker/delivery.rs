@@ -1,140 +1,325 @@
 //! Loss, duplication and delivery guarantees.
+//!
+//! The final log (what the final reader read from each partition after healing) backs
+//! `lost-write`: an acknowledged value must sit at its acknowledged offset there, and a value a
+//! consumer observed counts as committed whatever its send's outcome (as in Jepsen) unless a
+//! recorded truncation took it back. The delivery verdicts are judged at the consumers, never
+//! at the final reader: `at-least-once` asks whether every acknowledged value of a consumer's
+//! assignment reached that consumer, `at-most-once` whether an incarnation consumed a value twice.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
 
-use super::{Analysis, CheckResult, Outcome, FINAL_READER};
+use super::{Analysis, Check, CheckResult, Coverage, Outcome, PollRecord, SendInfo};
+use crate::history::{Partition, Value};
 
 pub(super) fn check(analysis: &Analysis) -> Vec<CheckResult> {
     let (lost, unseen) = lost_and_unseen(analysis);
-    let (duplicates, inconsistent) = duplicates_and_inconsistent_offsets(analysis);
     let at_least_once = never_consumed(analysis);
     let at_most_once = consumed_more_than_once(analysis);
     let exactly_once = at_least_once.iter().chain(&at_most_once).cloned().collect();
     vec![
-        CheckResult::new("lost-write", lost),
-        CheckResult::new("unseen", unseen),
-        CheckResult::new("duplicate", duplicates),
-        CheckResult::new("inconsistent-offsets", inconsistent),
-        CheckResult::new("G1a", aborted_reads(analysis)),
-        CheckResult::new("at-least-once", at_least_once),
-        CheckResult::new("at-most-once", at_most_once),
-        CheckResult::new("exactly-once", exactly_once),
+        CheckResult::new(Check::LostWrite, lost),
+        CheckResult::new(Check::Unseen, unseen),
+        CheckResult::new(Check::Duplicate, duplicates(analysis)),
+        CheckResult::new(Check::InconsistentOffsets, inconsistent_offsets(analysis)),
+        CheckResult::new(Check::G1a, aborted_reads(analysis)),
+        CheckResult::new(Check::AtLeastOnce, at_least_once),
+        CheckResult::new(Check::AtMostOnce, at_most_once),
+        CheckResult::new(Check::ExactlyOnce, exactly_once),
     ]
 }
 
-fn polled_values(analysis: &Analysis) -> BTreeSet<&str> {
-    analysis
-        .polls
-        .iter()
-        .map(|poll| poll.value.as_str())
-        .collect()
+/// What the final log says about one value at one offset.
+enum Verdict {
+    Present,
+    Lost(String),
+    /// The final read cannot tell (it did not get there, or there was none).
+    Unjudged,
 }
 
-/// Acknowledged values gone from the log (`lost-write`) or never reached by any read (`unseen`).
+/// Where each value sits in the final log.
+fn final_positions(analysis: &Analysis) -> BTreeMap<Value, Vec<(Partition, i64)>> {
+    let mut positions: BTreeMap<Value, Vec<(Partition, i64)>> = BTreeMap::new();
+    for (partition, log) in &analysis.final_logs {
+        for (offset, value) in log {
+            positions
+                .entry(*value)
+                .or_default()
+                .push((partition.clone(), *offset));
+        }
+    }
+    positions
+}
+
+struct FinalLog<'a> {
+    analysis: &'a Analysis,
+    positions: BTreeMap<Value, Vec<(Partition, i64)>>,
+}
+
+impl FinalLog<'_> {
+    /// Judges `value`, last known at `partition@offset` (history index `seen`), against the
+    /// final log.
+    fn judge(&self, value: Value, partition: &Partition, offset: i64, seen: u64) -> Verdict {
+        let analysis = self.analysis;
+        let Some(read) = analysis.final_reads.get(partition) else {
+            return Verdict::Unjudged;
+        };
+        if offset < 0 {
+            // acks=0: no offset to check, only presence.
+            let present = self.positions.contains_key(&value);
+            return match (present, read.reached_end) {
+                (true, _) => Verdict::Present,
+                (false, true) => {
+                    Verdict::Lost("missing from the final read of the whole partition".into())
+                }
+                (false, false) => Verdict::Unjudged,
+            };
+        }
+        if offset < read.log_start_offset {
+            return Verdict::Present; // deleted by retention, not lost
+        }
+        match analysis.final_read_covers(partition, offset) {
+            Coverage::Unknown => Verdict::Unjudged,
+            Coverage::PastTheEnd(end) => Verdict::Lost(format!(
+                "the final log of {partition} ends at offset {end}{}",
+                self.truncation_note(partition, offset, seen)
+            )),
+            Coverage::Unreadable(position) => Verdict::Lost(format!(
+                "unreadable: the final read stopped at a corrupt batch at {partition}@{position}"
+            )),
+            Coverage::Read if analysis.final_read_skipped(partition, offset) => {
+                Verdict::Lost("unreadable: in a corrupt batch the final read skipped".into())
+            }
+            Coverage::Read => {
+                let there = analysis
+                    .final_logs
+                    .get(partition)
+                    .and_then(|log| log.get(&offset));
+                if there == Some(&value) {
+                    return Verdict::Present;
+                }
+                Verdict::Lost(self.describe_absence(value, partition, offset, seen, there))
+            }
+        }
+    }
+
+    fn truncation_note(&self, partition: &Partition, offset: i64, seen: u64) -> String {
+        self.analysis
+            .truncation_between(partition, offset, seen, u64::MAX)
+            .map_or_else(String::new, |truncation| {
+                format!(
+                    " (taken by {}'s truncation from offset {}: {})",
+                    truncation.node, truncation.from_offset, truncation.reason
+                )
+            })
+    }
+
+    fn describe_absence(
+        &self,
+        value: Value,
+        partition: &Partition,
+        offset: i64,
+        seen: u64,
+        there: Option<&Value>,
+    ) -> String {
+        let mut text = match there {
+            Some(other) => format!("the final log holds {other} at {partition}@{offset}"),
+            None => format!("the final log has nothing at {partition}@{offset}"),
+        };
+        if let Some(places) = self.positions.get(&value) {
+            let places: Vec<String> = places.iter().map(|(p, o)| format!("{p}@{o}")).collect();
+            let _ = write!(text, "; it is at {} instead", places.join(", "));
+        }
+        text.push_str(&self.truncation_note(partition, offset, seen));
+        text
+    }
+}
+
+/// Acknowledged values gone from their offset (`lost-write`) or never reached (`unseen`); and
+/// observed values gone from the final log with no recorded truncation to explain it.
 fn lost_and_unseen(analysis: &Analysis) -> (Vec<String>, Vec<String>) {
-    let polled = polled_values(analysis);
-    let finally_read: BTreeSet<&str> = analysis
+    let final_log = FinalLog {
+        analysis,
+        positions: final_positions(analysis),
+    };
+    let polled: BTreeSet<Value> = analysis
         .polls
         .iter()
-        .filter(|poll| poll.node == FINAL_READER)
-        .map(|poll| poll.value.as_str())
+        .chain(&analysis.final_polls)
+        .map(|poll| poll.value)
         .collect();
-    let mut furthest: BTreeMap<&str, i64> = BTreeMap::new();
-    for poll in &analysis.polls {
-        let entry = furthest
-            .entry(poll.partition.as_str())
-            .or_insert(poll.offset);
+    let mut furthest: BTreeMap<&Partition, i64> = BTreeMap::new();
+    for poll in analysis.polls.iter().chain(&analysis.final_polls) {
+        let entry = furthest.entry(&poll.partition).or_insert(poll.offset);
         *entry = (*entry).max(poll.offset);
     }
-    let (mut lost, mut unseen) = (Vec::new(), Vec::new());
+    let mut lost: BTreeMap<Value, String> = BTreeMap::new();
+    let mut unseen = Vec::new();
     for (value, send) in &analysis.sends {
         let Outcome::Ok(offset) = send.outcome else {
             continue;
         };
         let place = format!("{value} acknowledged at {}@{offset}", send.partition);
-        let covered_by_final_read = analysis
-            .final_reads
-            .get(&send.partition)
-            .is_some_and(|read| read.reached_end)
-            && send
-                .completed_index
-                .zip(analysis.final_read_started)
-                .is_some_and(|(acked, started)| acked < started);
-        if covered_by_final_read {
-            // Durability: after healing, the final read went through the whole partition.
-            if !finally_read.contains(value.as_str()) {
-                let seen_before = if polled.contains(value.as_str()) {
-                    " (it was polled before it vanished)"
-                } else {
-                    ""
-                };
-                lost.push(format!(
-                    "{place}, missing from the final read of the whole partition{seen_before}"
-                ));
+        if judged_by_final_read(analysis, send) {
+            let acked = send.completed_index.unwrap_or(0);
+            match final_log.judge(*value, &send.partition, offset, acked) {
+                Verdict::Present => continue,
+                Verdict::Lost(why) => {
+                    lost.insert(*value, format!("{place}: {why}"));
+                    continue;
+                }
+                Verdict::Unjudged => {}
             }
-        } else if !polled.contains(value.as_str()) {
+        }
+        if !polled.contains(value) {
             let read_past = offset >= 0
                 && furthest
-                    .get(send.partition.as_str())
-                    .is_some_and(|furthest| *furthest >= offset);
+                    .get(&send.partition)
+                    .is_some_and(|furthest| *furthest > offset);
             if read_past {
-                lost.push(format!("{place}, never polled although reads went past it"));
+                lost.insert(
+                    *value,
+                    format!("{place}: never polled although reads went past it"),
+                );
             } else {
                 unseen.push(format!("{place}, never polled"));
             }
         }
     }
-    (lost, unseen)
+    observed_and_gone(analysis, &final_log, &mut lost);
+    (lost.into_values().collect(), unseen)
 }
 
-/// Values at more than one place (`duplicate`); places holding more than one value
-/// (`inconsistent-offsets`). Places come from acknowledged sends and from polls.
-fn duplicates_and_inconsistent_offsets(analysis: &Analysis) -> (Vec<String>, Vec<String>) {
-    let mut offsets_of: BTreeMap<&str, BTreeSet<(&str, i64)>> = BTreeMap::new();
-    let mut values_at: BTreeMap<(&str, i64), BTreeSet<&str>> = BTreeMap::new();
-    let acknowledged = analysis
-        .sends
-        .iter()
-        .filter_map(|(value, send)| match send.outcome {
-            Outcome::Ok(offset) if offset >= 0 => {
-                Some((value.as_str(), send.partition.as_str(), offset))
+/// Values a consumer observed before the final read that are gone from the final log with no
+/// recorded truncation to explain it (Jepsen counts an observed value as committed).
+fn observed_and_gone(
+    analysis: &Analysis,
+    final_log: &FinalLog<'_>,
+    lost: &mut BTreeMap<Value, String>,
+) {
+    let before_final_read = |index: u64| {
+        analysis
+            .final_read_started
+            .is_some_and(|started| index < started)
+    };
+    for poll in &analysis.polls {
+        if lost.contains_key(&poll.value) || !before_final_read(poll.index) {
+            continue;
+        }
+        let explained = analysis
+            .truncation_between(&poll.partition, poll.offset, poll.index, u64::MAX)
+            .is_some();
+        if let Verdict::Lost(why) =
+            final_log.judge(poll.value, &poll.partition, poll.offset, poll.index)
+        {
+            if !explained || why.starts_with("unreadable") {
+                let text = format!(
+                    "{} observed by {} at {}@{}: {why}",
+                    poll.value, poll.node, poll.partition, poll.offset
+                );
+                lost.insert(poll.value, text);
             }
-            _ => None,
-        });
-    let polled = analysis
-        .polls
-        .iter()
-        .map(|poll| (poll.value.as_str(), poll.partition.as_str(), poll.offset));
-    for (value, partition, offset) in acknowledged.chain(polled) {
-        offsets_of
+        }
+    }
+}
+
+/// Whether the final read's snapshot came after the send's acknowledgement.
+fn judged_by_final_read(analysis: &Analysis, send: &SendInfo) -> bool {
+    send.completed_index
+        .zip(analysis.final_read_started)
+        .is_some_and(|(acked, started)| acked < started)
+}
+
+/// Where a value was seen: first and last history index per `(partition, offset)`.
+type Placements = BTreeMap<(Partition, i64), (u64, u64)>;
+
+/// One entry of [`Placements`].
+type Placement<'a> = (&'a (Partition, i64), &'a (u64, u64));
+
+fn placements(analysis: &Analysis) -> BTreeMap<Value, Placements> {
+    let mut placements: BTreeMap<Value, Placements> = BTreeMap::new();
+    let mut see = |value: Value, partition: &Partition, offset: i64, index: u64| {
+        let seen = placements
             .entry(value)
             .or_default()
-            .insert((partition, offset));
+            .entry((partition.clone(), offset))
+            .or_insert((index, index));
+        seen.0 = seen.0.min(index);
+        seen.1 = seen.1.max(index);
+    };
+    for (value, send) in &analysis.sends {
+        if let (Outcome::Ok(offset), Some(index)) = (send.outcome, send.completed_index) {
+            if offset >= 0 {
+                see(*value, &send.partition, offset, index);
+            }
+        }
+    }
+    for poll in analysis.polls.iter().chain(&analysis.final_polls) {
+        see(poll.value, &poll.partition, poll.offset, poll.index);
+    }
+    placements
+}
+
+/// A value in two places at once (`duplicate`). Two places did not coexist if a recorded
+/// truncation removed the earlier one before the later one was first seen.
+fn duplicates(analysis: &Analysis) -> Vec<String> {
+    let mut violations = Vec::new();
+    for (value, places) in placements(analysis) {
+        if places.len() < 2 {
+            continue;
+        }
+        let list: Vec<Placement<'_>> = places.iter().collect();
+        let ended_before = |(place, seen): Placement<'_>, (_, later): Placement<'_>| {
+            seen.1 < later.0
+                && analysis
+                    .truncation_between(&place.0, place.1, seen.1, later.0)
+                    .is_some()
+        };
+        let coexisted = list.iter().enumerate().any(|(at, a)| {
+            list[at + 1..]
+                .iter()
+                .any(|b| !ended_before(*a, *b) && !ended_before(*b, *a))
+        });
+        if coexisted {
+            let shown: Vec<String> = places.keys().map(|(p, o)| format!("{p}@{o}")).collect();
+            violations.push(format!("{value} at {}", shown.join(", ")));
+        }
+    }
+    violations
+}
+
+/// One offset holding two values in the same log version (`inconsistent-offsets`).
+fn inconsistent_offsets(analysis: &Analysis) -> Vec<String> {
+    let mut values_at: BTreeMap<(Partition, i64, usize), BTreeSet<Value>> = BTreeMap::new();
+    let mut observe = |partition: &Partition, offset: i64, value: Value, index: u64| {
+        let version = analysis.log_version(partition, offset, index);
         values_at
-            .entry((partition, offset))
+            .entry((partition.clone(), offset, version))
             .or_default()
             .insert(value);
+    };
+    for (value, send) in &analysis.sends {
+        if let (Outcome::Ok(offset), Some(index)) = (send.outcome, send.completed_index) {
+            if offset >= 0 {
+                observe(&send.partition, offset, *value, index);
+            }
+        }
     }
-    let duplicates = offsets_of
-        .iter()
-        .filter(|(_, places)| places.len() > 1)
-        .map(|(value, places)| {
-            let places: Vec<String> = places
-                .iter()
-                .map(|(partition, offset)| format!("{partition}@{offset}"))
-                .collect();
-            format!("{value} at {}", places.join(", "))
-        })
-        .collect();
-    let inconsistent = values_at
+    for poll in analysis.polls.iter().chain(&analysis.final_polls) {
+        observe(&poll.partition, poll.offset, poll.value, poll.index);
+    }
+    values_at
         .iter()
         .filter(|(_, values)| values.len() > 1)
-        .map(|((partition, offset), values)| {
-            let values: Vec<&str> = values.iter().copied().collect();
-            format!("{partition}@{offset} held {}", values.join(" and "))
+        .map(|((partition, offset, _), values)| {
+            let values: Vec<String> = values.iter().map(ToString::to_string).collect();
+            format!(
+                "{partition}@{offset} held {} with no truncation between",
+                values.join(" and ")
+            )
         })
-        .collect();
-    (duplicates, inconsistent)
+        .collect()
 }
 
 /// Polled values whose send definitely failed (`G1a`).
@@ -142,6 +327,7 @@ fn aborted_reads(analysis: &Analysis) -> Vec<String> {
     analysis
         .polls
         .iter()
+        .chain(&analysis.final_polls)
         .filter(|poll| {
             analysis
                 .sends
@@ -157,35 +343,63 @@ fn aborted_reads(analysis: &Analysis) -> Vec<String> {
         .collect()
 }
 
-/// Acknowledged values consumed by nobody (`at-least-once`).
+/// Acknowledged values of a consumer's assignment that never reached it (`at-least-once`).
+/// Values acknowledged after the final read's snapshot are not required (the run ends first),
+/// nor those below the final log's start (deleted by retention).
 fn never_consumed(analysis: &Analysis) -> Vec<String> {
-    let polled = polled_values(analysis);
-    analysis
-        .sends
-        .iter()
-        .filter(|(value, send)| {
-            matches!(send.outcome, Outcome::Ok(_)) && !polled.contains(value.as_str())
-        })
-        .map(|(value, send)| {
-            format!(
-                "{value} acknowledged at {}, consumed by nobody",
-                send.partition
-            )
-        })
-        .collect()
+    let mut violations = Vec::new();
+    for (node, consumer) in &analysis.consumers {
+        for (value, send) in &analysis.sends {
+            let Outcome::Ok(offset) = send.outcome else {
+                continue;
+            };
+            if !consumer.assigned.contains(&send.partition) || consumer.consumed.contains(value) {
+                continue;
+            }
+            let late = analysis
+                .final_read_started
+                .zip(send.completed_index)
+                .is_some_and(|(started, acked)| acked > started);
+            let expired = analysis
+                .final_reads
+                .get(&send.partition)
+                .is_some_and(|read| offset >= 0 && offset < read.log_start_offset);
+            if !late && !expired {
+                violations.push(format!(
+                    "{node} never consumed {value} (acknowledged at {}@{offset})",
+                    send.partition
+                ));
+            }
+        }
+    }
+    violations
 }
 
-/// Values a consumer (across its restarts) consumed more than once (`at-most-once`).
+/// Values a consumer incarnation consumed more than once (`at-most-once`).
 fn consumed_more_than_once(analysis: &Analysis) -> Vec<String> {
-    let mut consumed: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    let mut consumed: BTreeMap<(u64, Value), Vec<&PollRecord>> = BTreeMap::new();
     for poll in &analysis.polls {
-        *consumed
-            .entry((poll.node.as_str(), poll.value.as_str()))
-            .or_default() += 1;
+        consumed
+            .entry((poll.process, poll.value))
+            .or_default()
+            .push(poll);
     }
     consumed
-        .iter()
-        .filter(|(_, count)| **count > 1)
-        .map(|((node, value), count)| format!("{node} consumed {value} {count} times"))
+        .values()
+        .filter(|polls| polls.len() > 1)
+        .map(|polls| {
+            let places: Vec<String> = polls
+                .iter()
+                .map(|poll| format!("{}@{}", poll.partition, poll.offset))
+                .collect();
+            format!(
+                "{} (process {}) consumed {} {} times: {}",
+                polls[0].node,
+                polls[0].process,
+                polls[0].value,
+                polls.len(),
+                places.join(", ")
+            )
+        })
         .collect()
 }

@@ -3,37 +3,114 @@
 //!
 //! | check | violated when |
 //! |---|---|
-//! | `lost-write` | an acknowledged value is missing from a final read that covered its whole partition, or (without one) was never polled although reads went past its offset |
-//! | `unseen` | an acknowledged value was never polled and reads never got that far |
-//! | `duplicate` | a value appears at more than one offset |
-//! | `inconsistent-offsets` | one offset of a partition was seen holding different values |
+//! | `lost-write` | an acknowledged value is not at its acknowledged offset in the final log (the final reader's read of the whole partition), or a value a consumer observed is gone from it with no recorded truncation to explain it; without a final read: never polled although reads went past it |
+//! | `unseen` | an acknowledged value was never polled by anyone, and the final read did not get that far |
+//! | `duplicate` | a value sat at two offsets at once (unless a recorded truncation removed the first before the second was seen) |
+//! | `inconsistent-offsets` | one offset of a partition held two values in the same log version (a recorded truncation starts a new version past its offset) |
 //! | `G1a` | a value whose send definitely failed was polled (aborted read) |
-//! | `nonmonotonic-send` | a producer process's later send landed at or before its earlier send in a partition |
-//! | `nonmonotonic-poll` | a consumer process polled an offset at or before one it polled earlier in a partition |
-//! | `at-least-once` | some acknowledged value was consumed by nobody (the final reader included) |
-//! | `at-most-once` | some consumer (across its restarts) consumed a value more than once |
+//! | `nonmonotonic-send` | a producer process's later send landed at or before its earlier send in a partition, with no recorded truncation between |
+//! | `nonmonotonic-poll` | a consumer incarnation polled an offset at or before one it polled earlier in a partition |
+//! | `poll-skip` | a consumer incarnation's successive polls of a partition jumped over offsets that exist in the final log, with no reset or seek between |
+//! | `at-least-once` | an acknowledged value in a consumer's assignment never reached that consumer (any incarnation) by the end |
+//! | `at-most-once` | a consumer incarnation consumed a value more than once |
 //! | `exactly-once` | either of the two above |
+//! | `hw-monotonic` | a broker's high watermark of a partition went backwards (across restarts included) |
+//! | `log-start-monotonic` | a broker's log start offset of a partition went backwards |
 
+mod broker;
 mod delivery;
 mod order;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::Arc;
 
-use crate::history::{History, OpType, Process};
+use crate::history::{Body, FinalRead, History, OpType, Partition, Process, Value};
 
 /// Every check, in report order.
-pub const CHECKS: [&str; 10] = [
-    "lost-write",
-    "unseen",
-    "duplicate",
-    "inconsistent-offsets",
-    "G1a",
-    "nonmonotonic-send",
-    "nonmonotonic-poll",
-    "at-least-once",
-    "at-most-once",
-    "exactly-once",
-];
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Check {
+    /// `lost-write`.
+    LostWrite,
+    /// `unseen`.
+    Unseen,
+    /// `duplicate`.
+    Duplicate,
+    /// `inconsistent-offsets`.
+    InconsistentOffsets,
+    /// `G1a`.
+    G1a,
+    /// `nonmonotonic-send`.
+    NonmonotonicSend,
+    /// `nonmonotonic-poll`.
+    NonmonotonicPoll,
+    /// `poll-skip`.
+    PollSkip,
+    /// `at-least-once`.
+    AtLeastOnce,
+    /// `at-most-once`.
+    AtMostOnce,
+    /// `exactly-once`.
+    ExactlyOnce,
+    /// `hw-monotonic`.
+    HwMonotonic,
+    /// `log-start-monotonic`.
+    LogStartMonotonic,
+}
+
+impl Check {
+    /// Every check, in report order.
+    pub const ALL: [Check; 13] = [
+        Check::LostWrite,
+        Check::Unseen,
+        Check::Duplicate,
+        Check::InconsistentOffsets,
+        Check::G1a,
+        Check::NonmonotonicSend,
+        Check::NonmonotonicPoll,
+        Check::PollSkip,
+        Check::AtLeastOnce,
+        Check::AtMostOnce,
+        Check::ExactlyOnce,
+        Check::HwMonotonic,
+        Check::LogStartMonotonic,
+    ];
+
+    /// Jepsen's name (or ours, in the same style).
+    pub fn name(self) -> &'static str {
+        match self {
+            Check::LostWrite => "lost-write",
+            Check::Unseen => "unseen",
+            Check::Duplicate => "duplicate",
+            Check::InconsistentOffsets => "inconsistent-offsets",
+            Check::G1a => "G1a",
+            Check::NonmonotonicSend => "nonmonotonic-send",
+            Check::NonmonotonicPoll => "nonmonotonic-poll",
+            Check::PollSkip => "poll-skip",
+            Check::AtLeastOnce => "at-least-once",
+            Check::AtMostOnce => "at-most-once",
+            Check::ExactlyOnce => "exactly-once",
+            Check::HwMonotonic => "hw-monotonic",
+            Check::LogStartMonotonic => "log-start-monotonic",
+        }
+    }
+
+    /// The check of that name.
+    pub fn from_name(name: &str) -> Option<Check> {
+        Check::ALL.into_iter().find(|check| check.name() == name)
+    }
+
+    /// Every name, comma-separated (for error messages).
+    pub fn names() -> String {
+        Check::ALL.map(Check::name).join(", ")
+    }
+}
+
+impl fmt::Display for Check {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// The node name of the liveness phase's reader.
 pub const FINAL_READER: &str = "final-reader";
@@ -44,8 +121,8 @@ const EXAMPLES_MAX: usize = 5;
 /// The verdict of one check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckResult {
-    /// Check name (one of [`CHECKS`]).
-    pub name: &'static str,
+    /// Which check.
+    pub check: Check,
     /// Number of violations (0: the property held).
     pub violations: usize,
     /// A few violations, described.
@@ -53,10 +130,10 @@ pub struct CheckResult {
 }
 
 impl CheckResult {
-    fn new(name: &'static str, violations: Vec<String>) -> CheckResult {
+    fn new(check: Check, violations: Vec<String>) -> CheckResult {
         let count = violations.len();
         CheckResult {
-            name,
+            check,
             violations: count,
             examples: violations.into_iter().take(EXAMPLES_MAX).collect(),
         }
@@ -83,7 +160,7 @@ pub(crate) enum Outcome {
 
 #[derive(Debug, Clone)]
 pub(crate) struct SendInfo {
-    pub(crate) partition: String,
+    pub(crate) partition: Partition,
     pub(crate) process: u64,
     pub(crate) invoke_index: u64,
     pub(crate) outcome: Outcome,
@@ -91,27 +168,60 @@ pub(crate) struct SendInfo {
     pub(crate) completed_index: Option<u64>,
 }
 
+/// One record returned by one poll.
 #[derive(Debug, Clone)]
 pub(crate) struct PollRecord {
+    pub(crate) index: u64,
     pub(crate) process: u64,
-    pub(crate) node: String,
-    pub(crate) partition: String,
+    pub(crate) node: Arc<str>,
+    pub(crate) partition: Partition,
     pub(crate) offset: i64,
-    pub(crate) value: String,
+    pub(crate) value: Value,
 }
 
-/// What the final read found for one partition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct FinalRead {
-    pub(crate) reached_end: bool,
+/// A position a consumer did not reach by polling: a reset or a seek.
+#[derive(Debug, Clone)]
+pub(crate) struct Repositioned {
+    pub(crate) index: u64,
+    pub(crate) process: u64,
+    pub(crate) partition: Partition,
 }
+
+/// A broker's record that a partition's log may have lost what lay past `from_offset`.
+#[derive(Debug, Clone)]
+pub(crate) struct Truncation {
+    pub(crate) index: u64,
+    pub(crate) node: Arc<str>,
+    pub(crate) from_offset: i64,
+    pub(crate) reason: String,
+}
+
+/// A consumer node across its incarnations.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ConsumerNode {
+    pub(crate) assigned: BTreeSet<Partition>,
+    pub(crate) consumed: BTreeSet<Value>,
+}
+
+/// `(history index, offset)` samples of one broker's view of one partition.
+pub(crate) type Samples = BTreeMap<(Arc<str>, Partition), Vec<(u64, i64)>>;
 
 /// The history digested once for every check.
 #[derive(Debug, Default)]
 pub(crate) struct Analysis {
-    pub(crate) sends: BTreeMap<String, SendInfo>,
+    pub(crate) sends: BTreeMap<Value, SendInfo>,
+    /// Records polled by clients (the final reader excluded).
     pub(crate) polls: Vec<PollRecord>,
-    pub(crate) final_reads: BTreeMap<String, FinalRead>,
+    /// Records polled by the final reader.
+    pub(crate) final_polls: Vec<PollRecord>,
+    pub(crate) repositioned: Vec<Repositioned>,
+    pub(crate) truncations: BTreeMap<Partition, Vec<Truncation>>,
+    pub(crate) high_watermarks: Samples,
+    pub(crate) log_starts: Samples,
+    pub(crate) consumers: BTreeMap<Arc<str>, ConsumerNode>,
+    pub(crate) final_reads: BTreeMap<Partition, FinalRead>,
+    /// The final log: what the final reader found at each offset.
+    pub(crate) final_logs: BTreeMap<Partition, BTreeMap<i64, Value>>,
     /// Index of the final reader's end-offset snapshot: only writes acknowledged before it are
     /// judged against the final read.
     pub(crate) final_read_started: Option<u64>,
@@ -121,73 +231,196 @@ impl Analysis {
     pub(crate) fn new(history: &History) -> Analysis {
         let mut analysis = Analysis::default();
         for op in &history.ops {
-            let process = match &op.process {
-                Process::Client(process) => *process,
-                Process::Named(name) if name == FINAL_READER && op.f == "final-read-start" => {
-                    analysis.final_read_started = Some(op.index);
-                    continue;
+            match &op.process {
+                Process::Client(process) => analysis.client_op(*process, op),
+                Process::Named(actor) => analysis.named_op(actor, op),
+            }
+        }
+        for poll in &analysis.final_polls {
+            analysis
+                .final_logs
+                .entry(Arc::clone(&poll.partition))
+                .or_default()
+                .insert(poll.offset, poll.value);
+        }
+        analysis
+    }
+
+    fn client_op(&mut self, process: u64, op: &crate::history::Op) {
+        let node = op.node.clone().unwrap_or_else(|| "".into());
+        let is_final_reader = &*node == FINAL_READER;
+        match &op.body {
+            Body::Send {
+                partition,
+                value,
+                offset,
+            } => match op.op_type {
+                OpType::Invoke => {
+                    self.sends.insert(
+                        *value,
+                        SendInfo {
+                            partition: Arc::clone(partition),
+                            process,
+                            invoke_index: op.index,
+                            outcome: Outcome::Pending,
+                            completed_index: None,
+                        },
+                    );
                 }
-                Process::Named(name) if name == FINAL_READER && op.f == "final-read" => {
-                    let partition = op
-                        .value
-                        .get("partition")
-                        .and_then(|value| value.as_str())
-                        .unwrap_or_default();
-                    let reached_end = op
-                        .value
-                        .get("reached_end")
-                        .and_then(serde_json::Value::as_bool)
-                        .unwrap_or(false);
-                    analysis
-                        .final_reads
-                        .insert(partition.to_owned(), FinalRead { reached_end });
-                    continue;
-                }
-                Process::Named(_) => continue,
-            };
-            if let Some(send) = op.send() {
-                match op.op_type {
-                    OpType::Invoke => {
-                        analysis.sends.insert(
-                            send.value,
-                            SendInfo {
-                                partition: send.partition,
-                                process,
-                                invoke_index: op.index,
-                                outcome: Outcome::Pending,
-                                completed_index: None,
-                            },
-                        );
+                completion => {
+                    if let Some(send) = self.sends.get_mut(value) {
+                        send.completed_index = Some(op.index);
+                        send.outcome = match completion {
+                            OpType::Ok => Outcome::Ok(offset.unwrap_or(-1)),
+                            OpType::Fail => Outcome::Fail,
+                            _ => Outcome::Info,
+                        };
                     }
-                    completion => {
-                        if let Some(info) = analysis.sends.get_mut(&send.value) {
-                            info.completed_index = Some(op.index);
-                            info.outcome = match completion {
-                                OpType::Ok => Outcome::Ok(send.offset.unwrap_or(-1)),
-                                OpType::Fail => Outcome::Fail,
-                                _ => Outcome::Info,
-                            };
+                }
+            },
+            Body::Poll { records, .. } if op.op_type == OpType::Ok => {
+                for (partition, entries) in records {
+                    for (offset, value) in entries {
+                        let record = PollRecord {
+                            index: op.index,
+                            process,
+                            node: Arc::clone(&node),
+                            partition: Arc::clone(partition),
+                            offset: *offset,
+                            value: *value,
+                        };
+                        if is_final_reader {
+                            self.final_polls.push(record);
+                        } else {
+                            self.consumers
+                                .entry(Arc::clone(&node))
+                                .or_default()
+                                .consumed
+                                .insert(*value);
+                            self.polls.push(record);
                         }
                     }
                 }
             }
-            if let Some(polled) = op.polled() {
-                let node = op.node.clone().unwrap_or_default();
-                for (partition, records) in polled {
-                    for (offset, value) in records {
-                        analysis.polls.push(PollRecord {
-                            process,
-                            node: node.clone(),
-                            partition: partition.clone(),
-                            offset,
-                            value,
-                        });
-                    }
-                }
+            Body::Assign { partitions } if !is_final_reader => {
+                let consumer = self.consumers.entry(node).or_default();
+                consumer.assigned.extend(partitions.iter().cloned());
             }
+            Body::Position { partition, .. } => self.repositioned.push(Repositioned {
+                index: op.index,
+                process,
+                partition: Arc::clone(partition),
+            }),
+            _ => {}
         }
-        analysis
     }
+
+    fn named_op(&mut self, actor: &Arc<str>, op: &crate::history::Op) {
+        match &op.body {
+            Body::FinalReadStart => self.final_read_started = Some(op.index),
+            Body::FinalRead(read) => {
+                self.final_reads
+                    .insert(Arc::clone(&read.partition), read.clone());
+            }
+            Body::HighWatermark { partition, offset } => self
+                .high_watermarks
+                .entry((Arc::clone(actor), Arc::clone(partition)))
+                .or_default()
+                .push((op.index, *offset)),
+            Body::LogStart { partition, offset } => self
+                .log_starts
+                .entry((Arc::clone(actor), Arc::clone(partition)))
+                .or_default()
+                .push((op.index, *offset)),
+            Body::Truncate {
+                partition,
+                from_offset,
+                reason,
+            } => self
+                .truncations
+                .entry(Arc::clone(partition))
+                .or_default()
+                .push(Truncation {
+                    index: op.index,
+                    node: Arc::clone(actor),
+                    from_offset: *from_offset,
+                    reason: reason.clone(),
+                }),
+            _ => {}
+        }
+    }
+
+    /// A recorded truncation of `partition` at or below `offset`, strictly between two history
+    /// indexes: it explains why what sat at `offset` before may differ after.
+    pub(crate) fn truncation_between(
+        &self,
+        partition: &Partition,
+        offset: i64,
+        after: u64,
+        before: u64,
+    ) -> Option<&Truncation> {
+        self.truncations.get(partition)?.iter().find(|truncation| {
+            truncation.from_offset <= offset
+                && after < truncation.index
+                && truncation.index < before
+        })
+    }
+
+    /// How many recorded truncations of `partition` reached `offset` before history index
+    /// `index`: the version of the log at that offset.
+    pub(crate) fn log_version(&self, partition: &Partition, offset: i64, index: u64) -> usize {
+        self.truncations.get(partition).map_or(0, |truncations| {
+            truncations
+                .iter()
+                .filter(|truncation| truncation.from_offset <= offset && truncation.index < index)
+                .count()
+        })
+    }
+
+    /// What the final read says about `offset` of `partition` (for values that existed before
+    /// its snapshot).
+    pub(crate) fn final_read_covers(&self, partition: &Partition, offset: i64) -> Coverage {
+        let Some(read) = self.final_reads.get(partition) else {
+            return Coverage::Unknown;
+        };
+        if offset < read.read_to {
+            return Coverage::Read;
+        }
+        if read.reached_end && offset >= read.end_offset {
+            return Coverage::PastTheEnd(read.end_offset);
+        }
+        let corrupt = read
+            .error
+            .as_deref()
+            .is_some_and(|error| error.contains("CORRUPT"));
+        if corrupt && offset < read.end_offset {
+            Coverage::Unreadable(read.read_to)
+        } else {
+            Coverage::Unknown
+        }
+    }
+
+    /// Whether the final reader skipped `offset` as part of a corrupt batch.
+    pub(crate) fn final_read_skipped(&self, partition: &Partition, offset: i64) -> bool {
+        self.final_reads.get(partition).is_some_and(|read| {
+            read.skipped
+                .iter()
+                .any(|(first, last)| (*first..=*last).contains(&offset))
+        })
+    }
+}
+
+/// What the final read says about one offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Coverage {
+    /// The final reader read past it: the final log says what is there.
+    Read,
+    /// The log ended before it (at the given offset).
+    PastTheEnd(i64),
+    /// The final read stopped at a corrupt batch at the given position, before it.
+    Unreadable(i64),
+    /// The final read did not get there, or there was none.
+    Unknown,
 }
 
 /// Runs every check.
@@ -195,14 +428,16 @@ pub fn check_all(history: &History) -> Vec<CheckResult> {
     let analysis = Analysis::new(history);
     let mut results = delivery::check(&analysis);
     results.extend(order::check(&analysis));
-    let order = |name: &str| {
-        CHECKS
+    results.extend(broker::check(&analysis));
+    results.sort_by_key(|result| result.check);
+    assert_eq!(
+        results
             .iter()
-            .position(|check| *check == name)
-            .expect("a known check")
-    };
-    results.sort_by_key(|result| order(result.name));
-    assert_eq!(results.len(), CHECKS.len(), "every check reports");
+            .map(|result| result.check)
+            .collect::<Vec<_>>(),
+        Check::ALL,
+        "every check reports once"
+    );
     results
 }
 

@@ -1,57 +1,133 @@
 //! Ordering: per producer process and partition, acknowledged offsets follow send order; per
-//! consumer process and partition, polled offsets only move forward.
+//! consumer incarnation and partition, polled offsets only move forward and never jump over
+//! records of the final log unless the consumer was repositioned (a reset or a seek).
 //!
 //! `nonmonotonic-send` orders sends by invocation, so it sees what pipelining does: with
 //! `max.in.flight.requests.per.connection > 1`, retries and no idempotence, a retried send can
-//! land after a later one.
+//! land after a later one. An earlier send whose offset a recorded truncation took back before
+//! the later send was acknowledged explains a reused offset.
 
 use std::collections::BTreeMap;
 
-use super::{Analysis, CheckResult, Outcome};
-
-/// `(invocation index, acknowledged offset, value)` of one send.
-type AckedSend<'a> = (u64, i64, &'a str);
+use super::{Analysis, Check, CheckResult, Outcome, PollRecord};
+use crate::history::{Partition, Value};
 
 pub(super) fn check(analysis: &Analysis) -> Vec<CheckResult> {
-    let mut sends: BTreeMap<(u64, &str), Vec<AckedSend<'_>>> = BTreeMap::new();
+    vec![
+        CheckResult::new(Check::NonmonotonicSend, nonmonotonic_sends(analysis)),
+        CheckResult::new(Check::NonmonotonicPoll, nonmonotonic_polls(analysis)),
+        CheckResult::new(Check::PollSkip, poll_skips(analysis)),
+    ]
+}
+
+/// `(invocation index, completion index, acknowledged offset, value)` of one send.
+type AckedSend = (u64, u64, i64, Value);
+
+fn nonmonotonic_sends(analysis: &Analysis) -> Vec<String> {
+    let mut sends: BTreeMap<(u64, &Partition), Vec<AckedSend>> = BTreeMap::new();
     for (value, send) in &analysis.sends {
-        if let Outcome::Ok(offset) = send.outcome {
+        if let (Outcome::Ok(offset), Some(acked)) = (send.outcome, send.completed_index) {
             if offset >= 0 {
                 sends
                     .entry((send.process, &send.partition))
                     .or_default()
-                    .push((send.invoke_index, offset, value));
+                    .push((send.invoke_index, acked, offset, *value));
             }
         }
     }
-    let mut nonmonotonic_sends = Vec::new();
+    let mut violations = Vec::new();
     for ((process, partition), mut ordered) in sends {
         ordered.sort_unstable();
         for pair in ordered.windows(2) {
-            let ((_, earlier_offset, earlier), (_, later_offset, later)) = (pair[0], pair[1]);
-            if later_offset <= earlier_offset {
-                nonmonotonic_sends.push(format!(
+            let (
+                (_, earlier_acked, earlier_offset, earlier),
+                (_, later_acked, later_offset, later),
+            ) = (pair[0], pair[1]);
+            if later_offset > earlier_offset {
+                continue;
+            }
+            let explained = earlier_acked < later_acked
+                && analysis
+                    .truncation_between(partition, earlier_offset, earlier_acked, later_acked)
+                    .is_some();
+            if !explained {
+                violations.push(format!(
                     "process {process}: {later} landed at {partition}@{later_offset}, not after {earlier}@{earlier_offset} sent before it"
                 ));
             }
         }
     }
-    let mut last_polled: BTreeMap<(u64, &str), (i64, &str)> = BTreeMap::new();
-    let mut nonmonotonic_polls = Vec::new();
-    for poll in &analysis.polls {
-        let key = (poll.process, poll.partition.as_str());
-        if let Some((previous, previous_value)) = last_polled.get(&key) {
-            if poll.offset <= *previous {
-                nonmonotonic_polls.push(format!(
-                    "process {}: polled {}@{} ({}) after {}@{previous} ({previous_value})",
-                    poll.process, poll.partition, poll.offset, poll.value, poll.partition
+    violations
+}
+
+/// Each consumer incarnation's records of each partition, in the order it polled them.
+fn streams(analysis: &Analysis) -> BTreeMap<(u64, &Partition), Vec<&PollRecord>> {
+    let mut streams: BTreeMap<(u64, &Partition), Vec<&PollRecord>> = BTreeMap::new();
+    for poll in analysis.polls.iter().chain(&analysis.final_polls) {
+        streams
+            .entry((poll.process, &poll.partition))
+            .or_default()
+            .push(poll);
+    }
+    for stream in streams.values_mut() {
+        stream.sort_by_key(|poll| poll.index); // stable: a poll's records keep their order
+    }
+    streams
+}
+
+fn nonmonotonic_polls(analysis: &Analysis) -> Vec<String> {
+    let mut violations = Vec::new();
+    for ((process, partition), stream) in streams(analysis) {
+        for pair in stream.windows(2) {
+            let (previous, next) = (pair[0], pair[1]);
+            if next.offset <= previous.offset {
+                violations.push(format!(
+                    "{} (process {process}): polled {partition}@{} ({}) after {partition}@{} ({})",
+                    next.node, next.offset, next.value, previous.offset, previous.value
                 ));
             }
         }
-        last_polled.insert(key, (poll.offset, &poll.value));
     }
-    vec![
-        CheckResult::new("nonmonotonic-send", nonmonotonic_sends),
-        CheckResult::new("nonmonotonic-poll", nonmonotonic_polls),
-    ]
+    violations
+}
+
+/// Whether the incarnation was repositioned in `partition` between two history indexes.
+fn repositioned(
+    analysis: &Analysis,
+    process: u64,
+    partition: &Partition,
+    from: u64,
+    to: u64,
+) -> bool {
+    analysis.repositioned.iter().any(|moved| {
+        moved.process == process
+            && &moved.partition == partition
+            && from <= moved.index
+            && moved.index <= to
+    })
+}
+
+fn poll_skips(analysis: &Analysis) -> Vec<String> {
+    let mut violations = Vec::new();
+    for ((process, partition), stream) in streams(analysis) {
+        let Some(final_log) = analysis.final_logs.get(partition) else {
+            continue; // without a final log a gap cannot be told from offsets that hold no record
+        };
+        for pair in stream.windows(2) {
+            let (previous, next) = (pair[0], pair[1]);
+            if next.offset <= previous.offset + 1
+                || repositioned(analysis, process, partition, previous.index, next.index)
+            {
+                continue;
+            }
+            let skipped = final_log.range(previous.offset + 1..next.offset).count();
+            if skipped > 0 {
+                violations.push(format!(
+                    "{} (process {process}): polled {partition}@{} then {partition}@{}, skipping {skipped} record(s) of the final log",
+                    next.node, previous.offset, next.offset
+                ));
+            }
+        }
+    }
+    violations
 }

@@ -4,11 +4,15 @@
 use serde_json::json;
 
 use super::*;
-use crate::history::{poll_result, send_invocation, send_result, Completion, Polled, Recorder};
+use crate::history::{Completion, FinalRead, Recorder, Records};
 
 struct Builder {
     recorder: Recorder,
     time: u64,
+}
+
+fn value(text: &str) -> Value {
+    Value::parse(text).expect("a process-sequence value")
 }
 
 impl Builder {
@@ -28,24 +32,32 @@ impl Builder {
         self.recorder.new_process()
     }
 
-    fn send(&mut self, process: u64, partition: &str, value: &str, offset: Option<i64>) -> u64 {
+    fn send(&mut self, process: u64, partition: &str, text: &str, offset: Option<i64>) -> u64 {
         let time = self.tick();
-        let invoke = self.recorder.invoke(
-            time,
-            process,
-            "p1",
-            "send",
-            send_invocation(partition, value),
-        );
+        let body = |offset| Body::Send {
+            partition: partition.into(),
+            value: value(text),
+            offset,
+        };
+        let invoke = self
+            .recorder
+            .invoke(time, process, &"p1".into(), body(None));
         if let Some(offset) = offset {
             let time = self.tick();
-            self.recorder.complete(
-                time,
-                invoke,
-                Completion::Ok(send_result(partition, offset, value)),
-            );
+            self.recorder
+                .complete(time, invoke, Completion::Ok(body(Some(offset))));
         }
         invoke
+    }
+
+    fn ack(&mut self, invoke: u64, partition: &str, text: &str, offset: i64) {
+        let time = self.tick();
+        let body = Body::Send {
+            partition: partition.into(),
+            value: value(text),
+            offset: Some(offset),
+        };
+        self.recorder.complete(time, invoke, Completion::Ok(body));
     }
 
     fn fail(&mut self, invoke: u64, definite: bool) {
@@ -58,51 +70,112 @@ impl Builder {
         self.recorder.complete(time, invoke, completion);
     }
 
+    fn assign(&mut self, process: u64, node: &str, partitions: &[&str]) {
+        let time = self.tick();
+        let body = Body::Assign {
+            partitions: partitions.iter().map(|p| (*p).into()).collect(),
+        };
+        self.recorder
+            .client_event(time, process, &node.into(), body);
+    }
+
+    fn reset(&mut self, process: u64, node: &str, partition: &str, offset: i64) {
+        let time = self.tick();
+        let body = Body::Position {
+            seek: false,
+            partition: partition.into(),
+            offset,
+            reason: "out-of-range".into(),
+        };
+        self.recorder
+            .client_event(time, process, &node.into(), body);
+    }
+
     fn poll(&mut self, process: u64, node: &str, partition: &str, records: &[(i64, &str)]) {
         let time = self.tick();
         let invoke = self
             .recorder
-            .invoke(time, process, node, "poll", json!([["poll"]]));
-        let polled: Polled = [(
-            partition.to_owned(),
-            records.iter().map(|(o, v)| (*o, (*v).to_owned())).collect(),
+            .invoke(time, process, &node.into(), Body::poll_invocation());
+        let records: Records = [(
+            partition.into(),
+            records.iter().map(|(o, v)| (*o, value(v))).collect(),
         )]
-        .into();
+        .into_iter()
+        .collect();
         let time = self.tick();
-        self.recorder
-            .complete(time, invoke, Completion::Ok(poll_result(&polled)));
+        let body = Body::Poll {
+            records,
+            errors: Vec::new(),
+        };
+        self.recorder.complete(time, invoke, Completion::Ok(body));
+    }
+
+    fn broker(&mut self, body: Body) {
+        let time = self.tick();
+        self.recorder.event(time, "broker-0", body);
+    }
+
+    fn truncate(&mut self, partition: &str, from_offset: i64) {
+        self.broker(Body::Truncate {
+            partition: partition.into(),
+            from_offset,
+            reason: "recovery on start-up".into(),
+        });
     }
 
     fn final_read_start(&mut self) {
         let time = self.tick();
         self.recorder
-            .event(time, "final-reader", "final-read-start", json!({}));
+            .event(time, FINAL_READER, Body::FinalReadStart);
     }
 
-    fn final_read(&mut self, partition: &str, reached_end: bool) {
+    /// The final reader read `records` of `partition`, which ends at `end`.
+    fn final_read(&mut self, partition: &str, records: &[(i64, &str)], end: i64) {
+        let reader = self.process();
+        if !records.is_empty() {
+            self.poll(reader, FINAL_READER, partition, records);
+        }
+        self.final_read_done(FinalRead {
+            partition: partition.into(),
+            log_start_offset: 0,
+            end_offset: end,
+            read_to: end,
+            reached_end: true,
+            error: None,
+            skipped: Vec::new(),
+        });
+    }
+
+    fn final_read_done(&mut self, read: FinalRead) {
         let time = self.tick();
-        self.recorder.event(
-            time,
-            "final-reader",
-            "final-read",
-            json!({"partition": partition, "end_offset": 0, "reached_end": reached_end}),
-        );
+        self.recorder
+            .event(time, FINAL_READER, Body::FinalRead(read));
     }
 
-    fn results(self) -> BTreeMap<&'static str, CheckResult> {
+    fn results(self) -> BTreeMap<Check, CheckResult> {
         check_all(&self.recorder.finish())
             .into_iter()
-            .map(|result| (result.name, result))
+            .map(|result| (result.check, result))
             .collect()
     }
 }
 
-fn violated(results: &BTreeMap<&'static str, CheckResult>) -> Vec<&'static str> {
+fn violated(results: &BTreeMap<Check, CheckResult>) -> Vec<&'static str> {
     results
         .values()
         .filter(|result| !result.holds())
-        .map(|result| result.name)
+        .map(|result| result.check.name())
         .collect()
+}
+
+const NONE: Vec<&str> = Vec::new();
+
+#[test]
+fn check_names_round_trip() {
+    for check in Check::ALL {
+        assert_eq!(Check::from_name(check.name()), Some(check));
+    }
+    assert_eq!(Check::from_name("lost-writes"), None);
 }
 
 #[test]
@@ -112,62 +185,71 @@ fn a_clean_history_passes_every_check() {
     b.send(p, "t-0", "1-1", Some(0));
     b.send(p, "t-0", "1-2", Some(1));
     let c = b.process();
+    b.assign(c, "c1", &["t-0"]);
     b.poll(c, "c1", "t-0", &[(0, "1-1"), (1, "1-2")]);
-    assert_eq!(violated(&b.results()), Vec::<&str>::new());
+    b.broker(Body::HighWatermark {
+        partition: "t-0".into(),
+        offset: 2,
+    });
+    b.final_read_start();
+    b.final_read("t-0", &[(0, "1-1"), (1, "1-2")], 2);
+    assert_eq!(violated(&b.results()), NONE);
 }
 
 #[test]
-fn an_acked_value_missing_below_a_polled_offset_is_a_lost_write() {
+fn an_acked_value_not_at_its_offset_in_the_final_log_is_a_lost_write() {
     let mut b = Builder::new();
     let p = b.process();
     b.send(p, "t-0", "1-1", Some(0));
     b.send(p, "t-0", "1-2", Some(1));
-    let c = b.process();
-    b.poll(c, "c1", "t-0", &[(1, "1-2")]);
-    assert_eq!(
-        violated(&b.results()),
-        vec!["at-least-once", "exactly-once", "lost-write"]
-    );
-}
-
-#[test]
-fn an_acked_value_never_reached_is_unseen_unless_the_final_read_reached_the_end() {
-    let mut b = Builder::new();
-    let p = b.process();
-    b.send(p, "t-0", "1-1", Some(5));
-    assert_eq!(
-        violated(&b.results()),
-        vec!["at-least-once", "exactly-once", "unseen"]
-    );
-    let mut b = Builder::new();
-    let p = b.process();
-    b.send(p, "t-0", "1-1", Some(5));
+    b.truncate("t-0", 1);
     b.final_read_start();
-    b.final_read("t-0", true);
-    assert_eq!(
-        violated(&b.results()),
-        vec!["at-least-once", "exactly-once", "lost-write"]
+    b.final_read("t-0", &[(0, "1-1"), (1, "2-9")], 2);
+    let results = b.results();
+    assert_eq!(violated(&results), vec!["lost-write"]);
+    let example = &results[&Check::LostWrite].examples[0];
+    assert!(
+        example.contains("the final log holds 2-9 at t-0@1"),
+        "{example}"
+    );
+    assert!(
+        example.contains("truncation from offset 1"),
+        "the truncation is named: {example}"
     );
 }
 
 #[test]
-fn an_acked_value_read_early_but_missing_from_a_complete_final_read_is_lost() {
+fn without_a_final_read_an_acked_value_read_past_is_lost_and_one_not_reached_is_unseen() {
     let mut b = Builder::new();
     let p = b.process();
     b.send(p, "t-0", "1-1", Some(0));
+    b.send(p, "t-0", "1-2", Some(1));
+    b.send(p, "t-0", "1-3", Some(5));
     let c = b.process();
-    b.poll(c, "c1", "t-0", &[(0, "1-1")]);
-    b.final_read_start();
-    let reader = b.process();
-    b.poll(reader, "final-reader", "t-0", &[(0, "2-9")]);
-    b.final_read("t-0", true);
+    b.poll(c, "c1", "t-0", &[(1, "1-2")]);
     let results = b.results();
-    assert_eq!(
-        violated(&results),
-        vec!["inconsistent-offsets", "lost-write"],
-        "delivered once, then gone from the log"
-    );
-    assert!(results["lost-write"].examples[0].contains("polled before it vanished"));
+    assert_eq!(violated(&results), vec!["lost-write", "unseen"]);
+    assert!(results[&Check::LostWrite].examples[0].starts_with("1-1"));
+    assert!(results[&Check::Unseen].examples[0].starts_with("1-3"));
+}
+
+#[test]
+fn an_observed_value_gone_from_the_final_log_is_lost_unless_a_truncation_took_it() {
+    for truncated in [false, true] {
+        let mut b = Builder::new();
+        let p = b.process();
+        let pending = b.send(p, "t-0", "1-1", None);
+        let c = b.process();
+        b.poll(c, "c1", "t-0", &[(0, "1-1")]);
+        b.fail(pending, false);
+        if truncated {
+            b.truncate("t-0", 0);
+        }
+        b.final_read_start();
+        b.final_read("t-0", &[], 0);
+        let expected = if truncated { NONE } else { vec!["lost-write"] };
+        assert_eq!(violated(&b.results()), expected, "truncated: {truncated}");
+    }
 }
 
 #[test]
@@ -179,21 +261,38 @@ fn a_write_acknowledged_after_the_final_reads_snapshot_is_not_judged_by_it() {
     b.send(p, "t-0", "1-1", Some(0));
     let late = b.send(p, "t-0", "1-2", None);
     b.final_read_start();
-    let reader = b.process();
-    b.poll(reader, "final-reader", "t-0", &[(0, "1-1")]);
-    let time = b.tick();
-    b.recorder
-        .complete(time, late, Completion::Ok(send_result("t-0", 1, "1-2")));
-    b.final_read("t-0", true);
-    assert_eq!(
-        violated(&b.results()),
-        vec!["at-least-once", "exactly-once", "unseen"],
-        "unseen, not lost"
-    );
+    b.ack(late, "t-0", "1-2", 1);
+    b.final_read("t-0", &[(0, "1-1")], 1);
+    assert_eq!(violated(&b.results()), vec!["unseen"], "unseen, not lost");
 }
 
 #[test]
-fn a_value_at_two_offsets_is_a_duplicate_and_consumed_twice() {
+fn a_final_read_stopped_by_corruption_makes_what_lies_past_it_lost() {
+    let mut b = Builder::new();
+    let p = b.process();
+    b.send(p, "t-0", "1-1", Some(0));
+    b.send(p, "t-0", "1-2", Some(1));
+    b.send(p, "t-0", "1-3", Some(2));
+    b.final_read_start();
+    let reader = b.process();
+    b.poll(reader, FINAL_READER, "t-0", &[(0, "1-1")]);
+    b.final_read_done(FinalRead {
+        partition: "t-0".into(),
+        log_start_offset: 0,
+        end_offset: 3,
+        read_to: 1,
+        reached_end: false,
+        error: Some("CORRUPT_MESSAGE at 1".into()),
+        skipped: Vec::new(),
+    });
+    let results = b.results();
+    assert_eq!(violated(&results), vec!["lost-write"]);
+    assert_eq!(results[&Check::LostWrite].violations, 2);
+    assert!(results[&Check::LostWrite].examples[0].contains("unreadable"));
+}
+
+#[test]
+fn a_value_at_two_offsets_at_once_is_a_duplicate_unless_a_truncation_separates_them() {
     let mut b = Builder::new();
     let p = b.process();
     b.send(p, "t-0", "1-1", Some(1));
@@ -201,22 +300,38 @@ fn a_value_at_two_offsets_is_a_duplicate_and_consumed_twice() {
     b.poll(c, "c1", "t-0", &[(0, "1-1"), (1, "1-1")]);
     assert_eq!(
         violated(&b.results()),
-        vec!["at-most-once", "duplicate", "exactly-once"]
+        vec!["duplicate", "at-most-once", "exactly-once"]
+    );
+    let mut b = Builder::new();
+    let p = b.process();
+    let c = b.process();
+    b.poll(c, "c1", "t-0", &[(0, "1-1")]);
+    b.truncate("t-0", 0);
+    b.send(p, "t-0", "1-1", Some(3));
+    assert!(
+        !violated(&b.results()).contains(&"duplicate"),
+        "the first copy was truncated before the second was written"
     );
 }
 
 #[test]
-fn one_offset_with_two_values_is_inconsistent() {
+fn one_offset_with_two_values_in_one_log_version_is_inconsistent() {
     let mut b = Builder::new();
     let p = b.process();
     b.send(p, "t-0", "1-1", Some(0));
     let c = b.process();
-    b.poll(c, "c1", "t-0", &[(0, "1-2")]);
+    b.poll(c, "c1", "t-0", &[(0, "2-2")]);
     let results = b.results();
-    assert!(!results["inconsistent-offsets"].holds());
+    assert!(!results[&Check::InconsistentOffsets].holds());
+    let mut b = Builder::new();
+    let p = b.process();
+    b.send(p, "t-0", "1-1", Some(0));
+    b.truncate("t-0", 0);
+    let c = b.process();
+    b.poll(c, "c1", "t-0", &[(0, "2-2")]);
     assert!(
-        !results["lost-write"].holds(),
-        "1-1 was read past and never seen"
+        b.results()[&Check::InconsistentOffsets].holds(),
+        "a recorded truncation starts a new version of offset 0"
     );
 }
 
@@ -238,43 +353,132 @@ fn polling_a_definitely_failed_value_is_an_aborted_read() {
 }
 
 #[test]
-fn a_later_send_landing_earlier_is_nonmonotonic() {
+fn a_later_send_landing_earlier_is_nonmonotonic_unless_a_truncation_reused_the_offset() {
     let mut b = Builder::new();
     let p = b.process();
     let first = b.send(p, "t-0", "1-1", None);
     b.send(p, "t-0", "1-2", Some(0));
-    let time = b.tick();
-    b.recorder
-        .complete(time, first, Completion::Ok(send_result("t-0", 1, "1-1")));
-    assert_eq!(
-        violated(&b.results()),
-        vec![
-            "at-least-once",
-            "exactly-once",
-            "nonmonotonic-send",
-            "unseen"
-        ]
-    );
+    b.ack(first, "t-0", "1-1", 1);
+    assert_eq!(violated(&b.results()), vec!["unseen", "nonmonotonic-send"]);
+    let mut b = Builder::new();
+    let p = b.process();
+    b.send(p, "t-0", "1-1", Some(4));
+    b.truncate("t-0", 2);
+    b.send(p, "t-0", "1-2", Some(2));
+    assert!(b.results()[&Check::NonmonotonicSend].holds());
 }
 
 #[test]
 fn polling_backwards_is_nonmonotonic_and_rereading_breaks_at_most_once() {
     let mut b = Builder::new();
     let c = b.process();
-    b.poll(c, "c1", "t-0", &[(0, "x"), (1, "y")]);
-    b.poll(c, "c1", "t-0", &[(1, "y")]);
+    b.poll(c, "c1", "t-0", &[(0, "1-1"), (1, "1-2")]);
+    b.reset(c, "c1", "t-0", 1);
+    b.poll(c, "c1", "t-0", &[(1, "1-2")]);
     assert_eq!(
         violated(&b.results()),
-        vec!["at-most-once", "exactly-once", "nonmonotonic-poll"]
+        vec!["nonmonotonic-poll", "at-most-once", "exactly-once"],
+        "a reset does not excuse going backwards"
     );
     let mut b = Builder::new();
     let first = b.process();
-    b.poll(first, "c1", "t-0", &[(0, "x")]);
+    b.poll(first, "c1", "t-0", &[(0, "1-1")]);
     let restarted = b.process();
-    b.poll(restarted, "c1", "t-0", &[(0, "x")]);
+    b.poll(restarted, "c1", "t-0", &[(0, "1-1")]);
     assert_eq!(
         violated(&b.results()),
-        vec!["at-most-once", "exactly-once"],
-        "a new incarnation may restart, but the consumer saw x twice"
+        NONE,
+        "each incarnation read it once"
     );
+}
+
+#[test]
+fn jumping_over_records_of_the_final_log_is_a_poll_skip_unless_the_consumer_was_reset() {
+    let run = |reset: bool, final_log: &[(i64, &str)]| {
+        let mut b = Builder::new();
+        let c = b.process();
+        b.poll(c, "c1", "t-0", &[(0, "1-1")]);
+        if reset {
+            b.reset(c, "c1", "t-0", 3);
+        }
+        b.poll(c, "c1", "t-0", &[(3, "1-4")]);
+        b.final_read_start();
+        b.final_read("t-0", final_log, 4);
+        b.results()
+    };
+    let full = [(0, "1-1"), (1, "1-2"), (2, "1-3"), (3, "1-4")];
+    let results = run(false, &full);
+    assert!(!results[&Check::PollSkip].holds());
+    assert!(results[&Check::PollSkip].examples[0].contains("skipping 2 record(s)"));
+    assert!(
+        run(true, &full)[&Check::PollSkip].holds(),
+        "a reset explains it"
+    );
+    assert!(
+        run(false, &[(0, "1-1"), (3, "1-4")])[&Check::PollSkip].holds(),
+        "offsets 1 and 2 hold no record (a gap, not a skip)"
+    );
+}
+
+#[test]
+fn an_acked_value_of_its_assignment_that_never_reached_a_consumer_breaks_at_least_once() {
+    let mut b = Builder::new();
+    let p = b.process();
+    b.send(p, "t-0", "1-1", Some(0));
+    b.send(p, "t-1", "1-2", Some(0));
+    let c = b.process();
+    b.assign(c, "c1", &["t-0"]);
+    let other = b.process();
+    b.assign(other, "c2", &["t-1"]);
+    b.poll(other, "c2", "t-1", &[(0, "1-2")]);
+    b.final_read_start();
+    b.final_read("t-0", &[(0, "1-1")], 1);
+    b.final_read("t-1", &[(0, "1-2")], 1);
+    let results = b.results();
+    assert_eq!(violated(&results), vec!["at-least-once", "exactly-once"]);
+    assert_eq!(
+        results[&Check::AtLeastOnce].examples,
+        vec!["c1 never consumed 1-1 (acknowledged at t-0@0)".to_owned()],
+        "judged at the consumers: the final reader's read does not count"
+    );
+}
+
+#[test]
+fn a_high_watermark_or_log_start_going_backwards_is_reported_with_its_truncation() {
+    let mut b = Builder::new();
+    let hw = |offset| Body::HighWatermark {
+        partition: "t-0".into(),
+        offset,
+    };
+    b.broker(hw(5));
+    b.truncate("t-0", 3);
+    b.broker(hw(3));
+    b.broker(Body::LogStart {
+        partition: "t-0".into(),
+        offset: 2,
+    });
+    b.broker(Body::LogStart {
+        partition: "t-0".into(),
+        offset: 0,
+    });
+    let results = b.results();
+    assert_eq!(
+        violated(&results),
+        vec!["hw-monotonic", "log-start-monotonic"]
+    );
+    let example = &results[&Check::HwMonotonic].examples[0];
+    assert!(example.contains("from 5 back to 3"), "{example}");
+    assert!(example.contains("the log ending at 3"), "{example}");
+}
+
+#[test]
+fn a_nemesis_event_is_not_a_client_operation() {
+    let mut b = Builder::new();
+    let time = b.tick();
+    b.recorder.event(
+        time,
+        "nemesis",
+        Body::nemesis("crash", &json!({"node": "broker-0"})),
+    );
+    assert_eq!(violated(&b.results()), NONE);
 }

@@ -1,0 +1,53 @@
+//! What brokers recorded about their partitions: the high watermark and the log start offset of
+//! a partition on a broker never go backwards, across its restarts included. A decrease is
+//! reported with the truncation that came with it, if any: under a flush policy that fsyncs
+//! before acknowledging (`flush.messages=1`) there must be none, because consumers only ever
+//! saw durable records; under Kafka's default policy a power loss can take back what consumers
+//! read, and scenarios allow it there, saying why.
+
+use std::fmt::Write as _;
+
+use super::{Analysis, Check, CheckResult, Samples};
+
+pub(super) fn check(analysis: &Analysis) -> Vec<CheckResult> {
+    vec![
+        CheckResult::new(
+            Check::HwMonotonic,
+            backwards(analysis, &analysis.high_watermarks, "high watermark"),
+        ),
+        CheckResult::new(
+            Check::LogStartMonotonic,
+            backwards(analysis, &analysis.log_starts, "log start offset"),
+        ),
+    ]
+}
+
+fn backwards(analysis: &Analysis, samples: &Samples, what: &str) -> Vec<String> {
+    let mut violations = Vec::new();
+    for ((node, partition), values) in samples {
+        for pair in values.windows(2) {
+            let ((before_index, before), (after_index, after)) = (pair[0], pair[1]);
+            if after >= before {
+                continue;
+            }
+            let mut text =
+                format!("{node}: {partition}'s {what} went from {before} back to {after}");
+            let truncation = analysis.truncations.get(partition).and_then(|truncations| {
+                truncations.iter().find(|truncation| {
+                    *truncation.node == **node
+                        && before_index < truncation.index
+                        && truncation.index < after_index
+                })
+            });
+            if let Some(truncation) = truncation {
+                let _ = write!(
+                    text,
+                    " ({}, the log ending at {})",
+                    truncation.reason, truncation.from_offset
+                );
+            }
+            violations.push(text);
+        }
+    }
+    violations
+}

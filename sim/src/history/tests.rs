@@ -1,0 +1,97 @@
+use super::*;
+
+fn node(name: &str) -> Arc<str> {
+    name.into()
+}
+
+#[test]
+fn a_history_round_trips_through_json_lines_and_hashes_stably() {
+    let mut recorder = Recorder::default();
+    let process = recorder.new_process();
+    let value = Value {
+        process,
+        sequence: 1,
+    };
+    let send = |offset| Body::Send {
+        partition: "t-0".into(),
+        value,
+        offset,
+    };
+    let invoke = recorder.invoke(10, process, &node("p1"), send(None));
+    recorder.complete(20, invoke, Completion::Ok(send(Some(0))));
+    recorder.event(
+        30,
+        "nemesis",
+        Body::nemesis("crash", &json!({"node": "broker-0", "level": "process"})),
+    );
+    recorder.event(
+        31,
+        "broker-0",
+        Body::HighWatermark {
+            partition: "t-0".into(),
+            offset: 1,
+        },
+    );
+    let consumer = recorder.new_process();
+    let poll = recorder.invoke(40, consumer, &node("c1"), Body::poll_invocation());
+    let records: Records = [("t-0".into(), vec![(0, value)])].into_iter().collect();
+    let errors = vec![PartitionError {
+        partition: "t-1".into(),
+        error: "CORRUPT_MESSAGE".into(),
+        position: 7,
+    }];
+    recorder.complete(50, poll, Completion::Ok(Body::Poll { records, errors }));
+    let history = recorder.finish();
+    let text = history.to_jsonl();
+    assert!(text.starts_with(r#"{"index":0,"time_ns":10,"process":1,"type":"invoke","f":"send","value":[["send","t-0","1-1"]],"node":"p1"}"#), "{text}");
+    assert!(text.contains(r#""value":[["send","t-0",[0,"1-1"]]]"#));
+    assert!(text.contains(
+        r#""partition_errors":[{"error":"CORRUPT_MESSAGE","partition":"t-1","position":7}]"#
+    ));
+    let parsed = History::from_jsonl(&text).expect("parses");
+    assert_eq!(parsed, history);
+    assert_eq!(parsed.hash(), history.hash());
+}
+
+#[test]
+fn malformed_operations_are_errors_that_name_the_line() {
+    let cases = [
+        (r#"{"index":0}"#, "missing field"),
+        (
+            r#"{"index":0,"time_ns":0,"process":1,"type":"ok","f":"send","value":[["send","t-0",[0,"x"]]]}"#,
+            "'x' is not a value",
+        ),
+        (
+            r#"{"index":0,"time_ns":0,"process":1,"type":"ok","f":"send","value":[["send","t-0"]]}"#,
+            "a send's value must be",
+        ),
+        (
+            r#"{"index":0,"time_ns":0,"process":1,"type":"ok","f":"poll","value":[["poll",{"t-0":[[0]]}]]}"#,
+            "a poll's value must be",
+        ),
+        (
+            r#"{"index":0,"time_ns":0,"process":"nemesis","type":"info","f":"explode","value":{}}"#,
+            "unknown f 'explode'",
+        ),
+        (
+            r#"{"index":0,"time_ns":0,"process":1,"type":"maybe","f":"poll","value":[["poll"]]}"#,
+            "unknown type 'maybe'",
+        ),
+        (
+            r#"{"index":0,"time_ns":0,"process":"b","type":"info","f":"hw","value":{"partition":"t-0"}}"#,
+            "hw: missing field `offset`",
+        ),
+    ];
+    for (line, expected) in cases {
+        let text = format!("\n{line}\n");
+        let error = History::from_jsonl(&text).expect_err(line);
+        assert!(error.starts_with("line 2: "), "{error}");
+        assert!(error.contains(expected), "{error} should say {expected}");
+    }
+}
+
+#[test]
+fn fnv1a_matches_the_reference_vector() {
+    assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+    assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+}
