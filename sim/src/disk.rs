@@ -2,9 +2,9 @@
 //! crash semantics when madsim kills the node (madsim calls `reset_node` from `Handle::kill`).
 //!
 //! The nemesis picks the level before killing: a process crash keeps the page cache; a power
-//! loss drops unsynced bytes, keeps a random prefix of an unsynced appended tail (a torn write),
-//! and makes never-synced files vanish. Every fsync takes 0.1–3 ms of simulated time, so a kill
-//! in the middle of an fsync loses its data.
+//! loss keeps only durable bytes and names, plus any subset of the sectors still waiting for
+//! writeback, drawn from the seed (see `MemoryStorage`). Every fsync takes 0.1–3 ms of simulated
+//! time, so a kill in the middle of an fsync loses what it had not made durable.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
@@ -14,7 +14,7 @@ use madsim::plugin::Simulator;
 use madsim::rand::{GlobalRng, Rng};
 use madsim::task::NodeId;
 use madsim::time::TimeHandle;
-use seedlog::runtime::memory_storage::{CrashLevel, DiskFaults, MemoryStorage};
+use seedlog::runtime::memory_storage::{CrashLevel, DiskFaults, FsyncFailure, MemoryStorage};
 
 struct Disk {
     storage: MemoryStorage,
@@ -84,8 +84,18 @@ impl SimDisks {
         }
     }
 
-    /// Arms EIO faults on `node`'s disk.
-    pub fn inject(&self, node: NodeId, faults: &DiskFaults) {
-        self.storage(node).inject(faults);
+    /// Arms EIO faults on `node`'s disk, with what a failed fsync does to dirty pages.
+    pub fn inject(&self, node: NodeId, faults: &DiskFaults, policy: FsyncFailure) {
+        let storage = self.storage(node);
+        storage.set_fsync_failure(policy);
+        storage.inject(faults);
+    }
+
+    /// Flips a byte of a durable sector of one of `node`'s files that `matches`; returns the
+    /// file and position, if any file qualified.
+    pub fn corrupt(&self, node: NodeId, matches: impl Fn(&str) -> bool) -> Option<(String, u64)> {
+        let mut rng = self.rng.clone();
+        self.storage(node)
+            .corrupt(matches, &mut |bound: u64| rng.gen_range(0..bound))
     }
 }

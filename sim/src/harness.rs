@@ -12,11 +12,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use madsim::net::NetSim;
+use madsim::rand::Rng;
 use madsim::runtime::{Handle, Runtime};
 use madsim::task::NodeId;
 use seedlog::config::{BrokerConfig, Configurable};
-use seedlog::runtime::memory_storage::{CrashLevel, DiskFaults};
-use seedlog::runtime::server::{run_broker, ServerOptions};
+use seedlog::runtime::memory_storage::{CrashLevel, DiskFaults, FsyncFailure};
+use seedlog::runtime::server::{run_broker, BrokerObserver, ServerOptions};
 use seedlog::types::TopicPartition;
 use serde_json::json;
 
@@ -24,10 +25,10 @@ use crate::checker::FINAL_READER;
 use crate::connection_faults::ConnectionRules;
 use crate::disk::SimDisks;
 use crate::history::History;
-use crate::scenario::{ConnectionFaultKind, FaultAction, Scenario};
+use crate::scenario::{ConnectionFaultKind, FaultAction, Scenario, TimeSpec};
 use crate::workload::{
     consumer_incarnation, final_read, finished, producer_incarnation, setup_topics, Env,
-    SharedProgress,
+    HistoryObserver, SharedProgress,
 };
 
 /// The result of one seed.
@@ -140,6 +141,8 @@ struct Cluster {
     rules: BTreeMap<String, ConnectionRules>,
     down: Mutex<BTreeSet<String>>,
     clogged: Mutex<BTreeSet<(NodeId, NodeId)>>,
+    /// The safety phase is over: timers started by faults do nothing more.
+    healed: AtomicBool,
 }
 
 impl Cluster {
@@ -164,7 +167,21 @@ impl Cluster {
             "process"
         };
         self.env
-            .event("nemesis", "crash", json!({"node": target, "level": level}));
+            .nemesis("crash", &json!({"node": target, "level": level}));
+    }
+
+    /// Restarts `target` if it is down and the safety phase is not over; returns whether it did.
+    fn restart_if_down(&self, target: &str) -> bool {
+        let down = self
+            .down
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(target);
+        let restart = down && !self.healed.load(Ordering::SeqCst);
+        if restart {
+            self.restart(target);
+        }
+        restart
     }
 
     fn restart(&self, target: &str) {
@@ -179,8 +196,7 @@ impl Cluster {
             self.handle.kill(id);
         }
         self.handle.restart(id);
-        self.env
-            .event("nemesis", "restart", json!({"node": target}));
+        self.env.nemesis("restart", &json!({"node": target}));
     }
 
     fn clog(&self, from: NodeId, to: NodeId) {
@@ -209,8 +225,7 @@ impl Cluster {
             FaultAction::Clog { from, to, .. } => {
                 let link = (self.id(from), self.id(to));
                 self.clog(link.0, link.1);
-                self.env
-                    .event("nemesis", "clog", json!({"from": from, "to": to}));
+                self.env.nemesis("clog", &json!({"from": from, "to": to}));
                 return vec![link];
             }
             FaultAction::Connection {
@@ -236,25 +251,47 @@ impl Cluster {
                 };
                 let api = api.map(|api| format!("{api:?}"));
                 let value = json!({"node": target, "api": api, "count": count, "probability": probability, "error": error});
-                self.env.event("nemesis", f, value);
+                self.env.nemesis(f, &value);
             }
+            FaultAction::Disk { .. } | FaultAction::Corrupt { .. } => self.disk_fault(action),
+            FaultAction::Heal => self.heal_network(),
+        }
+        Vec::new()
+    }
+
+    /// A fault of a broker's disk: EIO armed, or a byte flipped.
+    fn disk_fault(&self, action: &FaultAction) {
+        let disks = madsim::plugin::simulator::<SimDisks>();
+        match action {
             FaultAction::Disk {
                 target,
                 fail_writes,
                 fail_syncs,
+                on_fsync_failure,
             } => {
                 let faults = DiskFaults {
                     fail_writes: *fail_writes,
                     fail_syncs: *fail_syncs,
                 };
-                madsim::plugin::simulator::<SimDisks>().inject(self.id(target), &faults);
-                let value =
-                    json!({"node": target, "fail_writes": fail_writes, "fail_syncs": fail_syncs});
-                self.env.event("nemesis", "disk-fault", value);
+                disks.inject(self.id(target), &faults, *on_fsync_failure);
+                let policy = match on_fsync_failure {
+                    FsyncFailure::DropDirtyPages => "drop",
+                    FsyncFailure::KeepDirtyPages => "keep",
+                };
+                let value = json!({"node": target, "fail_writes": fail_writes, "fail_syncs": fail_syncs, "on_fsync_failure": policy});
+                self.env.nemesis("disk-fault", &value);
             }
-            FaultAction::Heal => self.heal_network(),
+            FaultAction::Corrupt { target, files } => {
+                let value = match disks.corrupt(self.id(target), |name| files.matches(name)) {
+                    Some((file, position)) => {
+                        json!({"node": target, "file": file, "position": position})
+                    }
+                    None => json!({"node": target, "file": null}),
+                };
+                self.env.nemesis("corrupt", &value);
+            }
+            other => unreachable!("not a disk fault: {other:?}"),
         }
-        Vec::new()
     }
 
     /// Clogs every link between nodes of different groups, both ways.
@@ -271,8 +308,7 @@ impl Cluster {
         for (from, to) in &links {
             self.clog(*from, *to);
         }
-        self.env
-            .event("nemesis", "partition", json!({"groups": groups}));
+        self.env.nemesis("partition", &json!({"groups": groups}));
         links
     }
 
@@ -288,12 +324,12 @@ impl Cluster {
         for rules in self.rules.values() {
             rules.clear();
         }
-        self.env
-            .event("nemesis", "heal", json!({"links": links.len()}));
+        self.env.nemesis("heal", &json!({"links": links.len()}));
     }
 
     /// End of the safety phase: heal the network, disarm faults, restart every node still down.
     fn heal_all(&self) {
+        self.healed.store(true, Ordering::SeqCst);
         self.heal_network();
         let down: Vec<String> = self
             .down
@@ -326,6 +362,7 @@ fn broker_config(scenario: &Scenario, index: u32) -> BrokerConfig {
 /// Starts one node per broker; returns their node ids and connection-fault rules by name.
 fn start_brokers(
     handle: &Handle,
+    env: &Env,
     scenario: &Scenario,
 ) -> (BTreeMap<String, NodeId>, BTreeMap<String, ConnectionRules>) {
     let mut nodes = BTreeMap::new();
@@ -335,6 +372,7 @@ fn start_brokers(
         let config = broker_config(scenario, index);
         let broker_rules = ConnectionRules::default();
         rules.insert(name.clone(), broker_rules.clone());
+        let observer: Arc<dyn BrokerObserver> = Arc::new(HistoryObserver::new(env, &name));
         let node = handle
             .create_node()
             .name(name.clone())
@@ -342,13 +380,14 @@ fn start_brokers(
             .init(move || {
                 let config = config.clone();
                 let faults = broker_rules.clone();
+                let observer = Arc::clone(&observer);
                 async move {
                     let storage =
                         madsim::plugin::simulator::<SimDisks>().storage(madsim::plugin::node());
                     let options = ServerOptions {
                         seed: madsim::rand::random(),
                         faults: Some(Arc::new(faults)),
-                        observer: None,
+                        observer: Some(observer),
                     };
                     if let Err(error) = run_broker(config, storage, options).await {
                         tracing::error!(%error, "broker stopped");
@@ -435,11 +474,7 @@ async fn liveness_phase(
         .map(|(spec, _)| spec.id.as_str())
         .collect();
     if !unfinished.is_empty() {
-        env.event(
-            "nemesis",
-            "producers-unfinished",
-            json!({ "producers": unfinished }),
-        );
+        env.nemesis("producers-unfinished", &json!({ "producers": unfinished }));
     }
     let partitions: Vec<TopicPartition> = scenario
         .topics
@@ -463,7 +498,7 @@ async fn liveness_phase(
 async fn supervise(scenario: &Scenario) -> (History, Duration) {
     let handle = Handle::current();
     let env = Env::new(format!("{}:{BROKER_PORT}", broker_ip(0)));
-    let (mut nodes, rules) = start_brokers(&handle, scenario);
+    let (mut nodes, rules) = start_brokers(&handle, &env, scenario);
     setup(&handle, &env, scenario).await;
     let workload_start = tokio::time::Instant::now();
     let stop_consumers = Arc::new(AtomicBool::new(false));
@@ -476,6 +511,7 @@ async fn supervise(scenario: &Scenario) -> (History, Duration) {
         rules,
         down: Mutex::default(),
         clogged: Mutex::default(),
+        healed: AtomicBool::new(false),
     });
     let nemesis = tokio::spawn(run_nemesis(
         Arc::clone(&cluster),
@@ -492,55 +528,86 @@ async fn supervise(scenario: &Scenario) -> (History, Duration) {
     (recorder.finish(), env.start().elapsed())
 }
 
-/// Plays the fault timeline; heal timers run as their own tasks.
+/// A fault with its times drawn from the seed.
+struct Scheduled {
+    at_ms: u64,
+    action: FaultAction,
+    restart_after_ms: Option<u64>,
+    heal_after_ms: Option<u64>,
+    recrash: Option<(u64, CrashLevel)>,
+}
+
+fn draw(spec: TimeSpec) -> u64 {
+    match spec {
+        TimeSpec::Fixed(ms) => ms,
+        TimeSpec::Range(low, high) => madsim::rand::thread_rng().gen_range(low..=high),
+    }
+}
+
+/// Draws every fault's times, in file order, so the schedule depends on the seed alone.
+fn schedule(faults: Vec<crate::scenario::Fault>) -> Vec<Scheduled> {
+    let mut scheduled: Vec<Scheduled> = faults
+        .into_iter()
+        .map(|fault| {
+            let at_ms = draw(fault.at_ms);
+            let (restart_after_ms, heal_after_ms, recrash) = match &fault.action {
+                FaultAction::Crash {
+                    restart_after_ms,
+                    recrash,
+                    ..
+                } => (
+                    restart_after_ms.map(draw),
+                    None,
+                    recrash.map(|recrash| (draw(recrash.after_ms), recrash.level)),
+                ),
+                FaultAction::Partition { heal_after_ms, .. }
+                | FaultAction::Clog { heal_after_ms, .. } => (None, heal_after_ms.map(draw), None),
+                _ => (None, None, None),
+            };
+            Scheduled {
+                at_ms,
+                action: fault.action,
+                restart_after_ms,
+                heal_after_ms,
+                recrash,
+            }
+        })
+        .collect();
+    scheduled.sort_by_key(|fault| fault.at_ms);
+    scheduled
+}
+
+/// Plays the fault timeline; restarts, recrashes and heals run as their own tasks and stop once
+/// the safety phase is over (`Cluster::heal_all`).
 async fn run_nemesis(
     cluster: Arc<Cluster>,
     faults: Vec<crate::scenario::Fault>,
     start: tokio::time::Instant,
 ) {
+    let schedule = schedule(faults);
+    let drawn: Vec<u64> = schedule.iter().map(|fault| fault.at_ms).collect();
+    cluster.env.nemesis("schedule", &json!({ "at_ms": drawn }));
     let mut timers = Vec::new();
-    for fault in faults {
+    for fault in schedule {
         tokio::time::sleep_until(start + Duration::from_millis(fault.at_ms)).await;
         let links = cluster.apply(&fault.action);
-        let later = match &fault.action {
-            FaultAction::Crash {
-                target,
-                restart_after_ms: Some(after),
-                ..
-            } => Some((*after, Later::Restart(target.clone()))),
-            FaultAction::Partition {
-                heal_after_ms: Some(after),
-                ..
+        let cluster = Arc::clone(&cluster);
+        match (&fault.action, fault.restart_after_ms, fault.heal_after_ms) {
+            (FaultAction::Crash { target, .. }, Some(after), _) => {
+                let target = target.clone();
+                timers.push(tokio::spawn(restart_later(
+                    cluster,
+                    target,
+                    after,
+                    fault.recrash,
+                )));
             }
-            | FaultAction::Clog {
-                heal_after_ms: Some(after),
-                ..
-            } => Some((*after, Later::Unclog(links))),
-            _ => None,
-        };
-        if let Some((after, action)) = later {
-            let cluster = Arc::clone(&cluster);
-            timers.push(tokio::spawn(async move {
+            (_, _, Some(after)) => timers.push(tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_millis(after)).await;
-                match action {
-                    Later::Restart(target) => {
-                        if cluster
-                            .down
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .contains(&target)
-                        {
-                            cluster.restart(&target);
-                        }
-                    }
-                    Later::Unclog(links) => {
-                        cluster.unclog(&links);
-                        cluster
-                            .env
-                            .event("nemesis", "heal", json!({"links": links.len()}));
-                    }
-                }
-            }));
+                cluster.unclog(&links);
+                cluster.env.nemesis("heal", &json!({"links": links.len()}));
+            })),
+            _ => {}
         }
     }
     for timer in timers {
@@ -548,7 +615,26 @@ async fn run_nemesis(
     }
 }
 
-enum Later {
-    Restart(String),
-    Unclog(Vec<(NodeId, NodeId)>),
+/// Restarts a crashed node after `after_ms`; with a recrash, kills it again while it recovers
+/// and restarts it once more.
+async fn restart_later(
+    cluster: Arc<Cluster>,
+    target: String,
+    after_ms: u64,
+    recrash: Option<(u64, CrashLevel)>,
+) {
+    tokio::time::sleep(Duration::from_millis(after_ms)).await;
+    if !cluster.restart_if_down(&target) {
+        return;
+    }
+    let Some((recrash_after_ms, level)) = recrash else {
+        return;
+    };
+    tokio::time::sleep(Duration::from_millis(recrash_after_ms)).await;
+    if cluster.healed.load(Ordering::SeqCst) {
+        return;
+    }
+    cluster.crash(&target, level);
+    tokio::time::sleep(Duration::from_millis(after_ms)).await;
+    cluster.restart_if_down(&target);
 }

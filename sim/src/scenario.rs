@@ -13,13 +13,13 @@ use seedlog::client::producer::ProducerCore;
 use seedlog::config::{BrokerConfig, Configurable, ConsumerConfig, ProducerConfig, TopicConfig};
 use seedlog::protocol::ErrorCode;
 use seedlog::runtime::admin::NewTopic;
-use seedlog::runtime::memory_storage::CrashLevel;
+use seedlog::runtime::memory_storage::{CrashLevel, FsyncFailure};
 use seedlog::runtime::server::api_by_name;
 use seedlog::types::TopicPartition;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::checker::CHECKS;
+use crate::checker::Check;
 
 /// A scenario that failed to load: where and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -114,15 +114,27 @@ struct RawConsumer {
     poll_timeout_ms: Option<u64>,
 }
 
+/// A time in a scenario: a number of milliseconds, or `[low, high]` drawn from the seed.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(untagged)]
+enum RawTime {
+    Fixed(u64),
+    Range([u64; 2]),
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFault {
-    at_ms: Spanned<u64>,
+    at_ms: Spanned<RawTime>,
     kind: Spanned<String>,
     target: Option<Spanned<String>>,
     level: Option<Spanned<String>>,
-    restart_after_ms: Option<Spanned<u64>>,
-    heal_after_ms: Option<Spanned<u64>>,
+    restart_after_ms: Option<Spanned<RawTime>>,
+    recrash_after_ms: Option<Spanned<RawTime>>,
+    recrash_level: Option<Spanned<String>>,
+    heal_after_ms: Option<Spanned<RawTime>>,
+    files: Option<Spanned<String>>,
+    on_fsync_failure: Option<Spanned<String>>,
     groups: Option<Spanned<Vec<Vec<String>>>>,
     from: Option<Spanned<String>>,
     to: Option<Spanned<String>>,
@@ -148,8 +160,9 @@ struct RawNetwork {
 struct RawExpect {
     #[serde(default)]
     violated: Vec<Spanned<String>>,
+    /// Check name -> why this configuration permits it.
     #[serde(default)]
-    may_violate: Vec<Spanned<String>>,
+    may_violate: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
     #[serde(default)]
     min_fraction: Option<Spanned<f64>>,
 }
@@ -197,28 +210,86 @@ pub enum ConnectionFaultKind {
     RejectRequest(ErrorCode),
 }
 
+/// A time of a fault: fixed, or drawn uniformly from `[low, high]` by the run's seed (so a
+/// fault can land anywhere in a window instead of always at the same point of a workload).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeSpec {
+    /// Exactly this many milliseconds.
+    Fixed(u64),
+    /// Uniformly drawn from `low..=high` milliseconds.
+    Range(u64, u64),
+}
+
+impl TimeSpec {
+    /// The largest value it can take.
+    pub fn max(self) -> u64 {
+        match self {
+            TimeSpec::Fixed(ms) | TimeSpec::Range(_, ms) => ms,
+        }
+    }
+
+    /// The smallest value it can take.
+    pub fn min(self) -> u64 {
+        match self {
+            TimeSpec::Fixed(ms) | TimeSpec::Range(ms, _) => ms,
+        }
+    }
+}
+
+/// A crash again soon after a restart: while the node is still recovering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recrash {
+    /// Delay after the restart.
+    pub after_ms: TimeSpec,
+    /// Its level.
+    pub level: CrashLevel,
+}
+
+/// Which files a `corrupt` fault may hit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileSelector {
+    /// Segment files (`*.log`).
+    Segments,
+    /// Files whose name starts with this.
+    Prefix(String),
+}
+
+impl FileSelector {
+    /// Whether `name` is one of them.
+    pub fn matches(&self, name: &str) -> bool {
+        match self {
+            FileSelector::Segments => std::path::Path::new(name)
+                .extension()
+                .is_some_and(|extension| extension == "log"),
+            FileSelector::Prefix(prefix) => name.starts_with(prefix.as_str()),
+        }
+    }
+}
+
 /// One scripted fault. Fields carry the scenario keys of the same name (docs/SCENARIOS.md).
 #[derive(Debug, Clone, PartialEq)]
 #[allow(missing_docs)]
 pub enum FaultAction {
-    /// Kill a node at a crash level, optionally restarting it later.
+    /// Kill a node at a crash level, optionally restarting it later (and crashing it again
+    /// while it recovers).
     Crash {
         target: String,
         level: CrashLevel,
-        restart_after_ms: Option<u64>,
+        restart_after_ms: Option<TimeSpec>,
+        recrash: Option<Recrash>,
     },
     /// Restart a killed node.
     Restart { target: String },
     /// Cut every link between nodes of different groups (both ways).
     Partition {
         groups: Vec<Vec<String>>,
-        heal_after_ms: Option<u64>,
+        heal_after_ms: Option<TimeSpec>,
     },
     /// Hold traffic from one node to another (one way).
     Clog {
         from: String,
         to: String,
-        heal_after_ms: Option<u64>,
+        heal_after_ms: Option<TimeSpec>,
     },
     /// Connection faults on a broker's side.
     Connection {
@@ -228,12 +299,16 @@ pub enum FaultAction {
         count: u32,
         probability: f64,
     },
-    /// Disk faults on a broker: the next writes or fsyncs fail with EIO.
+    /// Disk faults on a broker: the next writes or fsyncs fail with EIO; what a failed fsync
+    /// does to dirty pages.
     Disk {
         target: String,
         fail_writes: u32,
         fail_syncs: u32,
+        on_fsync_failure: FsyncFailure,
     },
+    /// Flip a byte of a durable sector of one of a broker's files (a latent sector error).
+    Corrupt { target: String, files: FileSelector },
     /// Heal every network and connection fault.
     Heal,
 }
@@ -242,7 +317,7 @@ pub enum FaultAction {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fault {
     /// Milliseconds after the workload starts.
-    pub at_ms: u64,
+    pub at_ms: TimeSpec,
     /// What happens.
     pub action: FaultAction,
 }
@@ -251,9 +326,9 @@ pub struct Fault {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Expect {
     /// Checks that must be violated (on pinned seeds, and on at least `min_fraction` of a sweep).
-    pub violated: BTreeSet<String>,
-    /// Checks that may or may not be violated.
-    pub may_violate: BTreeSet<String>,
+    pub violated: BTreeSet<Check>,
+    /// Checks that may or may not be violated, each with why the configuration permits it.
+    pub may_violate: BTreeMap<Check, String>,
     /// Fraction of seeds in a sweep on which every `violated` check must fire.
     pub min_fraction: f64,
 }
@@ -262,7 +337,7 @@ impl Default for Expect {
     fn default() -> Self {
         Expect {
             violated: BTreeSet::new(),
-            may_violate: BTreeSet::new(),
+            may_violate: BTreeMap::new(),
             min_fraction: 1.0,
         }
     }
@@ -457,7 +532,7 @@ fn build(loader: &Loader<'_>, raw: RawScenario) -> Result<Scenario, ScenarioErro
     for fault in &raw.faults {
         faults.push(build_fault(loader, fault.get_ref(), &nodes, duration_ms)?);
     }
-    faults.sort_by_key(|fault| fault.at_ms);
+    faults.sort_by_key(|fault| fault.at_ms.min());
     let (latency_ms, packet_loss_rate) = build_network(loader, raw.network.as_ref())?;
     let expect = build_expect(loader, raw.expect.as_ref())?;
     Ok(Scenario {
@@ -651,7 +726,13 @@ fn build_consumer(
 /// Which optional fields each fault kind accepts.
 fn fields_of(kind: &str) -> Option<&'static [&'static str]> {
     Some(match kind {
-        "crash" => &["target", "level", "restart_after_ms"],
+        "crash" => &[
+            "target",
+            "level",
+            "restart_after_ms",
+            "recrash_after_ms",
+            "recrash_level",
+        ],
         "restart" => &["target"],
         "partition" => &["groups", "heal_after_ms"],
         "clog" => &["from", "to", "heal_after_ms"],
@@ -659,7 +740,8 @@ fn fields_of(kind: &str) -> Option<&'static [&'static str]> {
             &["target", "api", "count", "probability"]
         }
         "reject_request" => &["target", "count", "probability", "error"],
-        "disk_fault" => &["target", "fail_writes", "fail_syncs"],
+        "disk_fault" => &["target", "fail_writes", "fail_syncs", "on_fsync_failure"],
+        "corrupt" => &["target", "files"],
         "heal" => &[],
         _ => return None,
     })
@@ -689,7 +771,11 @@ impl FaultBuilder<'_> {
             ("target", span_of(raw.target.as_ref())),
             ("level", span_of(raw.level.as_ref())),
             ("restart_after_ms", span_of(raw.restart_after_ms.as_ref())),
+            ("recrash_after_ms", span_of(raw.recrash_after_ms.as_ref())),
+            ("recrash_level", span_of(raw.recrash_level.as_ref())),
             ("heal_after_ms", span_of(raw.heal_after_ms.as_ref())),
+            ("files", span_of(raw.files.as_ref())),
+            ("on_fsync_failure", span_of(raw.on_fsync_failure.as_ref())),
             ("groups", span_of(raw.groups.as_ref())),
             ("from", span_of(raw.from.as_ref())),
             ("to", span_of(raw.to.as_ref())),
@@ -744,31 +830,95 @@ impl FaultBuilder<'_> {
         Ok(name)
     }
 
-    fn crash(&self) -> Result<FaultAction, ScenarioError> {
-        let level = match self
-            .raw
-            .level
-            .as_ref()
-            .map(|level| (level.get_ref().as_str(), level.span()))
-        {
-            None | Some(("process", _)) => CrashLevel::Process,
-            Some(("power-loss", _)) => CrashLevel::PowerLoss,
-            Some((other, span)) => {
-                return Err(self.error(
-                    span,
-                    format!("unknown crash level '{other}' (process, power-loss)"),
-                ))
-            }
+    fn level(&self, field: Option<&Spanned<String>>) -> Result<Option<CrashLevel>, ScenarioError> {
+        match field.map(|level| (level.get_ref().as_str(), level.span())) {
+            None => Ok(None),
+            Some(("process", _)) => Ok(Some(CrashLevel::Process)),
+            Some(("power-loss", _)) => Ok(Some(CrashLevel::PowerLoss)),
+            Some((other, span)) => Err(self.error(
+                span,
+                format!("unknown crash level '{other}' (process, power-loss)"),
+            )),
+        }
+    }
+
+    /// An optional time: milliseconds, or `[low, high]` drawn from the seed.
+    fn time(&self, field: Option<&Spanned<RawTime>>) -> Result<Option<TimeSpec>, ScenarioError> {
+        let Some(field) = field else {
+            return Ok(None);
         };
-        let restart_after_ms = self
-            .raw
-            .restart_after_ms
-            .as_ref()
-            .map(|after| *after.get_ref());
+        match *field.get_ref() {
+            RawTime::Fixed(ms) => Ok(Some(TimeSpec::Fixed(ms))),
+            RawTime::Range([low, high]) if low <= high => Ok(Some(TimeSpec::Range(low, high))),
+            RawTime::Range(_) => {
+                Err(self.error(field.span(), "a range is [low, high] with low <= high"))
+            }
+        }
+    }
+
+    fn crash(&self) -> Result<FaultAction, ScenarioError> {
+        let level = self
+            .level(self.raw.level.as_ref())?
+            .unwrap_or(CrashLevel::Process);
+        let restart_after_ms = self.time(self.raw.restart_after_ms.as_ref())?;
+        let recrash = match self.time(self.raw.recrash_after_ms.as_ref())? {
+            None if self.raw.recrash_level.is_some() => {
+                let span = span_of(self.raw.recrash_level.as_ref()).unwrap_or_default();
+                return Err(self.error(span, "recrash_level needs recrash_after_ms"));
+            }
+            None => None,
+            Some(_) if restart_after_ms.is_none() => {
+                let span = span_of(self.raw.recrash_after_ms.as_ref()).unwrap_or_default();
+                return Err(self.error(span, "recrash_after_ms needs restart_after_ms"));
+            }
+            Some(after_ms) => Some(Recrash {
+                after_ms,
+                level: self
+                    .level(self.raw.recrash_level.as_ref())?
+                    .unwrap_or(level),
+            }),
+        };
         Ok(FaultAction::Crash {
             target: self.node(self.raw.target.as_ref(), "target")?,
             level,
             restart_after_ms,
+            recrash,
+        })
+    }
+
+    fn corrupt(&self) -> Result<FaultAction, ScenarioError> {
+        let files = match self.raw.files.as_ref().map(Spanned::get_ref) {
+            None => FileSelector::Segments,
+            Some(text) if text == "segments" => FileSelector::Segments,
+            Some(prefix) => FileSelector::Prefix(prefix.clone()),
+        };
+        Ok(FaultAction::Corrupt {
+            target: self.broker()?,
+            files,
+        })
+    }
+
+    fn disk(&self) -> Result<FaultAction, ScenarioError> {
+        let raw = self.raw;
+        let on_fsync_failure = match raw
+            .on_fsync_failure
+            .as_ref()
+            .map(|v| (v.get_ref().as_str(), v.span()))
+        {
+            None | Some(("drop", _)) => FsyncFailure::DropDirtyPages,
+            Some(("keep", _)) => FsyncFailure::KeepDirtyPages,
+            Some((other, span)) => {
+                return Err(self.error(
+                    span,
+                    format!("unknown on_fsync_failure '{other}' (drop, keep)"),
+                ))
+            }
+        };
+        Ok(FaultAction::Disk {
+            target: self.broker()?,
+            fail_writes: raw.fail_writes.as_ref().map_or(0, |value| *value.get_ref()),
+            fail_syncs: raw.fail_syncs.as_ref().map_or(0, |value| *value.get_ref()),
+            on_fsync_failure,
         })
     }
 
@@ -787,11 +937,7 @@ impl FaultBuilder<'_> {
         if groups.get_ref().len() < 2 {
             return Err(self.error(groups.span(), "a partition needs at least two groups"));
         }
-        let heal_after_ms = self
-            .raw
-            .heal_after_ms
-            .as_ref()
-            .map(|after| *after.get_ref());
+        let heal_after_ms = self.time(self.raw.heal_after_ms.as_ref())?;
         Ok(FaultAction::Partition {
             groups: groups.get_ref().clone(),
             heal_after_ms,
@@ -859,7 +1005,6 @@ impl FaultBuilder<'_> {
 
     fn action(&self) -> Result<FaultAction, ScenarioError> {
         let raw = self.raw;
-        let after = |field: Option<&Spanned<u64>>| field.map(|value| *value.get_ref());
         Ok(match self.kind {
             "crash" => self.crash()?,
             "restart" => FaultAction::Restart {
@@ -869,16 +1014,13 @@ impl FaultBuilder<'_> {
             "clog" => FaultAction::Clog {
                 from: self.node(raw.from.as_ref(), "from")?,
                 to: self.node(raw.to.as_ref(), "to")?,
-                heal_after_ms: after(raw.heal_after_ms.as_ref()),
+                heal_after_ms: self.time(raw.heal_after_ms.as_ref())?,
             },
             "drop_request" | "drop_response" | "reset_mid_response" | "reject_request" => {
                 self.connection()?
             }
-            "disk_fault" => FaultAction::Disk {
-                target: self.broker()?,
-                fail_writes: raw.fail_writes.as_ref().map_or(0, |value| *value.get_ref()),
-                fail_syncs: raw.fail_syncs.as_ref().map_or(0, |value| *value.get_ref()),
-            },
+            "disk_fault" => self.disk()?,
+            "corrupt" => self.corrupt()?,
             _ => FaultAction::Heal,
         })
     }
@@ -891,16 +1033,9 @@ fn build_fault(
     duration_ms: u64,
 ) -> Result<Fault, ScenarioError> {
     let kind = raw.kind.get_ref().as_str();
-    let at_ms = *raw.at_ms.get_ref();
-    if at_ms > duration_ms {
-        let message = format!(
-            "at_ms {at_ms} is after the end of the safety phase (duration_ms {duration_ms})"
-        );
-        return Err(loader.error_at(raw.at_ms.span(), message));
-    }
     let Some(allowed) = fields_of(kind) else {
         let message = format!(
-            "unknown fault kind '{kind}' (crash, restart, partition, clog, drop_request, drop_response, reset_mid_response, reject_request, disk_fault, heal)"
+            "unknown fault kind '{kind}' (crash, restart, partition, clog, drop_request, drop_response, reset_mid_response, reject_request, disk_fault, corrupt, heal)"
         );
         return Err(loader.error_at(raw.kind.span(), message));
     };
@@ -910,6 +1045,14 @@ fn build_fault(
         nodes,
         kind,
     };
+    let at_ms = builder.time(Some(&raw.at_ms))?.expect("at_ms is required");
+    if at_ms.max() > duration_ms {
+        let message = format!(
+            "at_ms {} is after the end of the safety phase (duration_ms {duration_ms})",
+            at_ms.max()
+        );
+        return Err(loader.error_at(raw.at_ms.span(), message));
+    }
     builder.check_fields(allowed)?;
     Ok(Fault {
         at_ms,
@@ -958,34 +1101,34 @@ fn build_expect(
     let mut expect = Expect::default();
     let Some(raw) = raw else { return Ok(expect) };
     let raw = raw.get_ref();
-    for (list, target) in [
-        (&raw.violated, &mut expect.violated),
-        (&raw.may_violate, &mut expect.may_violate),
-    ] {
-        for name in list {
-            if !CHECKS.contains(&name.get_ref().as_str()) {
+    let check = |name: &str, span: std::ops::Range<usize>| {
+        Check::from_name(name).ok_or_else(|| {
+            loader.error_at(
+                span,
+                format!("unknown check '{name}' (checks: {})", Check::names()),
+            )
+        })
+    };
+    for name in &raw.violated {
+        expect.violated.insert(check(name.get_ref(), name.span())?);
+    }
+    if let Some(table) = &raw.may_violate {
+        for (name, reason) in table.get_ref() {
+            let allowed = check(name, table.span())?;
+            if reason.get_ref().trim().is_empty() {
                 return Err(loader.error_at(
-                    name.span(),
-                    format!(
-                        "unknown check '{}' (checks: {})",
-                        name.get_ref(),
-                        CHECKS.join(", ")
-                    ),
+                    reason.span(),
+                    format!("say why '{name}' may be violated under this configuration"),
                 ));
             }
-            target.insert(name.get_ref().clone());
+            if expect.violated.contains(&allowed) {
+                return Err(loader.error_at(
+                    reason.span(),
+                    format!("'{name}' is listed in both violated and may_violate"),
+                ));
+            }
+            expect.may_violate.insert(allowed, reason.get_ref().clone());
         }
-    }
-    if let Some(both) = expect.violated.intersection(&expect.may_violate).next() {
-        let span = raw
-            .may_violate
-            .iter()
-            .find(|name| name.get_ref() == both)
-            .map_or(0..0, Spanned::span);
-        return Err(loader.error_at(
-            span,
-            format!("'{both}' is listed in both violated and may_violate"),
-        ));
     }
     if let Some(fraction) = &raw.min_fraction {
         if !(0.0..=1.0).contains(fraction.get_ref()) {

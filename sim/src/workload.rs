@@ -1,7 +1,7 @@
 //! What the client nodes do: producers send unique values at a rate, consumers poll their
 //! assigned partitions until the run ends, the setup node creates the topics, and the final
 //! reader reads every partition from the start to its end after faults heal. Every operation
-//! goes into the history.
+//! goes into the history, and so does every event a broker reports.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,18 +10,20 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use madsim::rand::Rng;
-use seedlog::client::consumer::ConsumerRecord;
+use seedlog::broker::BrokerEvent;
+use seedlog::client::consumer::{ConsumerRecord, PartitionError, Polled, ResetReason};
 use seedlog::client::producer::{ProduceError, ProducerRecord};
 use seedlog::config::{Configurable, ConsumerConfig};
 use seedlog::protocol::ErrorCode;
 use seedlog::runtime::admin::{create_topics, NewTopic};
 use seedlog::runtime::client::{ClientConnection, ClientError};
-use seedlog::runtime::consumer::{Consumer, PartitionError};
+use seedlog::runtime::consumer::Consumer;
 use seedlog::runtime::producer::Producer;
+use seedlog::runtime::server::BrokerObserver;
 use seedlog::types::TopicPartition;
-use serde_json::json;
 
-use crate::history::{poll_result, send_invocation, send_result, Completion, Polled, Recorder};
+use crate::checker::FINAL_READER;
+use crate::history::{self, Body, Completion, FinalRead, Partition, Recorder, Records, Value};
 use crate::scenario::{ConsumerSpec, ProducerSpec};
 
 /// What every node of a run shares: the history and the clock it is stamped with.
@@ -63,13 +65,74 @@ impl Env {
     }
 
     /// Records a named actor's event.
-    pub fn event(&self, actor: &str, f: &str, value: serde_json::Value) {
-        self.record(|recorder, now| recorder.event(now, actor, f, value));
+    pub fn event(&self, actor: &str, body: Body) {
+        self.record(|recorder, now| recorder.event(now, actor, body));
+    }
+
+    /// Records a nemesis event.
+    pub fn nemesis(&self, f: &str, value: &serde_json::Value) {
+        self.event("nemesis", Body::nemesis(f, value));
     }
 
     /// Takes the recorder out (end of run).
     pub fn take_recorder(&self) -> Recorder {
         std::mem::take(&mut self.recorder.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// Puts a broker's events into the history as operations of its node.
+pub struct HistoryObserver {
+    env: Env,
+    node: String,
+    names: Mutex<BTreeMap<TopicPartition, Partition>>,
+}
+
+impl HistoryObserver {
+    /// The observer of broker `node`.
+    pub fn new(env: &Env, node: &str) -> HistoryObserver {
+        HistoryObserver {
+            env: env.clone(),
+            node: node.to_owned(),
+            names: Mutex::default(),
+        }
+    }
+
+    fn name(&self, partition: &TopicPartition) -> Partition {
+        let mut names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(
+            names
+                .entry(partition.clone())
+                .or_insert_with(|| partition.to_string().into()),
+        )
+    }
+}
+
+impl BrokerObserver for HistoryObserver {
+    fn on_event(&self, event: &BrokerEvent) {
+        let body = match event {
+            BrokerEvent::HighWatermark { partition, offset } => Body::HighWatermark {
+                partition: self.name(partition),
+                offset: *offset,
+            },
+            BrokerEvent::LogStartOffset { partition, offset } => Body::LogStart {
+                partition: self.name(partition),
+                offset: *offset,
+            },
+            BrokerEvent::Truncated {
+                partition,
+                from_offset,
+                reason,
+            } => Body::Truncate {
+                partition: self.name(partition),
+                from_offset: *from_offset,
+                reason: reason.clone(),
+            },
+            BrokerEvent::Offline { partition, reason } => Body::Offline {
+                partition: self.name(partition),
+                reason: reason.clone(),
+            },
+        };
+        self.env.event(&self.node, body);
     }
 }
 
@@ -129,6 +192,10 @@ pub fn finished(progress: &SharedProgress) -> bool {
 /// One incarnation of a producer node.
 pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: SharedProgress) {
     let process = env.record(|recorder, _| recorder.new_process());
+    let node: Arc<str> = spec.id.as_str().into();
+    let names: Vec<Partition> = (0..spec.partitions)
+        .map(|partition| format!("{}-{partition}", spec.topic).into())
+        .collect();
     let mut config = spec.config.clone();
     config.bootstrap_servers = vec![env.bootstrap.clone()];
     config.client_id.clone_from(&spec.id);
@@ -145,32 +212,26 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
             progress.issued += 1;
         }
         sequence += 1;
-        let value = format!("{process}-{sequence}");
-        let partition = TopicPartition::new(
-            spec.topic.clone(),
-            madsim::rand::thread_rng().gen_range(0..spec.partitions),
-        );
-        let name = partition.to_string();
-        let invoke = env.record(|recorder, now| {
-            recorder.invoke(
-                now,
-                process,
-                &spec.id,
-                "send",
-                send_invocation(&name, &value),
-            )
-        });
+        let value = Value { process, sequence };
+        let index = madsim::rand::thread_rng().gen_range(0..spec.partitions);
+        let partition = Arc::clone(&names[index as usize]);
+        let send = move |offset| Body::Send {
+            partition: Arc::clone(&partition),
+            value,
+            offset,
+        };
+        let invoke = env.record(|recorder, now| recorder.invoke(now, process, &node, send(None)));
         let record = ProducerRecord {
-            topic_partition: partition,
+            topic_partition: TopicPartition::new(spec.topic.clone(), index),
             key: None,
-            value: Some(Bytes::from(value.clone())),
+            value: Some(Bytes::from(value.to_string())),
             timestamp_ms: (env.now_ns() / 1_000_000) as i64,
         };
         let delivery = producer.send(record).await;
         let env = env.clone();
         completions.push(tokio::spawn(async move {
             let completion = match delivery.wait().await {
-                Ok(offset) => Completion::Ok(send_result(&name, offset, &value)),
+                Ok(offset) => Completion::Ok(send(Some(offset))),
                 Err(ProduceError::Rejected { error, message }) => {
                     Completion::Fail(format!("{error:?}: {message}"))
                 }
@@ -189,141 +250,268 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
         .finished = true;
 }
 
-fn group(records: &[ConsumerRecord]) -> Polled {
-    let mut polled = Polled::new();
+/// Records of a poll in the history's shape.
+fn records_of(
+    records: &[ConsumerRecord],
+    names: &mut BTreeMap<TopicPartition, Partition>,
+) -> Records {
+    let mut grouped = Records::new();
     for record in records {
-        let value = record
-            .value
-            .as_deref()
-            .map(String::from_utf8_lossy)
-            .unwrap_or_default()
-            .into_owned();
-        polled
-            .entry(record.topic_partition.to_string())
+        let text = record.value.as_deref().unwrap_or_default();
+        let value = std::str::from_utf8(text)
+            .ok()
+            .and_then(Value::parse)
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}@{} holds {text:?}, which no producer of this run wrote",
+                    record.topic_partition, record.offset
+                )
+            });
+        let name = names
+            .entry(record.topic_partition.clone())
+            .or_insert_with(|| record.topic_partition.to_string().into());
+        grouped
+            .entry(Arc::clone(name))
             .or_default()
             .push((record.offset, value));
     }
-    polled
+    grouped
 }
 
-fn partition_errors(errors: &[PartitionError]) -> String {
-    let errors: Vec<String> = errors
-        .iter()
-        .map(|error| format!("{}: {:?}: {}", error.partition, error.error, error.message))
-        .collect();
-    errors.join("; ")
+fn error_of(error: &PartitionError) -> history::PartitionError {
+    history::PartitionError {
+        partition: error.partition.to_string().into(),
+        error: error.error.name().to_uppercase(),
+        position: error.position,
+    }
 }
 
-/// One poll, recorded as an invocation and its completion.
-async fn recorded_poll(
-    env: &Env,
+/// A consumer incarnation as the history sees it.
+struct Reader<'a> {
+    env: &'a Env,
     process: u64,
-    node: &str,
-    consumer: &mut Consumer,
-    timeout: Duration,
-) -> bool {
-    let invoke =
-        env.record(|recorder, now| recorder.invoke(now, process, node, "poll", json!([["poll"]])));
-    // A poll with records is recorded as ok even if another partition reported an error: the
-    // consumer moved past those records, so leaving them out of the history would lose them.
-    let outcome = match consumer.poll(timeout).await {
-        Ok(polled) if polled.errors.is_empty() || !polled.records.is_empty() => Ok(polled.records),
-        Ok(polled) => Err(partition_errors(&polled.errors)),
-        Err(error) => Err(error.to_string()),
-    };
-    match outcome {
-        Ok(records) => {
-            let got = !records.is_empty();
-            env.record(|recorder, now| {
-                recorder.complete(now, invoke, Completion::Ok(poll_result(&group(&records))))
-            });
-            got
+    node: Arc<str>,
+    names: BTreeMap<TopicPartition, Partition>,
+}
+
+impl Reader<'_> {
+    /// One poll, recorded as an invocation, the resets it made, and its completion.
+    async fn poll(&mut self, consumer: &mut Consumer, timeout: Duration) -> Option<Polled> {
+        let (process, node) = (self.process, Arc::clone(&self.node));
+        let invoke = self
+            .env
+            .record(|recorder, now| recorder.invoke(now, process, &node, Body::poll_invocation()));
+        match consumer.poll(timeout).await {
+            Ok(polled) => {
+                let records = records_of(&polled.records, &mut self.names);
+                let errors = polled.errors.iter().map(error_of).collect();
+                self.env.record(|recorder, now| {
+                    for reset in &polled.resets {
+                        let reason = match reset.reason {
+                            ResetReason::NoPosition => "no-position".to_owned(),
+                            ResetReason::OffsetOutOfRange { position } => {
+                                format!("offset {position} out of range")
+                            }
+                        };
+                        let body = Body::Position {
+                            seek: false,
+                            partition: reset.partition.to_string().into(),
+                            offset: reset.offset,
+                            reason,
+                        };
+                        recorder.client_event(now, process, &node, body);
+                    }
+                    recorder.complete(now, invoke, Completion::Ok(Body::Poll { records, errors }));
+                });
+                Some(polled)
+            }
+            Err(error) => {
+                self.env.record(|recorder, now| {
+                    recorder.complete(now, invoke, Completion::Info(error.to_string()))
+                });
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                None
+            }
         }
-        Err(error) => {
-            env.record(|recorder, now| recorder.complete(now, invoke, Completion::Info(error)));
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            false
-        }
+    }
+
+    fn event(&self, body: Body) {
+        let (process, node) = (self.process, Arc::clone(&self.node));
+        self.env
+            .record(|recorder, now| recorder.client_event(now, process, &node, body));
     }
 }
 
 /// One incarnation of a consumer node: polls until `stop`.
 pub async fn consumer_incarnation(env: Env, spec: ConsumerSpec, stop: Arc<AtomicBool>) {
     let process = env.record(|recorder, _| recorder.new_process());
+    let mut reader = Reader {
+        env: &env,
+        process,
+        node: spec.id.as_str().into(),
+        names: BTreeMap::new(),
+    };
     let mut config = spec.config.clone();
     config.bootstrap_servers = vec![env.bootstrap.clone()];
     config.client_id.clone_from(&spec.id);
     let mut consumer = Consumer::new(config).expect("the scenario loader validated this config");
     consumer.assign(&spec.partitions);
+    reader.event(Body::Assign {
+        partitions: spec
+            .partitions
+            .iter()
+            .map(|partition| partition.to_string().into())
+            .collect(),
+    });
     while !stop.load(Ordering::SeqCst) {
-        recorded_poll(
-            &env,
-            process,
-            &spec.id,
-            &mut consumer,
-            Duration::from_millis(spec.poll_timeout_ms),
-        )
-        .await;
+        reader
+            .poll(&mut consumer, Duration::from_millis(spec.poll_timeout_ms))
+            .await;
     }
 }
 
-/// After healing: read every partition from its start to its end offset, then record for each
-/// partition whether the read reached the end (the checkers' evidence for `lost-write`).
+/// The final reader's progress in one partition.
+#[derive(Debug, Default)]
+struct FinalProgress {
+    start: i64,
+    end: i64,
+    /// Why it stopped before the end, for good.
+    stopped: Option<(i64, String)>,
+    /// The last error it retried through.
+    last_error: Option<String>,
+    skipped: Vec<(i64, i64)>,
+}
+
+/// After healing: read every partition from its start to its end offset, skipping corrupt
+/// batches it can step over, then record for each partition how far the read got (the
+/// checkers' evidence for `lost-write`).
 pub async fn final_read(env: Env, partitions: Vec<TopicPartition>, deadline: tokio::time::Instant) {
-    const NODE: &str = crate::checker::FINAL_READER;
     let process = env.record(|recorder, _| recorder.new_process());
+    let mut reader = Reader {
+        env: &env,
+        process,
+        node: FINAL_READER.into(),
+        names: BTreeMap::new(),
+    };
+    let mut consumer = final_consumer(&env);
+    let mut progress = final_snapshot(&env, &mut consumer, &partitions, deadline).await;
+    consumer.assign(&partitions);
+    let done = |consumer: &Consumer, progress: &BTreeMap<TopicPartition, FinalProgress>| {
+        progress.iter().all(|(partition, read)| {
+            read.stopped.is_some()
+                || read.end <= read.start
+                || consumer
+                    .position(partition)
+                    .is_some_and(|position| position >= read.end)
+        })
+    };
+    while tokio::time::Instant::now() < deadline && !done(&consumer, &progress) {
+        let Some(polled) = reader.poll(&mut consumer, Duration::from_millis(500)).await else {
+            continue;
+        };
+        for error in &polled.errors {
+            on_final_read_error(&mut reader, &mut consumer, &mut progress, error);
+        }
+    }
+    for partition in &partitions {
+        let read = progress.remove(partition).unwrap_or_default();
+        let position = consumer.position(partition).unwrap_or(read.start);
+        let (read_to, error) = match read.stopped {
+            Some((at, why)) => (at, Some(why)),
+            None => (position.min(read.end.max(read.start)), read.last_error),
+        };
+        env.event(
+            FINAL_READER,
+            Body::FinalRead(FinalRead {
+                partition: partition.to_string().into(),
+                log_start_offset: read.start,
+                end_offset: read.end,
+                read_to,
+                reached_end: read_to >= read.end,
+                error,
+                skipped: read.skipped,
+            }),
+        );
+    }
+}
+
+fn final_consumer(env: &Env) -> Consumer {
     let mut config = ConsumerConfig::default();
     config
         .apply([
             ("bootstrap.servers", env.bootstrap.as_str()),
-            ("client.id", NODE),
+            ("client.id", FINAL_READER),
             ("auto.offset.reset", "earliest"),
             ("request.timeout.ms", "5000"),
         ])
         .expect("a valid consumer config");
-    let mut consumer = Consumer::new(config).expect("valid");
-    consumer.assign(&partitions);
-    let mut ends: BTreeMap<TopicPartition, i64> = BTreeMap::new();
-    while tokio::time::Instant::now() < deadline && ends.len() < partitions.len() {
-        match consumer.list_offsets(&partitions, -1).await {
-            Ok(offsets) => ends = offsets.into_iter().collect(),
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
-    let snapshot: BTreeMap<String, i64> = ends
-        .iter()
-        .map(|(partition, end)| (partition.to_string(), *end))
-        .collect();
-    env.event(NODE, "final-read-start", json!({ "end_offsets": snapshot }));
-    let reached =
-        |consumer: &Consumer, partition: &TopicPartition, ends: &BTreeMap<TopicPartition, i64>| {
-            ends.get(partition).is_some_and(|end| {
-                *end == 0
-                    || consumer
-                        .position(partition)
-                        .is_some_and(|position| position >= *end)
-            })
+    Consumer::new(config).expect("valid")
+}
+
+/// Every partition's log start and end offsets (each `final-read` event records them).
+async fn final_snapshot(
+    env: &Env,
+    consumer: &mut Consumer,
+    partitions: &[TopicPartition],
+    deadline: tokio::time::Instant,
+) -> BTreeMap<TopicPartition, FinalProgress> {
+    // Recorded before the end offsets are asked for: every write acknowledged before this point
+    // lies below the end offsets the broker will answer (the high watermark only grows), so the
+    // checkers judge exactly those writes against the final read.
+    env.event(FINAL_READER, Body::FinalReadStart);
+    let mut progress: BTreeMap<TopicPartition, FinalProgress> = BTreeMap::new();
+    while tokio::time::Instant::now() < deadline && progress.len() < partitions.len() {
+        let (Ok(ends), Ok(starts)) = (
+            consumer.list_offsets(partitions, -1).await,
+            consumer.list_offsets(partitions, -2).await,
+        ) else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
         };
-    while tokio::time::Instant::now() < deadline
-        && !partitions
-            .iter()
-            .all(|partition| reached(&consumer, partition, &ends))
-    {
-        recorded_poll(
-            &env,
-            process,
-            NODE,
-            &mut consumer,
-            Duration::from_millis(500),
-        )
-        .await;
+        let starts: BTreeMap<TopicPartition, i64> = starts.into_iter().collect();
+        progress = ends
+            .into_iter()
+            .map(|(partition, end)| {
+                let start = starts.get(&partition).copied().unwrap_or(0);
+                let read = FinalProgress {
+                    start,
+                    end,
+                    ..FinalProgress::default()
+                };
+                (partition, read)
+            })
+            .collect();
     }
-    for partition in &partitions {
-        let value = json!({
-            "partition": partition.to_string(),
-            "end_offset": ends.get(partition).copied().unwrap_or(-1),
-            "reached_end": reached(&consumer, partition, &ends),
-        });
-        env.event(NODE, "final-read", value);
+    progress
+}
+
+/// A corrupt batch whose header parsed is stepped over (recorded as a seek); one that cannot be
+/// stepped over stops the read of that partition; anything else is retried.
+fn on_final_read_error(
+    reader: &mut Reader<'_>,
+    consumer: &mut Consumer,
+    progress: &mut BTreeMap<TopicPartition, FinalProgress>,
+    error: &PartitionError,
+) {
+    let Some(read) = progress.get_mut(&error.partition) else {
+        return;
+    };
+    let name = error.error.name().to_uppercase();
+    if error.error != ErrorCode::CorruptMessage {
+        read.last_error = Some(format!("{name} at {}", error.position));
+        return;
+    }
+    match error.batch_last_offset {
+        Some(last) if last >= error.position => {
+            read.skipped.push((error.position, last));
+            consumer.seek(&error.partition, last + 1);
+            reader.event(Body::Position {
+                seek: true,
+                partition: error.partition.to_string().into(),
+                offset: last + 1,
+                reason: format!("skip the corrupt batch {}..={last}", error.position),
+            });
+        }
+        _ => read.stopped = Some((error.position, format!("{name} at {}", error.position))),
     }
 }

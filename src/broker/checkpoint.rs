@@ -21,12 +21,10 @@ pub type RecoveryPoints = BTreeMap<TopicPartition, i64>;
 
 /// The file's text.
 pub fn format(points: &RecoveryPoints) -> String {
+    use std::fmt::Write as _;
     let mut text = format!("{VERSION}\n{}\n", points.len());
     for (partition, offset) in points {
-        text.push_str(&format!(
-            "{} {} {offset}\n",
-            partition.topic, partition.partition
-        ));
+        let _ = writeln!(text, "{} {} {offset}", partition.topic, partition.partition);
     }
     text
 }

@@ -385,23 +385,33 @@ impl<S: Storage> Broker<S> {
                 .map_err(BrokerError::DataDirectory)?;
         }
         report.stray_files_removed = broker.remove_stray_files()?;
-        let topics: Vec<TopicMetadata> = broker.metadata.topics().cloned().collect();
+        report.topics = broker.open_partitions(&recovery_points, now, &mut report)?;
+        broker.sync_recovered_logs(now, &mut report);
+        report.cluster_id = cluster_id;
+        report.partitions = broker.partitions.len();
+        broker.check_invariants();
+        Ok((broker, report))
+    }
+
+    /// Opens (and recovers) every partition of every known topic; returns the number of topics.
+    fn open_partitions(
+        &mut self,
+        recovery_points: &RecoveryPoints,
+        now: Millis,
+        report: &mut StartupReport<S::File>,
+    ) -> Result<usize, BrokerError> {
+        let topics: Vec<TopicMetadata> = self.metadata.topics().cloned().collect();
         for topic in &topics {
             for partition in 0..topic.partitions {
                 let topic_partition = TopicPartition::new(topic.name.clone(), partition);
                 let recovery_point = recovery_points.get(&topic_partition).copied().unwrap_or(0);
-                let recovery = broker.open_partition(topic, partition, recovery_point, now)?;
+                let recovery = self.open_partition(topic, partition, recovery_point, now)?;
                 add_recovery(&mut report.recovery, &recovery);
-                let opened = &broker.partitions[&topic_partition];
+                let opened = &self.partitions[&topic_partition];
                 report.events.extend(startup_events(opened, &recovery));
             }
         }
-        broker.sync_recovered_logs(now, &mut report);
-        report.cluster_id = cluster_id;
-        report.topics = topics.len();
-        report.partitions = broker.partitions.len();
-        broker.check_invariants();
-        Ok((broker, report))
+        Ok(topics.len())
     }
 
     /// Everything recovery kept past the recovery points goes into the start-up sync; the

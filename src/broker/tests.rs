@@ -685,9 +685,11 @@ fn a_later_successful_fsync_does_not_acknowledge_after_an_earlier_one_failed() {
 #[test]
 fn the_recovery_point_checkpoint_spares_the_next_start_a_scan() {
     let storage = MemoryStorage::new();
-    let mut config = BrokerConfig::default();
-    config.log_flush_offset_checkpoint_interval_ms = 100;
-    config.log_segment_bytes = 200;
+    let config = BrokerConfig {
+        log_flush_offset_checkpoint_interval_ms: 100,
+        log_segment_bytes: 200,
+        ..BrokerConfig::default()
+    };
     let mut harness = Harness::with_config(storage.clone(), config.clone());
     harness.create_topic("t", 1, &[("flush.messages", "1")]);
     for index in 0..8 {
@@ -714,8 +716,10 @@ fn the_recovery_point_checkpoint_spares_the_next_start_a_scan() {
 #[test]
 fn corruption_below_the_recovery_point_takes_the_partition_offline_and_keeps_the_files() {
     let storage = MemoryStorage::new();
-    let mut config = BrokerConfig::default();
-    config.log_flush_offset_checkpoint_interval_ms = 100;
+    let config = BrokerConfig {
+        log_flush_offset_checkpoint_interval_ms: 100,
+        ..BrokerConfig::default()
+    };
     let mut harness = Harness::with_config(storage.clone(), config.clone());
     harness.create_topic("t", 1, &[("flush.messages", "1")]);
     for index in 0..3 {

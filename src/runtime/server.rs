@@ -38,9 +38,10 @@ pub struct ServerOptions {
 }
 
 fn publish(observer: Option<&dyn BrokerObserver>, event: &BrokerEvent) {
-    match observer {
-        Some(observer) => observer.on_event(event),
-        None => tracing::debug!(?event, "broker event"),
+    if let Some(observer) = observer {
+        observer.on_event(event);
+    } else {
+        tracing::debug!(?event, "broker event");
     }
 }
 

@@ -161,31 +161,24 @@ mod simulate {
         Ok(files)
     }
 
+    /// The commit this binary was built from (recorded by `sim/build.rs`).
     fn commit() -> String {
-        let git = |args: &[&str]| {
-            std::process::Command::new("git")
-                .args(args)
-                .output()
-                .ok()
-                .filter(|out| out.status.success())
-        };
-        let Some(head) = git(&["rev-parse", "--short=12", "HEAD"]) else {
-            return "unknown".to_owned();
-        };
-        let mut commit = String::from_utf8_lossy(&head.stdout).trim().to_owned();
-        if git(&["status", "--porcelain", "--untracked-files=no"])
-            .is_some_and(|out| !out.stdout.is_empty())
-        {
-            commit.push_str("+dirty");
-        }
-        commit
+        env!("SEEDLOG_COMMIT").to_owned()
     }
 
+    /// The one line that reproduces a run: the commit the binary was built from, the file, the
+    /// seed.
     fn repro(scenario: &Scenario, seed: u64) -> String {
-        format!(
-            "repro: cargo sim run --release -p seedlog-sim -- run {} --seed {seed}",
+        let commit = commit();
+        let run = format!(
+            "cargo sim run --release -p seedlog-sim -- run {} --seed {seed}",
             scenario.path
-        )
+        );
+        match commit.strip_suffix("+dirty") {
+            Some(base) => format!("repro: {run}   (built from {base} with uncommitted changes)"),
+            None if commit == "unknown" => format!("repro: {run}"),
+            None => format!("repro: git checkout {commit} && {run}"),
+        }
     }
 
     fn judge(scenario: &Scenario, outcome: &RunOutcome) -> SeedVerdict {

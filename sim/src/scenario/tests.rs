@@ -33,9 +33,22 @@ target = "broker-0"
 level = "power-loss"
 restart_after_ms = 500
 
+[[faults]]
+at_ms = [1500, 2500]
+kind = "crash"
+target = "broker-0"
+restart_after_ms = [100, 300]
+recrash_after_ms = [0, 5]
+recrash_level = "process"
+
+[[faults]]
+at_ms = 3000
+kind = "corrupt"
+target = "broker-0"
+
 [expect]
 violated = ["lost-write"]
-may_violate = ["at-least-once"]
+may_violate = { "at-least-once" = "the lost values never reach the consumer" }
 "#;
 
 fn error_of(text: &str) -> String {
@@ -58,10 +71,51 @@ fn a_valid_file_loads_with_typed_configs_and_faults() {
         FaultAction::Crash {
             target: "broker-0".into(),
             level: CrashLevel::PowerLoss,
-            restart_after_ms: Some(500)
+            restart_after_ms: Some(TimeSpec::Fixed(500)),
+            recrash: None,
         }
     );
-    assert!(scenario.expect.violated.contains("lost-write"));
+    assert_eq!(scenario.faults[1].at_ms, TimeSpec::Range(1500, 2500));
+    assert_eq!(
+        scenario.faults[1].action,
+        FaultAction::Crash {
+            target: "broker-0".into(),
+            level: CrashLevel::Process,
+            restart_after_ms: Some(TimeSpec::Range(100, 300)),
+            recrash: Some(Recrash {
+                after_ms: TimeSpec::Range(0, 5),
+                level: CrashLevel::Process
+            }),
+        }
+    );
+    assert_eq!(
+        scenario.faults[2].action,
+        FaultAction::Corrupt {
+            target: "broker-0".into(),
+            files: FileSelector::Segments
+        }
+    );
+    assert!(scenario.expect.violated.contains(&Check::LostWrite));
+    assert_eq!(
+        scenario.expect.may_violate[&Check::AtLeastOnce],
+        "the lost values never reach the consumer"
+    );
+}
+
+#[test]
+fn bad_ranges_and_allowances_without_a_reason_are_rejected() {
+    let text = GOOD.replace("at_ms = [1500, 2500]", "at_ms = [2500, 1500]");
+    assert!(
+        error_of(&text).contains("low <= high"),
+        "{}",
+        error_of(&text)
+    );
+    let text = GOOD.replace("at_ms = [1500, 2500]", "at_ms = [1500, 9000]");
+    assert!(error_of(&text).contains("after the end of the safety phase"));
+    let text = GOOD.replace(r#""the lost values never reach the consumer""#, r#""""#);
+    assert!(error_of(&text).contains("say why 'at-least-once' may be violated"));
+    let text = GOOD.replace("restart_after_ms = [100, 300]\n", "");
+    assert!(error_of(&text).contains("recrash_after_ms needs restart_after_ms"));
 }
 
 #[test]
@@ -116,8 +170,8 @@ fn unknown_checks_topics_and_replication_are_rejected() {
     );
     assert!(error_of(&GOOD.replace("brokers = 1", "brokers = 3")).starts_with("t.toml:7:"));
     assert!(error_of(&GOOD.replace(
-        r#"may_violate = ["at-least-once"]"#,
-        r#"may_violate = ["lost-write"]"#
+        r#"may_violate = { "at-least-once""#,
+        r#"may_violate = { "lost-write""#
     ))
     .contains("both"));
 }

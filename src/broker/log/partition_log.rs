@@ -242,9 +242,13 @@ impl<S: Storage> PartitionLog<S> {
             recovery_point: 0,
             unflushed_messages: 0,
             last_flush: now,
-            directory_changes: u64::from(report.deleted_segments > 0),
+            // A crashed process may have created or deleted segments, or this log's directory,
+            // without a directory sync: the first flush syncs both entries before anything past
+            // the recovery point counts as durable (Kafka flushes the directory when a segment
+            // lies past the recovery point).
+            directory_changes: 1,
             directory_synced: 0,
-            parent_changes: u64::from(created),
+            parent_changes: 1,
             parent_synced: 0,
         };
         if created {

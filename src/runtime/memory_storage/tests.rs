@@ -231,7 +231,7 @@ fn corruption_flips_a_byte_of_a_clean_durable_sector_in_both_views() {
     file.write_all_at(b"pending", 2 * SECTOR_BYTES)
         .expect("write");
     let (name, position) = disk
-        .corrupt(|name| name.ends_with(".log"), &mut |bound| bound - 1)
+        .corrupt(|name| name.starts_with("t-0/"), &mut |bound| bound - 1)
         .expect("a clean sector");
     assert_eq!(name, "t-0/0.log");
     assert!(position < 2 * SECTOR_BYTES, "never a pending sector");
@@ -244,7 +244,7 @@ fn corruption_flips_a_byte_of_a_clean_durable_sector_in_both_views() {
         "the disk holds the flipped byte"
     );
     assert!(disk
-        .corrupt(|name| name.ends_with(".idx"), &mut |_| 0)
+        .corrupt(|name| name.starts_with("other/"), &mut |_| 0)
         .is_none());
 }
 

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Plants a known bug into a copy of the tree and runs the simulator against it: the way to show
+# that a scenario catches what it guards (docs/VERIFICATION.md). Each plant is a patch in
+# scripts/plants/NAME.patch that brings back a bug seedlog once had, or one a checker must see.
+#
+#   bash scripts/plant.sh NAME run SCENARIO... --seeds 0..100     # any seedlog-sim arguments
+#   bash scripts/plant.sh --list
+#
+# The copy lives in target/plant/tree (rebuilt from the working tree on every call) and builds
+# into target/plant/target, so only the crates a plant touches recompile. The exit status is
+# seedlog-sim's: a planted bug should make the scenario FAIL (exit 1).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+if [[ ${1:-} == --list || $# -eq 0 ]]; then
+  for patch in scripts/plants/*.patch; do
+    name=$(basename "$patch" .patch)
+    printf '%-40s %s\n' "$name" "$(sed -n 's/^# plant: //p' "$patch" | head -1)"
+  done
+  exit 0
+fi
+
+name=$1
+shift
+patch=scripts/plants/$name.patch
+[[ -f $patch ]] || { echo "no plant '$name' (see --list)" >&2; exit 2; }
+
+tree=target/plant/tree
+rm -rf "$tree"
+mkdir -p "$tree"
+git ls-files -z --cached --others --exclude-standard src sim vendor Cargo.toml Cargo.lock .cargo \
+  | xargs -0 cp --parents -t "$tree"
+(cd "$tree" && patch --quiet -p1 < "../../../$patch")
+echo "== planted $name: $(sed -n 's/^# plant: //p' "$patch" | head -1)" >&2
+(cd "$tree" && RUSTFLAGS="--cfg madsim" CARGO_TARGET_DIR=../target \
+  cargo build --quiet --release -p seedlog-sim)
+target/plant/target/release/seedlog-sim "$@"
