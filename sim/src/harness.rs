@@ -370,6 +370,7 @@ fn start_brokers(
     for index in 0..scenario.brokers {
         let name = format!("broker-{index}");
         let config = broker_config(scenario, index);
+        let (fsync_low, fsync_high) = scenario.fsync_latency_us;
         let broker_rules = ConnectionRules::default();
         rules.insert(name.clone(), broker_rules.clone());
         let observer: Arc<dyn BrokerObserver> = Arc::new(HistoryObserver::new(env, &name));
@@ -384,6 +385,10 @@ fn start_brokers(
                 async move {
                     let storage =
                         madsim::plugin::simulator::<SimDisks>().storage(madsim::plugin::node());
+                    storage.set_sync_latency(move || {
+                        let micros = madsim::rand::thread_rng().gen_range(fsync_low..=fsync_high);
+                        Duration::from_micros(micros)
+                    });
                     let options = ServerOptions {
                         seed: madsim::rand::random(),
                         faults: Some(Arc::new(faults)),

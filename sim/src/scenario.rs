@@ -51,6 +51,8 @@ struct RawScenario {
     #[serde(default)]
     network: Option<Spanned<RawNetwork>>,
     #[serde(default)]
+    disk: Option<Spanned<RawDisk>>,
+    #[serde(default)]
     expect: Option<Spanned<RawExpect>>,
 }
 
@@ -153,6 +155,13 @@ struct RawNetwork {
     latency_ms: Option<Spanned<[u64; 2]>>,
     #[serde(default)]
     packet_loss_rate: Option<Spanned<f64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDisk {
+    #[serde(default)]
+    fsync_latency_us: Option<Spanned<[u64; 2]>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -374,6 +383,8 @@ pub struct Scenario {
     pub latency_ms: (u64, u64),
     /// madsim packet loss (TCP retransmits, so this delays, never drops).
     pub packet_loss_rate: f64,
+    /// Range of one fsync's latency, microseconds (drawn per fsync).
+    pub fsync_latency_us: (u64, u64),
     /// Expectations.
     pub expect: Expect,
 }
@@ -534,6 +545,7 @@ fn build(loader: &Loader<'_>, raw: RawScenario) -> Result<Scenario, ScenarioErro
     }
     faults.sort_by_key(|fault| fault.at_ms.min());
     let (latency_ms, packet_loss_rate) = build_network(loader, raw.network.as_ref())?;
+    let fsync_latency_us = build_disk(loader, raw.disk.as_ref())?;
     let expect = build_expect(loader, raw.expect.as_ref())?;
     Ok(Scenario {
         path: loader.file.to_owned(),
@@ -550,6 +562,7 @@ fn build(loader: &Loader<'_>, raw: RawScenario) -> Result<Scenario, ScenarioErro
         faults,
         latency_ms,
         packet_loss_rate,
+        fsync_latency_us,
         expect,
     })
 }
@@ -1092,6 +1105,25 @@ fn build_network(
         return Err(loader.error_at(span, "packet_loss_rate must be within 0..1"));
     }
     Ok((latency, loss))
+}
+
+/// Default fsync latency: a fast SSD's.
+const FSYNC_LATENCY_US_DEFAULT: (u64, u64) = (100, 3_000);
+
+fn build_disk(
+    loader: &Loader<'_>,
+    raw: Option<&Spanned<RawDisk>>,
+) -> Result<(u64, u64), ScenarioError> {
+    let Some(latency) = raw.and_then(|raw| raw.get_ref().fsync_latency_us.as_ref()) else {
+        return Ok(FSYNC_LATENCY_US_DEFAULT);
+    };
+    match *latency.get_ref() {
+        [low, high] if low <= high => Ok((low, high)),
+        _ => Err(loader.error_at(
+            latency.span(),
+            "fsync_latency_us = [min, max] with min <= max",
+        )),
+    }
 }
 
 fn build_expect(

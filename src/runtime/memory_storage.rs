@@ -238,15 +238,26 @@ impl FileState {
 type FileRef = Arc<Mutex<FileState>>;
 type SyncLatency = Arc<dyn Fn() -> Duration + Send + Sync>;
 
+/// A change to a directory's entries, waiting for a sync of that directory.
+enum EntryChange {
+    Link(String, FileRef),
+    Unlink(String),
+    MakeDirectory(String),
+}
+
 struct Shared {
     /// The namespace as the running process sees it.
     files: BTreeMap<String, FileRef>,
+    /// Directories that exist for the running process.
+    directories: BTreeSet<String>,
     /// The namespace a power loss falls back to: entries as of each directory's last sync.
     durable_files: BTreeMap<String, FileRef>,
     /// Directories whose own entry is durable (the root always is).
     durable_directories: BTreeSet<String>,
-    /// Per directory, the sequence of the next sync and of the newest applied.
-    directory_syncs: BTreeMap<String, (u64, u64)>,
+    /// Per directory, its entry changes not yet synced, in order, numbered (a directory sync
+    /// applies those made before it was issued: a journal, so a sync costs what changed).
+    unsynced: BTreeMap<String, Vec<(u64, EntryChange)>>,
+    next_change: u64,
     faults: DiskFaults,
     fsync_failure: FsyncFailure,
     sync_latency: Option<SyncLatency>,
@@ -276,11 +287,6 @@ impl Default for MemoryStorage {
     }
 }
 
-/// Whether `name` sits directly in `directory`.
-fn is_child(name: &str, directory: &str) -> bool {
-    parent_directory(name) == directory
-}
-
 /// Every directory on the way to `name`, outermost first (`a/b/c` gives `a`, `a/b`).
 fn ancestors(name: &str) -> impl Iterator<Item = &str> {
     name.match_indices('/').map(move |(at, _)| &name[..at])
@@ -290,6 +296,50 @@ impl Shared {
     /// Whether `name`'s directory chain survives a power loss.
     fn directories_durable(&self, name: &str) -> bool {
         ancestors(name).all(|directory| self.durable_directories.contains(directory))
+    }
+
+    fn change(&mut self, directory: &str, change: EntryChange) {
+        self.next_change += 1;
+        let number = self.next_change;
+        self.unsynced
+            .entry(directory.to_owned())
+            .or_default()
+            .push((number, change));
+    }
+
+    /// Creates the directories on the way to `name` that do not exist yet.
+    fn make_directories(&mut self, name: &str) {
+        let missing: Vec<String> = ancestors(name)
+            .filter(|directory| !self.directories.contains(*directory))
+            .map(str::to_owned)
+            .collect();
+        for directory in missing {
+            self.directories.insert(directory.clone());
+            let parent = parent_directory(&directory).to_owned();
+            self.change(&parent, EntryChange::MakeDirectory(directory));
+        }
+    }
+
+    /// A sync of `directory` issued after change `upto`: makes its earlier changes durable.
+    fn apply_directory_sync(&mut self, directory: &str, upto: u64) {
+        let Some(changes) = self.unsynced.get_mut(directory) else {
+            return;
+        };
+        let later = changes.partition_point(|(number, _)| *number <= upto);
+        let applied: Vec<(u64, EntryChange)> = changes.drain(..later).collect();
+        for (_, change) in applied {
+            match change {
+                EntryChange::Link(name, file) => {
+                    self.durable_files.insert(name, file);
+                }
+                EntryChange::Unlink(name) => {
+                    self.durable_files.remove(&name);
+                }
+                EntryChange::MakeDirectory(name) => {
+                    self.durable_directories.insert(name);
+                }
+            }
+        }
     }
 
     fn lose_power(&mut self, chooser: &mut dyn Chooser) {
@@ -307,13 +357,8 @@ impl Shared {
         }
         self.durable_files.clone_from(&survivors);
         self.files = survivors;
-        let live: BTreeSet<String> = self
-            .files
-            .keys()
-            .flat_map(|name| ancestors(name).map(str::to_owned))
-            .collect();
-        self.durable_directories
-            .retain(|directory| live.contains(directory));
+        self.directories.clone_from(&self.durable_directories);
+        self.unsynced.clear();
     }
 }
 
@@ -324,8 +369,10 @@ impl MemoryStorage {
             shared: Arc::new(Mutex::new(Shared {
                 files: BTreeMap::new(),
                 durable_files: BTreeMap::new(),
+                directories: BTreeSet::new(),
                 durable_directories: BTreeSet::new(),
-                directory_syncs: BTreeMap::new(),
+                unsynced: BTreeMap::new(),
+                next_change: 0,
                 faults: DiskFaults::default(),
                 fsync_failure: FsyncFailure::default(),
                 sync_latency: None,
@@ -437,7 +484,17 @@ impl Storage for MemoryStorage {
 
     fn open(&self, name: &str) -> io::Result<MemoryFile> {
         let mut shared = lock(&self.shared);
-        let state = Arc::clone(shared.files.entry(name.to_owned()).or_default());
+        let state = match shared.files.get(name) {
+            Some(state) => Arc::clone(state),
+            None => {
+                let state = FileRef::default();
+                shared.make_directories(name);
+                shared.files.insert(name.to_owned(), Arc::clone(&state));
+                let link = EntryChange::Link(name.to_owned(), Arc::clone(&state));
+                shared.change(parent_directory(name), link);
+                state
+            }
+        };
         Ok(MemoryFile {
             name: name.to_owned(),
             state,
@@ -455,7 +512,10 @@ impl Storage for MemoryStorage {
     }
 
     fn remove(&self, name: &str) -> io::Result<()> {
-        lock(&self.shared).files.remove(name);
+        let mut shared = lock(&self.shared);
+        if shared.files.remove(name).is_some() {
+            shared.change(parent_directory(name), EntryChange::Unlink(name.to_owned()));
+        }
         Ok(())
     }
 
@@ -465,7 +525,10 @@ impl Storage for MemoryStorage {
             .files
             .remove(from)
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("rename {from}")))?;
-        shared.files.insert(to.to_owned(), file);
+        shared.make_directories(to);
+        shared.files.insert(to.to_owned(), Arc::clone(&file));
+        shared.change(parent_directory(from), EntryChange::Unlink(from.to_owned()));
+        shared.change(parent_directory(to), EntryChange::Link(to.to_owned(), file));
         Ok(())
     }
 
@@ -475,26 +538,7 @@ impl Storage for MemoryStorage {
     ) -> impl Future<Output = io::Result<()>> + Send + 'static {
         let storage = self.clone();
         let directory = directory.to_owned();
-        let (sequence, entries, subdirectories) = {
-            let mut shared = lock(&self.shared);
-            let syncs = shared.directory_syncs.entry(directory.clone()).or_default();
-            syncs.0 += 1;
-            let sequence = syncs.0;
-            let entries: BTreeMap<String, FileRef> = shared
-                .files
-                .iter()
-                .filter(|(name, _)| is_child(name, &directory))
-                .map(|(name, file)| (name.clone(), Arc::clone(file)))
-                .collect();
-            let subdirectories: BTreeSet<String> = shared
-                .files
-                .keys()
-                .flat_map(|name| ancestors(name))
-                .filter(|ancestor| is_child(ancestor, &directory))
-                .map(str::to_owned)
-                .collect();
-            (sequence, entries, subdirectories)
-        };
+        let upto = lock(&self.shared).next_change;
         async move {
             if let Some(latency) = storage.latency() {
                 tokio::time::sleep(latency()).await;
@@ -502,20 +546,7 @@ impl Storage for MemoryStorage {
             if storage.sync_fails().is_some() {
                 return Err(eio("fsync of directory", &directory));
             }
-            let mut shared = lock(&storage.shared);
-            let syncs = shared.directory_syncs.entry(directory.clone()).or_default();
-            if sequence < syncs.1 {
-                return Ok(()); // a newer sync of this directory already landed
-            }
-            syncs.1 = sequence;
-            shared
-                .durable_files
-                .retain(|name, _| !is_child(name, &directory));
-            shared.durable_files.extend(entries);
-            shared
-                .durable_directories
-                .retain(|name| !is_child(name, &directory) || subdirectories.contains(name));
-            shared.durable_directories.extend(subdirectories);
+            lock(&storage.shared).apply_directory_sync(&directory, upto);
             Ok(())
         }
     }

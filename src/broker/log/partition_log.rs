@@ -365,9 +365,16 @@ impl<S: Storage> PartitionLog<S> {
         if self.recovery_point == self.log_end_offset && directories.is_empty() {
             return None;
         }
+        // The segment holding the recovery point and every later one: O(log segments + synced).
+        let first = self
+            .segments
+            .range(..=self.recovery_point)
+            .next_back()
+            .map_or(self.log_start_offset, |(base, _)| *base);
         let files = self
             .segments
-            .values()
+            .range(first..)
+            .map(|(_, segment)| segment)
             .filter(|segment| segment.next_offset() > self.recovery_point)
             .map(|segment| segment.file().clone())
             .collect();
