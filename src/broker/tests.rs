@@ -13,7 +13,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::*;
 use crate::protocol::fetch_response::RecordsSource;
 use crate::protocol::record_batch::{build_batch, decode_records};
-use crate::runtime::memory_storage::{CrashLevel, MemoryStorage};
+use crate::runtime::memory_storage::{complete_now, CrashLevel, MemoryStorage};
 
 const CONNECTION: ConnectionId = ConnectionId(1);
 
@@ -183,18 +183,6 @@ impl Harness {
                 .with_topic(topic_name(topic))
                 .with_partitions(vec![wanted])]);
         self.request(12, RequestKind::Fetch(body))
-    }
-}
-
-/// MemoryStorage fsyncs without a latency are ready on their first poll: no runtime needed.
-fn complete_now<F: std::future::Future>(future: F) -> F::Output {
-    let mut future = std::pin::pin!(future);
-    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
-    match future.as_mut().poll(&mut context) {
-        std::task::Poll::Ready(output) => output,
-        std::task::Poll::Pending => {
-            panic!("a MemoryStorage fsync without latency completes at once")
-        }
     }
 }
 

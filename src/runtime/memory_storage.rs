@@ -484,16 +484,15 @@ impl Storage for MemoryStorage {
 
     fn open(&self, name: &str) -> io::Result<MemoryFile> {
         let mut shared = lock(&self.shared);
-        let state = match shared.files.get(name) {
-            Some(state) => Arc::clone(state),
-            None => {
-                let state = FileRef::default();
-                shared.make_directories(name);
-                shared.files.insert(name.to_owned(), Arc::clone(&state));
-                let link = EntryChange::Link(name.to_owned(), Arc::clone(&state));
-                shared.change(parent_directory(name), link);
-                state
-            }
+        let state = if let Some(state) = shared.files.get(name) {
+            Arc::clone(state)
+        } else {
+            let state = FileRef::default();
+            shared.make_directories(name);
+            shared.files.insert(name.to_owned(), Arc::clone(&state));
+            let link = EntryChange::Link(name.to_owned(), Arc::clone(&state));
+            shared.change(parent_directory(name), link);
+            state
         };
         Ok(MemoryFile {
             name: name.to_owned(),
@@ -628,6 +627,20 @@ impl StorageFile for MemoryFile {
             }
             lock(&file.state).apply(snapshot);
             Ok(())
+        }
+    }
+}
+
+/// Runs a MemoryStorage future without a runtime (tests): an fsync without a latency is ready on
+/// its first poll.
+#[cfg(test)]
+pub(crate) fn complete_now<F: Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut context) {
+        std::task::Poll::Ready(output) => output,
+        std::task::Poll::Pending => {
+            panic!("a MemoryStorage fsync without latency completes at once")
         }
     }
 }

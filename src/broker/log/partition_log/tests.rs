@@ -1,6 +1,6 @@
 use super::*;
 use crate::protocol::record_batch::{build_batch, validate_batch};
-use crate::runtime::memory_storage::{CrashLevel, MemoryFile, MemoryStorage};
+use crate::runtime::memory_storage::{complete_now, CrashLevel, MemoryFile, MemoryStorage};
 use crate::runtime::storage::StorageFile;
 
 fn config(segment_bytes: u64, flush_messages: i64) -> LogConfig {
@@ -31,18 +31,6 @@ fn append_value(log: &mut PartitionLog<MemoryStorage>, value: &str) -> AppendInf
     let mut batch = build_batch(&[(None, Some(value.as_bytes()))], 1).to_vec();
     let header = validate_batch(&batch).expect("valid");
     log.append(&mut batch, &header, 0).expect("append")
-}
-
-/// MemoryStorage fsyncs without a latency are ready on their first poll: no runtime needed.
-fn complete_now<F: std::future::Future>(future: F) -> F::Output {
-    let mut future = std::pin::pin!(future);
-    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
-    match future.as_mut().poll(&mut context) {
-        std::task::Poll::Ready(output) => output,
-        std::task::Poll::Pending => {
-            panic!("a MemoryStorage fsync without latency completes at once")
-        }
-    }
 }
 
 /// Runs a flush's syncs to completion.
