@@ -226,7 +226,13 @@ impl<S: Storage> Broker<S> {
         let mut points = RecoveryPoints::new();
         points.insert(metadata, self.metadata_log.recovery_point());
         for (topic_partition, partition) in &self.partitions {
-            points.insert(topic_partition.clone(), partition.log.recovery_point());
+            // An offline partition keeps the recovery point it had: its loaded log may stop short
+            // at corruption, and a lower point would let the next start truncate fsynced data.
+            let point = match self.checkpoint.written.get(topic_partition) {
+                Some(written) if partition.offline().is_some() => *written,
+                _ => partition.log.recovery_point(),
+            };
+            points.insert(topic_partition.clone(), point);
         }
         points
     }

@@ -741,4 +741,25 @@ fn corruption_below_the_recovery_point_takes_the_partition_offline_and_keeps_the
         len,
         "nothing truncated"
     );
+    // The next checkpoint must not lower the offline partition's recovery point, or the next
+    // restart would take the corrupt batch for a torn tail and truncate fsynced data.
+    harness.now = Millis(200);
+    let outputs = harness.input(Input::Tick);
+    harness.flush_all(outputs, true);
+    let config = BrokerConfig {
+        log_flush_offset_checkpoint_interval_ms: 100,
+        ..BrokerConfig::default()
+    };
+    let harness = Harness::with_config(storage.clone(), config);
+    assert!(harness
+        .broker
+        .partition(&TopicPartition::new("t", 0))
+        .expect("exists")
+        .offline()
+        .is_some());
+    assert_eq!(
+        storage.open(segment).expect("open").len().expect("len"),
+        len,
+        "still nothing truncated after a checkpoint and a second restart"
+    );
 }
