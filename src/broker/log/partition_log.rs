@@ -497,3 +497,6 @@ impl<S: Storage> PartitionLog<S> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod recovery_props;

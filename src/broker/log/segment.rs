@@ -1,8 +1,9 @@
 //! One segment file (Kafka's `LogSegment`): batches appended back to back, each starting with
 //! its RecordBatch v2 header, named after the segment's base offset.
 //!
-//! Invariants: batches are contiguous from position 0 to `size_bytes`; their base offsets
-//! increase and lie in `[base_offset, next_offset)`; every batch's CRC was checked on append (by
+//! Invariants: batches are contiguous from position 0 to `size_bytes`; their offsets are
+//! contiguous from `base_offset` to `next_offset` (no compaction yet, so a gap means damage: the
+//! base offset is outside the CRC); every batch's CRC was checked on append (by
 //! the caller) or on recovery (here). A segment below the recovery point is opened without a
 //! scan ([`LogSegment::open_unscanned`]): its sparse index is built on first use, and any batch
 //! found out of shape then is reported as corruption, never silently skipped.
@@ -101,7 +102,7 @@ impl<F: StorageFile> LogSegment<F> {
         Ok(segment)
     }
 
-    /// Opens an existing segment, validating every batch (header, length, CRC-32C, increasing
+    /// Opens an existing segment, validating every batch (header, length, CRC-32C, contiguous
     /// offsets). At the first bad batch: if it lies past `recovery_point` the rest of the file
     /// is a torn tail and is truncated; below it, nothing is touched and the corruption is
     /// reported (fsynced data is never deleted). Valid batches past the recovery point are
@@ -167,9 +168,9 @@ impl<F: StorageFile> LogSegment<F> {
                 "a batch of {size} bytes past the end of the file"
             )));
         }
-        if header.base_offset < self.next_offset {
+        if header.base_offset != self.next_offset {
             return Ok(Err(format!(
-                "batch offset {} before {}",
+                "batch offset {} where {} was expected",
                 header.base_offset, self.next_offset
             )));
         }
@@ -215,7 +216,7 @@ impl<F: StorageFile> LogSegment<F> {
     }
 
     /// Visits every batch header in order, checking the segment's shape: headers parse,
-    /// batches fit in the file, offsets increase within `[base_offset, next_offset)`.
+    /// batches fit in the file, offsets run contiguously from `base_offset` to `next_offset`.
     fn walk(&self, mut visit: impl FnMut(u64, &RecordBatchHeader)) -> Result<(), LogError> {
         let mut position = 0;
         let mut next = self.base_offset;
@@ -236,7 +237,7 @@ impl<F: StorageFile> LogSegment<F> {
         next: i64,
     ) -> Result<(), LogError> {
         let fits = position + header.size_bytes() as u64 <= self.size_bytes;
-        let ordered = header.base_offset >= next && header.last_offset() < self.next_offset;
+        let ordered = header.base_offset == next && header.last_offset() < self.next_offset;
         if fits && ordered {
             return Ok(());
         }
@@ -257,9 +258,9 @@ impl<F: StorageFile> LogSegment<F> {
             batch.len(),
             "header and batch disagree on size"
         );
-        assert!(
-            header.base_offset >= self.next_offset,
-            "offsets must increase within a segment"
+        assert_eq!(
+            header.base_offset, self.next_offset,
+            "offsets are contiguous within a segment"
         );
         self.file.write_all_at(batch, self.size_bytes)?;
         let position = self.size_bytes;
