@@ -414,7 +414,23 @@ pub async fn final_read(env: Env, partitions: Vec<TopicPartition>, deadline: tok
         }
     }
     for partition in &partitions {
-        let read = progress.remove(partition).unwrap_or_default();
+        let Some(read) = progress.remove(partition) else {
+            // The broker never answered the end offsets (the partition stayed offline, say):
+            // the final read says nothing about this partition's log.
+            env.event(
+                FINAL_READER,
+                Body::FinalRead(FinalRead {
+                    partition: partition.to_string().into(),
+                    log_start_offset: 0,
+                    end_offset: 0,
+                    read_to: 0,
+                    reached_end: false,
+                    error: Some("no end offsets before the deadline".to_owned()),
+                    skipped: Vec::new(),
+                }),
+            );
+            continue;
+        };
         let position = consumer.position(partition).unwrap_or(read.start);
         let (read_to, error) = match read.stopped {
             Some((at, why)) => (at, Some(why)),

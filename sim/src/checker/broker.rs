@@ -4,6 +4,10 @@
 //! before acknowledging (`flush.messages=1`) there must be none, because consumers only ever
 //! saw durable records; under Kafka's default policy a power loss can take back what consumers
 //! read, and scenarios allow it there, saying why.
+//!
+//! And the cluster as a whole must make progress once it is healed: `stalled` fires when the
+//! harness recorded that producers were still sending three quarters of the way through the
+//! liveness phase. Safety checks alone pass a broker that acknowledges nothing.
 
 use std::fmt::Write as _;
 
@@ -18,6 +22,19 @@ pub(super) fn check(analysis: &Analysis) -> Vec<CheckResult> {
         CheckResult::new(
             Check::LogStartMonotonic,
             backwards(analysis, &analysis.log_starts, "log start offset"),
+        ),
+        CheckResult::new(
+            Check::Stalled,
+            analysis
+                .unfinished_producers
+                .iter()
+                .map(|(index, producers)| {
+                    format!(
+                        "producers {producers} had not finished their sends three quarters of the \
+                         way through the liveness phase, with every fault healed (op {index})"
+                    )
+                })
+                .collect(),
         ),
     ]
 }

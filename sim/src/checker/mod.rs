@@ -16,6 +16,7 @@
 //! | `exactly-once` | either of the two above |
 //! | `hw-monotonic` | a broker's high watermark of a partition went backwards (across restarts included) |
 //! | `log-start-monotonic` | a broker's log start offset of a partition went backwards |
+//! | `stalled` | the faults were healed, yet a producer had not finished its sends three quarters of the way through the liveness phase (a cluster that never acknowledges passes every safety check; this one it fails) |
 
 mod broker;
 mod delivery;
@@ -56,11 +57,13 @@ pub enum Check {
     HwMonotonic,
     /// `log-start-monotonic`.
     LogStartMonotonic,
+    /// `stalled`.
+    Stalled,
 }
 
 impl Check {
     /// Every check, in report order.
-    pub const ALL: [Check; 13] = [
+    pub const ALL: [Check; 14] = [
         Check::LostWrite,
         Check::Unseen,
         Check::Duplicate,
@@ -74,6 +77,7 @@ impl Check {
         Check::ExactlyOnce,
         Check::HwMonotonic,
         Check::LogStartMonotonic,
+        Check::Stalled,
     ];
 
     /// Jepsen's name (or ours, in the same style).
@@ -92,6 +96,7 @@ impl Check {
             Check::ExactlyOnce => "exactly-once",
             Check::HwMonotonic => "hw-monotonic",
             Check::LogStartMonotonic => "log-start-monotonic",
+            Check::Stalled => "stalled",
         }
     }
 
@@ -225,6 +230,8 @@ pub(crate) struct Analysis {
     /// Index of the final reader's end-offset snapshot: only writes acknowledged before it are
     /// judged against the final read.
     pub(crate) final_read_started: Option<u64>,
+    /// `(history index, producers)` of each `producers-unfinished` record.
+    pub(crate) unfinished_producers: Vec<(u64, String)>,
 }
 
 impl Analysis {
@@ -332,6 +339,9 @@ impl Analysis {
                 .entry((Arc::clone(actor), Arc::clone(partition)))
                 .or_default()
                 .push((op.index, *offset)),
+            Body::Nemesis { f, value } if f == "producers-unfinished" => self
+                .unfinished_producers
+                .push((op.index, value.clone())),
             Body::Truncate {
                 partition,
                 from_offset,

@@ -482,3 +482,18 @@ fn a_nemesis_event_is_not_a_client_operation() {
     );
     assert_eq!(violated(&b.results()), NONE);
 }
+
+#[test]
+fn producers_unfinished_after_the_heal_are_stalled() {
+    let mut b = Builder::new();
+    let time = b.tick();
+    b.recorder.event(
+        time,
+        "nemesis",
+        Body::nemesis("producers-unfinished", &json!({"producers": ["p1"]})),
+    );
+    let results = b.results();
+    assert_eq!(violated(&results), vec!["stalled"]);
+    let example = &results[&Check::Stalled].examples[0];
+    assert!(example.contains("p1"), "{example}");
+}
