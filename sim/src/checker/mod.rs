@@ -339,9 +339,9 @@ impl Analysis {
                 .entry((Arc::clone(actor), Arc::clone(partition)))
                 .or_default()
                 .push((op.index, *offset)),
-            Body::Nemesis { f, value } if f == "producers-unfinished" => self
-                .unfinished_producers
-                .push((op.index, value.clone())),
+            Body::Nemesis { f, value } if f == "producers-unfinished" => {
+                self.unfinished_producers.push((op.index, value.clone()))
+            }
             Body::Truncate {
                 partition,
                 from_offset,
