@@ -56,6 +56,19 @@ fn flush(storage: &MemoryStorage, log: &mut PartitionLog<MemoryStorage>) {
     }
 }
 
+/// Each file of the log and its length.
+fn file_lengths(storage: &MemoryStorage) -> BTreeMap<String, u64> {
+    storage
+        .list("t-0/")
+        .expect("list")
+        .into_iter()
+        .map(|name| {
+            let len = storage.open(&name).expect("open").len().expect("len");
+            (name, len)
+        })
+        .collect()
+}
+
 /// Every batch the log serves, in offset order, as `(base offset, bytes)`.
 fn batches(log: &PartitionLog<MemoryStorage>) -> Result<Vec<(i64, Vec<u8>)>, LogError> {
     let mut out = Vec::new();
@@ -149,15 +162,7 @@ proptest! {
         let recovery_point = log.recovery_point();
         prop_assert_eq!(recovery_point, durable as i64);
         // What the flush made durable: each file's length now.
-        let durable_len: BTreeMap<String, u64> = storage
-            .list("t-0/")
-            .expect("list")
-            .into_iter()
-            .map(|name| {
-                let len = storage.open(&name).expect("open").len().expect("len");
-                (name, len)
-            })
-            .collect();
+        let durable_len = file_lengths(&storage);
         original.extend(append(&mut log, durable, tail));
         drop(log);
 
@@ -240,18 +245,7 @@ proptest! {
         for (index, damage) in &damages {
             apply(&storage.open(index.get(&names).as_str()).expect("open"), 0, damage);
         }
-        let lengths = |storage: &MemoryStorage| -> BTreeMap<String, u64> {
-            storage
-                .list("t-0/")
-                .expect("list")
-                .into_iter()
-                .map(|name| {
-                    let len = storage.open(&name).expect("open").len().expect("len");
-                    (name, len)
-                })
-                .collect()
-        };
-        let before = lengths(&storage);
+        let before = file_lengths(&storage);
 
         match PartitionLog::open(storage.clone(), "t-0", config(), recovery_point, Millis(0)) {
             Err(LogError::Corrupt(_)) => {}
@@ -264,7 +258,7 @@ proptest! {
                 if report.corruption.is_some() {
                     // Corruption below the recovery point touches no file: nothing is cut
                     // or deleted, so an operator can still repair it.
-                    prop_assert_eq!(&lengths(&storage), &before, "{:?}", report);
+                    prop_assert_eq!(&file_lengths(&storage), &before, "{:?}", report);
                 }
                 if report.corruption.is_none() {
                     log.check_invariants();
