@@ -22,7 +22,8 @@
 # minutes. About 10–20 s a mutant per worker here.
 #
 # Results: target/mutants/results.tsv (outcome, file:line: mutant), appended as it goes, so an
-# interrupted run resumes where it stopped; a summary at the end.
+# interrupted run resumes where it stopped (delete a line to test that mutant again); the build
+# errors of unviable mutants in target/mutants/unviable/N.log; a summary at the end.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
@@ -95,8 +96,10 @@ worker() {
     cp -p "$tree/$file" "$dir/original"
     if ! (cd "$tree" && patch --quiet -p0 "$file" < "$dir/mutant.diff" >/dev/null); then
       outcome=unviable
-    elif ! (cd "$tree" && cargo build --quiet --release -p seedlog-sim >/dev/null 2>&1); then
+    elif ! (cd "$tree" && cargo build --quiet --release -p seedlog-sim >"$dir/build.log" 2>&1); then
       outcome=unviable
+      mkdir -p "$out/unviable"
+      cp "$dir/build.log" "$out/unviable/$index.log" # why it did not build
     else
       set +e
       (cd "$tree" && timeout "$limit" "$sim" run scenarios "${jobs[@]}" >/dev/null 2>&1 \
