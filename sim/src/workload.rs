@@ -414,40 +414,37 @@ pub async fn final_read(env: Env, partitions: Vec<TopicPartition>, deadline: tok
         }
     }
     for partition in &partitions {
-        let Some(read) = progress.remove(partition) else {
+        let name = partition.to_string().into();
+        let read = match progress.remove(partition) {
             // The broker never answered the end offsets (the partition stayed offline, say):
             // the final read says nothing about this partition's log.
-            env.event(
-                FINAL_READER,
-                Body::FinalRead(FinalRead {
-                    partition: partition.to_string().into(),
-                    log_start_offset: 0,
-                    end_offset: 0,
-                    read_to: 0,
-                    reached_end: false,
-                    error: Some("no end offsets before the deadline".to_owned()),
-                    skipped: Vec::new(),
-                }),
-            );
-            continue;
+            None => FinalRead {
+                partition: name,
+                log_start_offset: 0,
+                end_offset: 0,
+                read_to: 0,
+                reached_end: false,
+                error: Some("no end offsets before the deadline".to_owned()),
+                skipped: Vec::new(),
+            },
+            Some(read) => {
+                let position = consumer.position(partition).unwrap_or(read.start);
+                let (read_to, error) = match read.stopped {
+                    Some((at, why)) => (at, Some(why)),
+                    None => (position.min(read.end.max(read.start)), read.last_error),
+                };
+                FinalRead {
+                    partition: name,
+                    log_start_offset: read.start,
+                    end_offset: read.end,
+                    read_to,
+                    reached_end: read_to >= read.end,
+                    error,
+                    skipped: read.skipped,
+                }
+            }
         };
-        let position = consumer.position(partition).unwrap_or(read.start);
-        let (read_to, error) = match read.stopped {
-            Some((at, why)) => (at, Some(why)),
-            None => (position.min(read.end.max(read.start)), read.last_error),
-        };
-        env.event(
-            FINAL_READER,
-            Body::FinalRead(FinalRead {
-                partition: partition.to_string().into(),
-                log_start_offset: read.start,
-                end_offset: read.end,
-                read_to,
-                reached_end: read_to >= read.end,
-                error,
-                skipped: read.skipped,
-            }),
-        );
+        env.event(FINAL_READER, Body::FinalRead(read));
     }
 }
 

@@ -45,13 +45,7 @@ fn append(log: &mut PartitionLog<MemoryStorage>, first: usize, count: usize) -> 
 /// Makes everything appended so far durable, as the broker's flush does.
 fn flush(storage: &MemoryStorage, log: &mut PartitionLog<MemoryStorage>) {
     if let Some((sync, mark)) = log.start_flush(Millis(0)) {
-        for file in &sync.files {
-            crate::runtime::memory_storage::complete_now(file.sync()).expect("sync");
-        }
-        for directory in &sync.directories {
-            crate::runtime::memory_storage::complete_now(storage.sync_directory(directory))
-                .expect("directory sync");
-        }
+        super::tests::complete(storage, &sync);
         log.flush_completed(mark);
     }
 }
@@ -87,7 +81,7 @@ fn batches(log: &PartitionLog<MemoryStorage>) -> Result<Vec<(i64, Vec<u8>)>, Log
         let mut rest = &bytes[..];
         while !rest.is_empty() {
             let header = validate_batch(rest).expect("the log serves only valid batches");
-            let size = 12 + i32::from_be_bytes(rest[8..12].try_into().expect("4 bytes")) as usize;
+            let size = header.size_bytes();
             assert!(header.base_offset <= offset && offset <= header.last_offset());
             out.push((header.base_offset, rest[..size].to_vec()));
             offset = header.last_offset() + 1;

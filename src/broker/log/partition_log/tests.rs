@@ -34,7 +34,7 @@ fn append_value(log: &mut PartitionLog<MemoryStorage>, value: &str) -> AppendInf
 }
 
 /// Runs a flush's syncs to completion.
-fn complete(storage: &MemoryStorage, sync: &FlushSync<MemoryFile>) {
+pub(super) fn complete(storage: &MemoryStorage, sync: &FlushSync<MemoryFile>) {
     for file in &sync.files {
         complete_now(file.sync()).expect("sync");
     }
