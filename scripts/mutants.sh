@@ -15,6 +15,13 @@
 #   bash scripts/mutants.sh --shard 2/4           # the second quarter (for several sittings)
 #   bash scripts/mutants.sh --workers 2           # two mutants at a time (one per core)
 #   MUTANTS_SEEDS=0..3 bash scripts/mutants.sh    # the sweep per mutant (default 0..3)
+#   bash scripts/mutants.sh --retest-missed --file src/broker/handlers/fetch.rs
+#                                                 # after new scenarios or checks: test again only
+#                                                 # what an earlier run missed in these files
+#
+# --retest-missed matches mutants by file, function and replacement, not by line (lines move
+# as code changes): every mutant of the file that looks like an earlier missed one is tested
+# again. The earlier missed lines of those files move to target/mutants/missed-before.tsv.
 #
 # Speed: the build is the cost. Each worker keeps its own tree and target dir
 # (target/mutants/wN) and builds with opt-level 1, no debuginfo and incremental compilation, so
@@ -31,11 +38,13 @@ root=$PWD
 files=()
 shard=""
 workers=1
+retest_missed=false
 while [[ $# -gt 0 ]]; do
   case $1 in
     --file) files+=("$2"); shift 2 ;;
     --shard) shard=$2; shift 2 ;;
     --workers) workers=$2; shift 2 ;;
+    --retest-missed) retest_missed=true; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -56,20 +65,33 @@ file_args=()
 for file in "${files[@]}"; do file_args+=(--file "$file"); done
 cargo mutants --list --json "${file_args[@]}" > "$out/mutants.json"
 
-# One mutant per line: file, name, diff (escaped); the shard is taken here.
-python3 - "$out/mutants.json" "$shard" > "$out/queue.tsv" <<'PY'
-import json, sys
+touch "$out/results.tsv"
+# One mutant per line: file, name, diff (escaped); the shard and --retest-missed are taken here.
+python3 - "$out/mutants.json" "$shard" "$retest_missed" "$out" > "$out/queue.tsv" <<'PY'
+import json, re, sys
 mutants = json.load(open(sys.argv[1]))
-shard = sys.argv[2]
+shard, retest, out = sys.argv[2], sys.argv[3] == "true", sys.argv[4]
 if shard:
     k, n = map(int, shard.split("/"))
     mutants = [m for i, m in enumerate(mutants) if i % n == k - 1]
+def key(name):  # file and description, without line:column
+    return re.sub(r":\d+:\d+:", ":", name)
+if retest:
+    files = {m["file"] for m in mutants}
+    kept, missed = [], []
+    for line in open(f"{out}/results.tsv"):
+        outcome, name = line.rstrip("\n").split("\t", 1)
+        (missed if outcome == "missed" and name.split(":")[0] in files else kept).append(line)
+    with open(f"{out}/missed-before.tsv", "a") as before:
+        before.writelines(missed)
+    open(f"{out}/results.tsv", "w").writelines(kept)
+    wanted = {key(line.rstrip("\n").split("\t", 1)[1]) for line in open(f"{out}/missed-before.tsv")}
+    mutants = [m for m in mutants if key(m["name"]) in wanted]
 for m in mutants:
     diff = m["diff"].replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t")
     print(f'{m["file"]}\t{m["name"]}\t{diff}')
 PY
 total=$(wc -l < "$out/queue.tsv")
-touch "$out/results.tsv"
 echo "$total mutants, $workers worker(s); results in $out/results.tsv" >&2
 
 # Each worker: a tree copied with its timestamps (so incremental builds stay valid), its own

@@ -204,6 +204,12 @@ pub enum Body {
         /// Why.
         reason: String,
     },
+    /// `breach`: an answer a client received broke its request's contract (for Fetch: the
+    /// size limits with KIP-74's exception, no empty answer before `max_wait_ms`).
+    Breach {
+        /// What the answer did.
+        detail: String,
+    },
     /// `final-read-start`: the final reader is about to take its end-offset snapshot; writes
     /// acknowledged before it are judged against the final read.
     FinalReadStart,
@@ -231,6 +237,7 @@ impl Body {
             Body::LogStart { .. } => "log-start",
             Body::Truncate { .. } => "truncate",
             Body::Offline { .. } => "offline",
+            Body::Breach { .. } => "breach",
             Body::FinalReadStart => "final-read-start",
             Body::FinalRead(_) => "final-read",
             Body::Nemesis { f, .. } => f,
@@ -400,6 +407,7 @@ impl Op {
             Body::Offline { partition, reason } => {
                 json!({"partition": &**partition, "reason": reason})
             }
+            Body::Breach { detail } => json!({"detail": detail}),
             Body::FinalReadStart => json!({}),
             Body::FinalRead(read) => final_read_json(read),
             Body::Nemesis { value, .. } => {
@@ -536,6 +544,12 @@ struct RawTruncate {
 struct RawOffline {
     partition: String,
     reason: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBreach {
+    detail: String,
 }
 
 /// Histories recorded before the marker moved ahead of the snapshot carry the end offsets.
@@ -729,6 +743,10 @@ fn body_of(
                 partition: raw.partition.into(),
                 reason: raw.reason,
             }
+        }
+        "breach" => {
+            let raw: RawBreach = parse_as(value, f)?;
+            Body::Breach { detail: raw.detail }
         }
         "final-read-start" => {
             let _: RawFinalReadStart = parse_as(value, f)?;

@@ -3,7 +3,7 @@
 //! reader reads every partition from the start to its end after faults heal. Every operation
 //! goes into the history, and so does every event a broker reports.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -322,6 +322,12 @@ impl Reader<'_> {
                         recorder.client_event(now, process, &node, body);
                     }
                     recorder.complete(now, invoke, Completion::Ok(Body::Poll { records, errors }));
+                    for detail in &polled.breaches {
+                        let body = Body::Breach {
+                            detail: detail.clone(),
+                        };
+                        recorder.client_event(now, process, &node, body);
+                    }
                 });
                 Some(polled)
             }
@@ -405,14 +411,22 @@ pub async fn final_read(env: Env, partitions: Vec<TopicPartition>, deadline: tok
                     .is_some_and(|position| position >= read.end)
         })
     };
+    let mut timestamps: BTreeMap<TopicPartition, Vec<(i64, i64)>> = BTreeMap::new();
     while tokio::time::Instant::now() < deadline && !done(&consumer, &progress) {
         let Some(polled) = reader.poll(&mut consumer, Duration::from_millis(500)).await else {
             continue;
         };
+        for record in &polled.records {
+            timestamps
+                .entry(record.topic_partition.clone())
+                .or_default()
+                .push((record.offset, record.timestamp_ms));
+        }
         for error in &polled.errors {
             on_final_read_error(&mut reader, &mut consumer, &mut progress, error);
         }
     }
+    probe_timestamps(&mut reader, &mut consumer, &progress, &timestamps, deadline).await;
     for partition in &partitions {
         let name = partition.to_string().into();
         let read = match progress.remove(partition) {
@@ -445,6 +459,69 @@ pub async fn final_read(env: Env, partitions: Vec<TopicPartition>, deadline: tok
             }
         };
         env.event(FINAL_READER, Body::FinalRead(read));
+    }
+}
+
+/// ListOffsets by timestamp, judged against the final read: for a few timestamps taken from
+/// the records read, the broker must answer the first offset whose record's timestamp is at or
+/// after it (Kafka's `offsetsForTimes`). Only partitions read whole, from their log start with
+/// no gap, skip or stop, are asked; a wrong answer is recorded as a breach.
+async fn probe_timestamps(
+    reader: &mut Reader<'_>,
+    consumer: &mut Consumer,
+    progress: &BTreeMap<TopicPartition, FinalProgress>,
+    timestamps: &BTreeMap<TopicPartition, Vec<(i64, i64)>>,
+    deadline: tokio::time::Instant,
+) {
+    for (partition, read) in progress {
+        let Some(seen) = timestamps.get(partition) else {
+            continue;
+        };
+        let whole = read.stopped.is_none()
+            && read.skipped.is_empty()
+            && seen
+                .first()
+                .is_some_and(|(offset, _)| *offset == read.start)
+            && seen.windows(2).all(|pair| pair[1].0 == pair[0].0 + 1)
+            && seen
+                .last()
+                .is_some_and(|(offset, _)| *offset + 1 >= read.end);
+        if !whole {
+            continue;
+        }
+        let picks = [
+            0,
+            seen.len() / 3,
+            seen.len() / 2,
+            seen.len() * 2 / 3,
+            seen.len() - 1,
+        ];
+        let targets: BTreeSet<i64> = picks
+            .iter()
+            .flat_map(|&at| [seen[at].1, seen[at].1 + 1])
+            .collect();
+        for target in targets {
+            let Some(&(expected, _)) = seen.iter().find(|(_, timestamp)| *timestamp >= target)
+            else {
+                continue; // only a record past the read could answer
+            };
+            if tokio::time::Instant::now() >= deadline {
+                return;
+            }
+            let asked = std::slice::from_ref(partition);
+            let Ok(answer) = consumer.list_offsets(asked, target).await else {
+                continue; // a failed call says nothing about the log
+            };
+            let answered = answer.first().map(|(_, offset)| *offset);
+            if answered != Some(expected) {
+                reader.event(Body::Breach {
+                    detail: format!(
+                        "ListOffsets {partition} at timestamp {target} answered {answered:?}; \
+                         the final read found the first record at or after it at offset {expected}"
+                    ),
+                });
+            }
+        }
     }
 }
 

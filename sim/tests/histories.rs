@@ -46,3 +46,11 @@ fn records_dropped_on_a_decode_error_in_another_partition_are_a_poll_skip() {
         vec!["lost-write", "poll-skip", "at-least-once", "exactly-once"]
     );
 }
+
+#[test]
+fn a_later_partition_above_its_fetch_limit_breaks_the_fetch_contract() {
+    assert_eq!(
+        violated("fetch-contract-a-later-partition-above-its-limit.jsonl"),
+        vec!["contract"]
+    );
+}

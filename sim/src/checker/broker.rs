@@ -5,6 +5,12 @@
 //! saw durable records; under Kafka's default policy a power loss can take back what consumers
 //! read, and scenarios allow it there, saying why.
 //!
+//! Answers must keep their requests' contracts: `contract` fires on every breach a client
+//! recorded (the consumer core judges each Fetch answer against the limits and the wait it
+//! asked for; the final reader asks ListOffsets for timestamps it read and judges the answers
+//! against its read). Delivery checks cannot see a wrong size, a fetch answered early or a
+//! wrong timestamp lookup: the same records arrive either way.
+//!
 //! And the cluster as a whole must make progress once it is healed: `stalled` fires when the
 //! harness recorded that producers were still sending three quarters of the way through the
 //! liveness phase. Safety checks alone pass a broker that acknowledges nothing.
@@ -22,6 +28,14 @@ pub(super) fn check(analysis: &Analysis) -> Vec<CheckResult> {
         CheckResult::new(
             Check::LogStartMonotonic,
             backwards(analysis, &analysis.log_starts, "log start offset"),
+        ),
+        CheckResult::new(
+            Check::Contract,
+            analysis
+                .breaches
+                .iter()
+                .map(|(index, node, detail)| format!("{node} received (op {index}): {detail}"))
+                .collect(),
         ),
         CheckResult::new(
             Check::Stalled,

@@ -16,6 +16,7 @@
 //! | `exactly-once` | either of the two above |
 //! | `hw-monotonic` | a broker's high watermark of a partition went backwards (across restarts included) |
 //! | `log-start-monotonic` | a broker's log start offset of a partition went backwards |
+//! | `contract` | an answer a client received broke its request's contract: a Fetch partition above `max.partition.fetch.bytes` or the whole above `fetch.max.bytes` (beyond KIP-74's one whole batch in the first partition with records), an empty Fetch answer before `fetch.max.wait.ms` with no error and no truncated log, or a ListOffsets by timestamp that is not the first offset at or after it in the final read |
 //! | `stalled` | the faults were healed, yet a producer had not finished its sends three quarters of the way through the liveness phase (a cluster that never acknowledges passes every safety check; this one it fails) |
 
 mod broker;
@@ -57,13 +58,15 @@ pub enum Check {
     HwMonotonic,
     /// `log-start-monotonic`.
     LogStartMonotonic,
+    /// `contract`.
+    Contract,
     /// `stalled`.
     Stalled,
 }
 
 impl Check {
     /// Every check, in report order.
-    pub const ALL: [Check; 14] = [
+    pub const ALL: [Check; 15] = [
         Check::LostWrite,
         Check::Unseen,
         Check::Duplicate,
@@ -77,6 +80,7 @@ impl Check {
         Check::ExactlyOnce,
         Check::HwMonotonic,
         Check::LogStartMonotonic,
+        Check::Contract,
         Check::Stalled,
     ];
 
@@ -96,6 +100,7 @@ impl Check {
             Check::ExactlyOnce => "exactly-once",
             Check::HwMonotonic => "hw-monotonic",
             Check::LogStartMonotonic => "log-start-monotonic",
+            Check::Contract => "contract",
             Check::Stalled => "stalled",
         }
     }
@@ -232,6 +237,8 @@ pub(crate) struct Analysis {
     pub(crate) final_read_started: Option<u64>,
     /// `(history index, producers)` of each `producers-unfinished` record.
     pub(crate) unfinished_producers: Vec<(u64, String)>,
+    /// `(history index, client node, detail)` of each contract breach a client saw.
+    pub(crate) breaches: Vec<(u64, Arc<str>, String)>,
 }
 
 impl Analysis {
@@ -318,6 +325,7 @@ impl Analysis {
                 process,
                 partition: Arc::clone(partition),
             }),
+            Body::Breach { detail } => self.breaches.push((op.index, node, detail.clone())),
             _ => {}
         }
     }

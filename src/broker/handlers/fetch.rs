@@ -164,12 +164,13 @@ impl<S: Storage> Broker<S> {
             .log
             .read(wanted.fetch_offset, high_watermark, max_bytes)
         {
-            // KIP-74: the first batch of the response goes out even above the limits.
+            // KIP-74: the first batch of the response goes out even above the limits; in any
+            // later partition both limits hold (Kafka's `minOneMessage` is off by then).
             Ok(LogRead::Records {
                 file,
                 position,
                 len,
-            }) if budget.total == 0 || len <= budget.remaining => {
+            }) if budget.total == 0 || len <= max_bytes => {
                 budget.remaining = budget.remaining.saturating_sub(len);
                 budget.total += len as usize;
                 entry.records = RecordsSource::File {

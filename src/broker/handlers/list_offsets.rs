@@ -29,7 +29,7 @@ fn lookup<S: Storage>(partition: &Partition<S>, timestamp: i64) -> Result<(i64, 
         MAX_TIMESTAMP => partition.log.offset_of_max_timestamp()?.unwrap_or((-1, -1)),
         LATEST_TIERED_TIMESTAMP => (-1, -1),
         target => match partition.log.offset_for_timestamp(target)? {
-            Some(offset) if offset < partition.high_watermark() => (offset, target),
+            Some((offset, timestamp)) if offset < partition.high_watermark() => (offset, timestamp),
             _ => (-1, -1),
         },
     })

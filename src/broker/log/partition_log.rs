@@ -341,6 +341,10 @@ impl<S: Storage> PartitionLog<S> {
             .expect("a log always has a segment");
         segment.ensure_loaded()?;
         segment.append(batch, &header)?;
+        assert!(
+            segment.size_bytes() <= self.config.segment_bytes || segment.size_bytes() == size,
+            "a segment outgrew segment.bytes with a second batch"
+        );
         self.log_end_offset = header.last_offset() + 1;
         self.unflushed_messages += i64::from(header.records_count.max(1));
         Ok(AppendInfo {
@@ -435,11 +439,12 @@ impl<S: Storage> PartitionLog<S> {
         Ok(LogRead::Empty)
     }
 
-    /// Offset of the first batch with a timestamp at or after `timestamp_ms` (ListOffsets).
-    pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<i64>, LogError> {
+    /// `(offset, timestamp)` of the first record with a timestamp at or after `timestamp_ms`
+    /// (ListOffsets), never below the log start.
+    pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<(i64, i64)>, LogError> {
         for segment in self.segments.values() {
-            if let Some(offset) = segment.offset_for_timestamp(timestamp_ms)? {
-                return Ok(Some(offset.max(self.log_start_offset)));
+            if let Some((offset, timestamp)) = segment.offset_for_timestamp(timestamp_ms)? {
+                return Ok(Some((offset.max(self.log_start_offset), timestamp)));
             }
         }
         Ok(None)

@@ -8,7 +8,11 @@
 //! scan ([`LogSegment::open_unscanned`]): its sparse index is built on first use, and any batch
 //! found out of shape then is reported as corruption, never silently skipped.
 
-use crate::protocol::record_batch::{validate_batch, RecordBatchHeader, RECORD_BATCH_HEADER_BYTES};
+use bytes::Bytes;
+
+use crate::protocol::record_batch::{
+    decode_batch, validate_batch, RecordBatchHeader, RECORD_BATCH_HEADER_BYTES,
+};
 use crate::runtime::storage::{Storage, StorageFile};
 
 use super::offset_index::OffsetIndex;
@@ -342,18 +346,43 @@ impl<F: StorageFile> LogSegment<F> {
         Ok(start.map(|first| (first, position - first)))
     }
 
-    /// Offset of the first batch whose max timestamp is at least `timestamp_ms`.
-    pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<i64>, LogError> {
+    /// `(offset, timestamp)` of the first record whose timestamp is at least `timestamp_ms`
+    /// (Kafka's `LogSegment.findOffsetByTimestamp`): the first batch whose max timestamp
+    /// reaches it, then the first record in it that does. A compressed batch (not decoded here
+    /// yet) answers with its base offset and max timestamp.
+    pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<(i64, i64)>, LogError> {
         if self.loaded && self.max_timestamp < timestamp_ms {
             return Ok(None);
         }
         let mut found = None;
-        self.walk(|_, header| {
+        self.walk(|position, header| {
             if found.is_none() && header.max_timestamp >= timestamp_ms {
-                found = Some(header.base_offset);
+                found = Some((position, *header));
             }
         })?;
-        Ok(found)
+        let Some((position, header)) = found else {
+            return Ok(None);
+        };
+        if header.compression() != 0 || header.is_control() {
+            return Ok(Some((header.base_offset, header.max_timestamp)));
+        }
+        let mut bytes = vec![0_u8; header.size_bytes()];
+        self.file.read_exact_at(&mut bytes, position)?;
+        let len = bytes.len();
+        let records = decode_batch(&Bytes::from(bytes), &header, 0..len).map_err(|error| {
+            LogError::Corrupt(format!(
+                "segment {}: batch at byte {position}: {error}",
+                self.base_offset
+            ))
+        })?;
+        let record = records
+            .into_iter()
+            .find(|record| record.timestamp_ms >= timestamp_ms)
+            .map(|record| (record.offset, record.timestamp_ms));
+        // A batch whose max timestamp lies about its records: the batch answers.
+        Ok(Some(
+            record.unwrap_or((header.base_offset, header.max_timestamp)),
+        ))
     }
 
     /// `(offset, timestamp)` of the batch holding the largest timestamp (ListOffsets -3).

@@ -5,6 +5,10 @@
 //! past the position are delivered, up to the first batch that fails to validate or decode.
 //! Nothing at or past that batch is delivered and the position stops at its first undelivered
 //! offset, so a bad batch can delay a partition but never make it skip or lose a record.
+//!
+//! Every answer is also held to the Fetch contract ([`contract_breaches`]): the size limits
+//! with KIP-74's one exception, and no empty answer before `max_wait_ms`. A breach is the
+//! broker's bug; the consumer reports it and still takes the records.
 
 use std::collections::BTreeMap;
 
@@ -12,14 +16,14 @@ use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
-    BrokerId, FetchRequest, ListOffsetsRequest, ListOffsetsResponse, TopicName,
+    BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
 use crate::config::ConsumerConfig;
 use crate::protocol::record_batch::{decode_batch, validate_batch, BatchError, RecordBatchHeader};
 use crate::protocol::ErrorCode;
-use crate::types::TopicPartition;
+use crate::types::{Millis, TopicPartition};
 
 /// A record handed to the application.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,6 +98,119 @@ pub(crate) fn fetch_request(
                 })
                 .collect(),
         )
+}
+
+/// What a Fetch asked for, kept to judge its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FetchAsked {
+    /// When it left.
+    pub(crate) sent_at: Millis,
+    /// `max_wait_ms`.
+    pub(crate) max_wait_ms: i32,
+    /// `min_bytes`.
+    pub(crate) min_bytes: i32,
+    /// `max_bytes` (`fetch.max.bytes`).
+    pub(crate) max_bytes: i32,
+    /// Every partition's `partition_max_bytes` (`max.partition.fetch.bytes`).
+    pub(crate) partition_max_bytes: i32,
+}
+
+impl FetchAsked {
+    /// What `request` asks for, sent at `sent_at`.
+    pub(crate) fn of(request: &FetchRequest, sent_at: Millis) -> FetchAsked {
+        let partition_max_bytes = request
+            .topics
+            .iter()
+            .flat_map(|topic| &topic.partitions)
+            .map(|partition| partition.partition_max_bytes)
+            .max()
+            .unwrap_or(0);
+        FetchAsked {
+            sent_at,
+            max_wait_ms: request.max_wait_ms,
+            min_bytes: request.min_bytes,
+            max_bytes: request.max_bytes,
+            partition_max_bytes,
+        }
+    }
+}
+
+/// How a Fetch answer broke the request's contract, if it did (Kafka's `ReplicaManager.fetchMessages`
+/// and `DelayedFetch`), one line per breach:
+/// * sizes: each partition's records fit `partition_max_bytes` and all of them `max_bytes`,
+///   except that the first partition with records may hold one whole batch above both
+///   (KIP-74), the rest then getting what is left of `max_bytes`;
+/// * waiting: an answer with no records and no error comes only after `max_wait_ms`, unless a
+///   partition's high watermark lies below the position fetched (a truncated log answers at
+///   once).
+///
+/// `positions` are the offsets the request fetched from; `now` is when the answer arrived.
+pub(crate) fn contract_breaches(
+    asked: &FetchAsked,
+    positions: &BTreeMap<TopicPartition, i64>,
+    response: &FetchResponse,
+    now: Millis,
+) -> Vec<String> {
+    let mut breaches = Vec::new();
+    if response.error_code != 0 {
+        return breaches;
+    }
+    let partition_limit = u64::try_from(asked.partition_max_bytes.max(0)).expect("non-negative");
+    let mut remaining = if asked.max_bytes > 0 {
+        u64::try_from(asked.max_bytes).expect("positive")
+    } else {
+        u64::from(i32::MAX.unsigned_abs())
+    };
+    let mut first = true;
+    let mut total = 0_u64;
+    let mut any_error = false;
+    let mut truncated = false;
+    for topic in &response.responses {
+        for data in &topic.partitions {
+            let partition = TopicPartition::new(topic.topic.to_string(), data.partition_index);
+            any_error |= data.error_code != 0;
+            if positions
+                .get(&partition)
+                .is_some_and(|position| data.high_watermark >= 0 && data.high_watermark < *position)
+            {
+                truncated = true;
+            }
+            let records = data.records.as_deref().unwrap_or_default();
+            let len = records.len() as u64;
+            if len == 0 {
+                continue;
+            }
+            let limit = partition_limit.min(remaining);
+            let one_whole_batch = RecordBatchHeader::parse(records)
+                .is_ok_and(|header| header.size_bytes() as u64 == len);
+            if len > limit && !(first && one_whole_batch) {
+                breaches.push(format!(
+                    "{partition}: {len} record bytes, above the {limit} left of \
+                     partition_max_bytes {} and max_bytes {}{}",
+                    asked.partition_max_bytes,
+                    asked.max_bytes,
+                    if first {
+                        " (KIP-74 lets only one whole batch exceed them)"
+                    } else {
+                        " (only the first partition with records may exceed them)"
+                    }
+                ));
+            }
+            first = false;
+            total += len;
+            remaining = remaining.saturating_sub(len);
+        }
+    }
+    let waited = now.0.saturating_sub(asked.sent_at.0);
+    let max_wait = u64::try_from(asked.max_wait_ms.max(0)).expect("non-negative");
+    if total == 0 && !any_error && !truncated && waited < max_wait {
+        breaches.push(format!(
+            "an empty answer after {waited} ms, before max_wait_ms {max_wait} passed \
+             (min_bytes {})",
+            asked.min_bytes
+        ));
+    }
+    breaches
 }
 
 /// A ListOffsets request for `partitions` at `timestamp` (-1 latest, -2 earliest).
@@ -238,6 +355,78 @@ pub(crate) mod tests {
         let mut batch = build_batch(&records, 0).to_vec();
         assign_offsets(&mut batch, offset, 0);
         batch
+    }
+
+    fn answer(partitions: &[(i32, i64, Vec<u8>)]) -> FetchResponse {
+        use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+        let partitions = partitions
+            .iter()
+            .map(|(index, high_watermark, records)| {
+                PartitionData::default()
+                    .with_partition_index(*index)
+                    .with_high_watermark(*high_watermark)
+                    .with_records(Some(records.clone().into()))
+            })
+            .collect();
+        FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
+            .with_topic(topic_name("t"))
+            .with_partitions(partitions)])
+    }
+
+    fn breaches(
+        max_bytes: i32,
+        partition_max: i32,
+        answer: &FetchResponse,
+        at: u64,
+    ) -> Vec<String> {
+        let asked = FetchAsked {
+            sent_at: Millis(100),
+            max_wait_ms: 500,
+            min_bytes: 1,
+            max_bytes,
+            partition_max_bytes: partition_max,
+        };
+        let positions = (0..3).map(|p| (TopicPartition::new("t", p), 0)).collect();
+        contract_breaches(&asked, &positions, answer, Millis(at))
+    }
+
+    #[test]
+    fn the_first_partition_with_records_may_exceed_the_limits_by_one_whole_batch() {
+        let big = batch_at(0, &["a value well above the limit"]);
+        let small = batch_at(0, &["s"]);
+        let limit = i32::try_from(small.len()).expect("a small batch");
+        let ok = answer(&[(0, 9, Vec::new()), (1, 9, big.clone()), (2, 9, Vec::new())]);
+        assert!(breaches(limit, limit, &ok, 110).is_empty());
+        let mut two = big.clone();
+        two.extend(batch_at(1, &["b"]));
+        let one_too_many = answer(&[(0, 9, two)]);
+        assert_eq!(breaches(10_000, limit, &one_too_many, 110).len(), 1);
+        let second = answer(&[(0, 9, small.clone()), (1, 9, big.clone())]);
+        let found = breaches(10_000, limit, &second, 110);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].starts_with("t-1:"), "{found:?}");
+        let over_total = answer(&[(0, 9, small.clone()), (1, 9, small.clone())]);
+        assert_eq!(breaches(limit + 1, limit, &over_total, 110).len(), 1);
+        assert!(breaches(2 * limit, limit, &over_total, 110).is_empty());
+    }
+
+    #[test]
+    fn an_empty_answer_before_max_wait_is_a_breach_unless_a_log_was_truncated() {
+        let empty = answer(&[(0, 9, Vec::new())]);
+        assert_eq!(breaches(100, 100, &empty, 599).len(), 1);
+        assert!(breaches(100, 100, &empty, 600).is_empty());
+        let truncated = answer(&[(0, 9, Vec::new()), (1, -1, Vec::new())]);
+        assert_eq!(breaches(100, 100, &truncated, 110).len(), 1, "-1: unknown");
+        let truncated = answer(&[(0, 9, Vec::new()), (1, 0, Vec::new())]);
+        let asked = FetchAsked {
+            sent_at: Millis(100),
+            max_wait_ms: 500,
+            min_bytes: 1,
+            max_bytes: 100,
+            partition_max_bytes: 100,
+        };
+        let positions = [(TopicPartition::new("t", 1), 5)].into_iter().collect();
+        assert!(contract_breaches(&asked, &positions, &truncated, Millis(110)).is_empty());
     }
 
     fn offsets(taken: &PartitionRecords) -> Vec<i64> {

@@ -43,12 +43,18 @@ pub struct Polled {
     pub resets: Vec<PositionReset>,
     /// Partitions that could not deliver.
     pub errors: Vec<PartitionError>,
+    /// Fetch answers that broke the request's contract (size limits, waiting): the broker's
+    /// bug, described; their records were still taken.
+    pub breaches: Vec<String>,
 }
 
 impl Polled {
     /// Whether nothing happened.
     pub fn is_empty(&self) -> bool {
-        self.records.is_empty() && self.resets.is_empty() && self.errors.is_empty()
+        self.records.is_empty()
+            && self.resets.is_empty()
+            && self.errors.is_empty()
+            && self.breaches.is_empty()
     }
 }
 
@@ -202,6 +208,7 @@ enum Purpose {
     /// Fetch from these positions.
     Fetch {
         positions: BTreeMap<TopicPartition, i64>,
+        asked: fetcher::FetchAsked,
     },
     /// Reset these partitions (`auto.offset.reset`).
     Reset { partitions: Vec<TopicPartition> },
@@ -423,7 +430,12 @@ impl ConsumerCore {
             return;
         };
         match (in_flight.purpose, response) {
-            (Purpose::Fetch { positions }, ResponseKind::Fetch(response)) => {
+            (Purpose::Fetch { positions, asked }, ResponseKind::Fetch(response)) => {
+                let breaches = fetcher::contract_breaches(&asked, &positions, &response, now);
+                for breach in &breaches {
+                    tracing::warn!(%breach, "a fetch answer broke the request's contract");
+                }
+                self.fetched.breaches.extend(breaches);
                 self.on_fetch_response(now, &positions, &response);
             }
             (Purpose::Reset { partitions }, ResponseKind::ListOffsets(response)) => {
@@ -659,7 +671,8 @@ impl ConsumerCore {
         let max_wait = i32::try_from(max_wait_ms).expect("at most fetch.max.wait.ms, an i32");
         let request = fetcher::fetch_request(&self.config, &positions, max_wait);
         let timeout_ms = self.config.request_timeout_ms.saturating_add(max_wait_ms);
-        let purpose = Purpose::Fetch { positions };
+        let asked = fetcher::FetchAsked::of(&request, now);
+        let purpose = Purpose::Fetch { positions, asked };
         self.send(now, purpose, RequestKind::Fetch(request), timeout_ms, out);
     }
 
@@ -713,7 +726,7 @@ impl ConsumerCore {
                 "a request in flight without a connection"
             );
             match &in_flight.purpose {
-                Purpose::Fetch { positions } => {
+                Purpose::Fetch { positions, .. } => {
                     assert!(!positions.is_empty(), "a fetch asks for some partition");
                 }
                 Purpose::Reset { partitions } => {

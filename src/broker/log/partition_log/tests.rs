@@ -158,7 +158,10 @@ fn segments_below_the_recovery_point_are_not_scanned_and_read_lazily() {
         log.read(0, 6, 1 << 20).expect("read"),
         LogRead::Records { .. }
     ));
-    assert_eq!(log.offset_for_timestamp(1).expect("time index"), Some(0));
+    assert_eq!(
+        log.offset_for_timestamp(1).expect("time index"),
+        Some((0, 1))
+    );
     // Garbage in an unscanned segment's header is found on read, never skipped.
     let file = storage
         .open("t-0/00000000000000000000.log")
@@ -278,4 +281,24 @@ fn a_torn_gap_between_segments_past_the_recovery_point_deletes_the_later_ones() 
             .expect("the deletions need a directory sync")
     };
     assert!(sync.directories.contains(&"t-0".to_owned()));
+}
+
+#[test]
+fn a_segment_fills_to_exactly_segment_bytes_and_rolls_on_the_next_byte() {
+    let batch_len = build_batch(&[(None, Some(b"v0".as_slice()))], 1).len() as u64;
+    let storage = MemoryStorage::new();
+    let (mut log, _) = open(&storage, 3 * batch_len, 0);
+    for index in 0..3 {
+        append_value(&mut log, &format!("v{index}"));
+    }
+    assert_eq!(log.segment_count(), 1, "three batches fill it exactly");
+    append_value(&mut log, "v3");
+    assert_eq!(log.segment_count(), 2, "the fourth rolls a new segment");
+    let storage = MemoryStorage::new();
+    let (mut log, _) = open(&storage, 10, 0);
+    append_value(&mut log, "a batch above segment.bytes");
+    assert_eq!(log.segment_count(), 1, "an empty segment takes any batch");
+    append_value(&mut log, "b");
+    assert_eq!(log.segment_count(), 2);
+    log.check_invariants();
 }
