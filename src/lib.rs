@@ -6,7 +6,7 @@
 //! * [`types`]: newtypes shared by every layer.
 //! * [`protocol`]: the pure wire layer (frames, codec, RecordBatch v2, error codes).
 //! * [`config`]: Kafka-named, validated configs for broker, topics, producer and consumer.
-//! * [`broker`]: the broker as a deterministic state machine (sans-IO) over a [`runtime::storage::Storage`].
+//! * [`broker`]: the broker as a deterministic state machine (sans-IO) over a [`storage::Storage`].
 //! * [`client`]: the producer and consumer state machines.
 //! * [`runtime`]: the only place that touches tokio, sockets, files and clocks: the driver that
 //!   runs a state machine, the connection layer (sendfile in production), `FileStorage`, and the
@@ -25,4 +25,5 @@ pub mod protocol;
     reason = "runtime/ is the one layer that reads clocks; under madsim, tokio's Instant is std's, simulated"
 )]
 pub mod runtime;
+pub mod storage;
 pub mod types;

@@ -14,7 +14,7 @@ use madsim::plugin::Simulator;
 use madsim::rand::{GlobalRng, Rng};
 use madsim::task::NodeId;
 use madsim::time::TimeHandle;
-use seedlog::runtime::memory_storage::{CrashLevel, DiskFaults, FsyncFailure, MemoryStorage};
+use seedlog::storage::memory::{CrashLevel, DiskFaults, FsyncFailure, MemoryStorage};
 
 struct Disk {
     storage: MemoryStorage,

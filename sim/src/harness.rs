@@ -16,8 +16,8 @@ use madsim::rand::Rng;
 use madsim::runtime::{Handle, Runtime};
 use madsim::task::NodeId;
 use seedlog::config::{BrokerConfig, Configurable};
-use seedlog::runtime::memory_storage::{CrashLevel, DiskFaults, FsyncFailure};
 use seedlog::runtime::server::{run_broker, BrokerObserver, ServerOptions};
+use seedlog::storage::memory::{CrashLevel, DiskFaults, FsyncFailure};
 use seedlog::types::TopicPartition;
 use serde_json::json;
 

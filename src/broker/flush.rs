@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 
 use crate::protocol::record_batch::{build_batch, validate_batch, KeyValue};
-use crate::runtime::storage::{Storage, StorageFile};
+use crate::storage::{Storage, StorageFile};
 use crate::types::{Millis, TopicPartition};
 
 use super::checkpoint::{self, CheckpointStage, RecoveryPoints};

@@ -28,7 +28,7 @@ use crate::config::{BrokerConfig, TopicConfig};
 use crate::protocol::codec::Request;
 use crate::protocol::fetch_response::{Chunk, FetchResponseParts};
 use crate::protocol::record_batch::decode_records;
-use crate::runtime::storage::{Storage, StorageFile};
+use crate::storage::{Storage, StorageFile};
 use crate::types::{BrokerId, Millis, TopicPartition};
 
 use self::checkpoint::{CheckpointWriter, RecoveryPoints};

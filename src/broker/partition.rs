@@ -14,7 +14,7 @@
 use std::collections::VecDeque;
 
 use crate::protocol::ErrorCode;
-use crate::runtime::storage::Storage;
+use crate::storage::Storage;
 use crate::types::{BrokerId, LeaderEpoch, TopicPartition};
 
 use super::log::{AppendInfo, FlushMark, LogError, PartitionLog};

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use kafka_protocol::messages::{CreateTopicsResponse, FetchRequest, ProduceResponse, ResponseKind};
 
 use crate::protocol::ErrorCode;
-use crate::runtime::storage::Storage;
+use crate::storage::Storage;
 use crate::types::{Millis, TopicPartition};
 
 use super::log::FlushMark;

@@ -13,11 +13,11 @@ use kafka_protocol::protocol::StrBytes;
 use super::*;
 use crate::protocol::fetch_response::RecordsSource;
 use crate::protocol::record_batch::{build_batch, decode_records};
-use crate::runtime::memory_storage::{complete_now, CrashLevel, MemoryStorage};
+use crate::storage::memory::{sync_now, CrashLevel, MemoryStorage};
 
 const CONNECTION: ConnectionId = ConnectionId(1);
 
-type File = crate::runtime::memory_storage::MemoryFile;
+type File = crate::storage::memory::MemoryFile;
 
 struct Harness {
     broker: Broker<MemoryStorage>,
@@ -56,10 +56,10 @@ impl Harness {
 
     fn sync(&self, sync: &FlushSync<File>) -> std::io::Result<()> {
         for file in &sync.files {
-            complete_now(file.sync())?;
+            sync_now(file)?;
         }
         for directory in &sync.directories {
-            complete_now(self.storage.sync_directory(directory))?;
+            self.storage.begin_directory_sync(directory).finish()?;
         }
         Ok(())
     }

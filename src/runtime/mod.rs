@@ -4,7 +4,6 @@ pub mod admin;
 pub mod client;
 mod clock;
 pub mod consumer;
-pub mod memory_storage;
 pub mod net;
 pub mod producer;
 pub mod server;

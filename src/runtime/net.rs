@@ -16,7 +16,7 @@ use tokio::net::TcpStream;
 
 use crate::protocol::fetch_response::Chunk;
 use crate::protocol::frame::{parse_frame, FrameError};
-use crate::runtime::storage::StorageFile;
+use crate::runtime::storage::DurableFile;
 
 /// What the fault hook decides for one request or response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,7 +100,7 @@ impl Connection {
 
     /// Writes a response made of chunks: bytes directly, file ranges with sendfile (production)
     /// or by copying (simulation). Then flushes (madsim delivers only on flush).
-    pub async fn write_chunks<F: StorageFile>(&mut self, chunks: &[Chunk<F>]) -> io::Result<()> {
+    pub async fn write_chunks<F: DurableFile>(&mut self, chunks: &[Chunk<F>]) -> io::Result<()> {
         for chunk in chunks {
             match chunk {
                 Chunk::Bytes(bytes) => self.stream.write_all(bytes).await?,
@@ -115,7 +115,7 @@ impl Connection {
     }
 
     /// Writes the first `len` bytes of a response, flushes, and gives up (fault injection).
-    pub async fn write_truncated<F: StorageFile>(&mut self, chunks: &[Chunk<F>]) -> io::Result<()> {
+    pub async fn write_truncated<F: DurableFile>(&mut self, chunks: &[Chunk<F>]) -> io::Result<()> {
         let total: usize = chunks.iter().map(Chunk::len).sum();
         let mut remaining = total / 2;
         for chunk in chunks {
@@ -130,7 +130,7 @@ impl Connection {
         self.stream.flush().await
     }
 
-    async fn send_file<F: StorageFile>(
+    async fn send_file<F: DurableFile>(
         &mut self,
         file: &F,
         position: u64,
@@ -152,7 +152,7 @@ impl Connection {
     }
 }
 
-fn chunk_bytes<F: StorageFile>(chunk: &Chunk<F>) -> io::Result<Bytes> {
+fn chunk_bytes<F: DurableFile>(chunk: &Chunk<F>) -> io::Result<Bytes> {
     match chunk {
         Chunk::Bytes(bytes) => Ok(bytes.clone()),
         Chunk::File {

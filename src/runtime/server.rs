@@ -18,7 +18,7 @@ use crate::config::BrokerConfig;
 use crate::protocol::codec::{decode_request, encode_api_versions_fallback, Decoded, Request};
 use crate::runtime::clock::Clock;
 use crate::runtime::net::{Connection, ConnectionFaults, FaultAction};
-use crate::runtime::storage::{Storage, StorageFile};
+use crate::runtime::storage::{DurableFile, DurableStorage};
 
 /// Sees the broker's events (the simulator records them in its history).
 pub trait BrokerObserver: Send + Sync {
@@ -46,7 +46,7 @@ fn publish(observer: Option<&dyn BrokerObserver>, event: &BrokerEvent) {
 }
 
 /// Runs one flush: every file, then every directory; the first failure ends it.
-async fn run_flush<S: Storage>(storage: &S, sync: FlushSync<S::File>) -> Result<(), String> {
+async fn run_flush<S: DurableStorage>(storage: &S, sync: FlushSync<S::File>) -> Result<(), String> {
     for file in sync.files {
         file.sync()
             .await
@@ -96,7 +96,7 @@ enum DriverMessage<F> {
 }
 
 /// Runs a broker until the process (or simulated node) dies.
-pub async fn run_broker<S: Storage>(
+pub async fn run_broker<S: DurableStorage>(
     config: BrokerConfig,
     storage: S,
     options: ServerOptions,
@@ -161,14 +161,14 @@ pub async fn run_broker<S: Storage>(
 }
 
 /// What the driver needs to carry out outputs.
-struct Shell<S: Storage> {
+struct Shell<S: DurableStorage> {
     storage: S,
     observer: Option<Arc<dyn BrokerObserver>>,
     to_driver: mpsc::Sender<DriverMessage<S::File>>,
 }
 
 /// The driver loop: one input at a time into the state machine, outputs executed in order.
-async fn drive<S: Storage>(
+async fn drive<S: DurableStorage>(
     mut broker: Broker<S>,
     clock: Clock,
     mut inbox: mpsc::Receiver<DriverMessage<S::File>>,
@@ -201,7 +201,7 @@ async fn drive<S: Storage>(
     }
 }
 
-fn execute<S: Storage>(
+fn execute<S: DurableStorage>(
     output: Output<S::File>,
     replies: &mut BTreeMap<ConnectionId, oneshot::Sender<Reply<S::File>>>,
     shell: &Shell<S>,
@@ -235,7 +235,7 @@ fn execute<S: Storage>(
 }
 
 /// Serves one connection: read a request, hand it to the driver, write its response, repeat.
-async fn serve_connection<F: StorageFile>(
+async fn serve_connection<F: DurableFile>(
     stream: TcpStream,
     connection: ConnectionId,
     to_driver: mpsc::Sender<DriverMessage<F>>,
@@ -303,7 +303,7 @@ enum Admission {
     Answered,
 }
 
-async fn admit<F: StorageFile>(
+async fn admit<F: DurableFile>(
     conn: &mut Connection,
     request: &Request,
     faults: Option<&dyn ConnectionFaults>,
@@ -326,7 +326,7 @@ async fn admit<F: StorageFile>(
     }
 }
 
-async fn write_response<F: StorageFile>(
+async fn write_response<F: DurableFile>(
     conn: &mut Connection,
     response: &Response<F>,
     faults: Option<&dyn ConnectionFaults>,
@@ -350,7 +350,7 @@ async fn write_response<F: StorageFile>(
     }
 }
 
-async fn serve_requests<F: StorageFile>(
+async fn serve_requests<F: DurableFile>(
     conn: &mut Connection,
     connection: ConnectionId,
     to_driver: &mpsc::Sender<DriverMessage<F>>,

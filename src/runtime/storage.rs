@@ -1,17 +1,11 @@
-//! The storage seam: a synchronous file trait (appends go to the page cache inside a handler and
-//! run to completion) plus an asynchronous `sync` (fsync takes time; the driver awaits it off the
-//! state machine and reports completion as an input).
+//! The runtime's side of the storage seam ([`crate::storage`]): fsync and `sendfile(2)`, which
+//! take time or need the operating system, as extensions of the core's synchronous traits; and
+//! [`FileStorage`], real files.
 //!
-//! Two implementations: [`FileStorage`] here (real files, `fdatasync`, sendfile-able), and
-//! `SimStorage` in the `seedlog-sim` crate (a madsim plugin with durable bytes, an unsynced tail,
-//! process crash and power loss).
-//!
-//! Names are relative paths with `/` separators, e.g. `orders-0/00000000000000000000.log`.
-//!
-//! Durability follows POSIX, as the simulator's disk model enforces: a file's bytes are durable
-//! after [`StorageFile::sync`]; its *name* (creation, removal, rename) is durable only after
-//! [`Storage::sync_directory`] of the directory holding it, and a new directory's own entry after
-//! a sync of its parent (`""` is the root).
+//! The driver awaits [`DurableFile::sync`] and [`DurableStorage::sync_directory`] off the state
+//! machine and reports their completion as an input. [`MemoryStorage`]'s implementation sleeps
+//! for the disk model's fsync latency (simulated time under madsim) between issuing the sync
+//! (which fixes what it covers) and finishing it.
 
 use std::future::Future;
 use std::io;
@@ -20,20 +14,11 @@ use std::path::{Path, PathBuf};
 #[cfg(not(madsim))]
 use std::sync::Arc;
 
-/// A directory of named files.
-pub trait Storage: Clone + Send + Sync + 'static {
-    /// An open file.
-    type File: StorageFile;
-    /// Opens `name` for reading and writing, creating it empty (and its parent directory) if
-    /// it does not exist.
-    fn open(&self, name: &str) -> io::Result<Self::File>;
-    /// Every file whose name starts with `prefix`, sorted.
-    fn list(&self, prefix: &str) -> io::Result<Vec<String>>;
-    /// Removes `name` (no error if it is already gone). Durable after a directory sync.
-    fn remove(&self, name: &str) -> io::Result<()>;
-    /// Renames `from` to `to`, replacing `to` if it exists (atomically, as `rename(2)`).
-    /// Durable after a sync of the directory.
-    fn rename(&self, from: &str, to: &str) -> io::Result<()>;
+use crate::storage::memory::{MemoryFile, MemoryStorage};
+pub use crate::storage::{parent_directory, Storage, StorageFile};
+
+/// A [`Storage`] whose directories can be made durable.
+pub trait DurableStorage: Storage<File: DurableFile> {
     /// Makes the entries of `directory` (`""`: the root) durable: files created, removed or
     /// renamed in it, and directories created in it. Takes time; never call it from a handler.
     fn sync_directory(
@@ -42,30 +27,42 @@ pub trait Storage: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = io::Result<()>> + Send + 'static;
 }
 
-/// The directory holding `name` (`""` for a name at the root).
-pub fn parent_directory(name: &str) -> &str {
-    name.rsplit_once('/').map_or("", |(directory, _)| directory)
-}
-
-/// An open file. Cloning shares the same file.
-pub trait StorageFile: Clone + Send + Sync + std::fmt::Debug + 'static {
-    /// Current length in bytes (including unsynced writes).
-    fn len(&self) -> io::Result<u64>;
-    /// Whether the file is empty.
-    fn is_empty(&self) -> io::Result<bool> {
-        Ok(self.len()? == 0)
-    }
-    /// Fills `buf` from `position`; `UnexpectedEof` if the file is too short.
-    fn read_exact_at(&self, buf: &mut [u8], position: u64) -> io::Result<()>;
-    /// Writes `data` at `position` (into the page cache: not durable until [`sync`](Self::sync)).
-    fn write_all_at(&self, data: &[u8], position: u64) -> io::Result<()>;
-    /// Truncates or extends the file.
-    fn set_len(&self, len: u64) -> io::Result<()>;
+/// A [`StorageFile`] that can be made durable and sent with `sendfile(2)`.
+pub trait DurableFile: StorageFile {
     /// Makes every write so far durable (`fdatasync`). Takes time; never call it from a handler.
     fn sync(&self) -> impl Future<Output = io::Result<()>> + Send + 'static;
     /// The operating-system file, for `sendfile(2)`; `None` in simulation.
     fn os_file(&self) -> Option<&std::fs::File> {
         None
+    }
+}
+
+impl DurableStorage for MemoryStorage {
+    fn sync_directory(
+        &self,
+        directory: &str,
+    ) -> impl Future<Output = io::Result<()>> + Send + 'static {
+        let pending = self.begin_directory_sync(directory);
+        let storage = self.clone();
+        async move {
+            if let Some(latency) = storage.draw_sync_latency() {
+                tokio::time::sleep(latency).await;
+            }
+            pending.finish()
+        }
+    }
+}
+
+impl DurableFile for MemoryFile {
+    fn sync(&self) -> impl Future<Output = io::Result<()>> + Send + 'static {
+        let pending = self.begin_sync();
+        let storage = self.storage().clone();
+        async move {
+            if let Some(latency) = storage.draw_sync_latency() {
+                tokio::time::sleep(latency).await;
+            }
+            pending.finish()
+        }
     }
 }
 
@@ -156,7 +153,10 @@ impl Storage for FileStorage {
     fn rename(&self, from: &str, to: &str) -> io::Result<()> {
         std::fs::rename(self.path(from)?, self.path(to)?)
     }
+}
 
+#[cfg(not(madsim))]
+impl DurableStorage for FileStorage {
     fn sync_directory(
         &self,
         directory: &str,
@@ -205,7 +205,10 @@ impl StorageFile for RealFile {
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.file.set_len(len)
     }
+}
 
+#[cfg(not(madsim))]
+impl DurableFile for RealFile {
     fn sync(&self) -> impl Future<Output = io::Result<()>> + Send + 'static {
         let file = Arc::clone(&self.file);
         let name = self.name.clone();

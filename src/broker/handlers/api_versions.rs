@@ -5,7 +5,7 @@ use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, Response
 
 use crate::broker::Broker;
 use crate::protocol::{api_versions, ErrorCode};
-use crate::runtime::storage::Storage;
+use crate::storage::Storage;
 
 /// Kafka's rule for `client_software_name`/`_version` (v3+):
 /// `[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?`.

@@ -16,7 +16,7 @@ use crate::broker::{Broker, Output, ReplyTo, ResponseBody};
 use crate::config::TopicConfig;
 use crate::protocol::codec::Request;
 use crate::protocol::ErrorCode;
-use crate::runtime::storage::Storage;
+use crate::storage::Storage;
 use crate::types::Millis;
 
 /// A validated topic: its record, partition count and replication factor.

@@ -14,7 +14,7 @@ use crate::protocol::fetch_response::{
     FetchPartitionResponse, FetchResponseParts, FetchTopicResponse, RecordsSource,
 };
 use crate::protocol::ErrorCode;
-use crate::runtime::storage::Storage;
+use crate::storage::Storage;
 use crate::types::{Millis, TopicPartition};
 
 const TOPIC_IDS_FROM: i16 = 13;

@@ -12,7 +12,7 @@ use crate::broker::log::LogError;
 use crate::broker::partition::Partition;
 use crate::broker::Broker;
 use crate::protocol::ErrorCode;
-use crate::runtime::storage::Storage;
+use crate::storage::Storage;
 use crate::types::TopicPartition;
 
 const LATEST_TIMESTAMP: i64 = -1;

@@ -13,7 +13,7 @@ use kafka_protocol::protocol::StrBytes;
 use crate::broker::metadata::{validate_topic_name, MetadataRecord, TopicMetadata};
 use crate::broker::{Broker, Output};
 use crate::protocol::ErrorCode;
-use crate::runtime::storage::Storage;
+use crate::storage::Storage;
 use crate::types::{Millis, TopicPartition};
 
 impl<S: Storage> Broker<S> {

@@ -22,7 +22,7 @@ use crate::protocol::codec::Request;
 use crate::protocol::record_batch::{validate_batch, BatchError, RecordBatchHeader};
 use crate::protocol::record_validation::{validate_compression, validate_records, RecordsError};
 use crate::protocol::ErrorCode;
-use crate::runtime::storage::Storage;
+use crate::storage::Storage;
 use crate::types::{Millis, TopicPartition};
 
 /// A successful append as the response reports it.

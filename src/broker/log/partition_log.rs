@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 
 use crate::protocol::record_batch::{assign_offsets, RecordBatchHeader};
-use crate::runtime::storage::Storage;
+use crate::storage::Storage;
 use crate::types::Millis;
 
 use super::segment::{parse_segment_name, LogSegment};

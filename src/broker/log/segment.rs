@@ -13,7 +13,7 @@ use bytes::Bytes;
 use crate::protocol::record_batch::{
     decode_batch, validate_batch, RecordBatchHeader, RECORD_BATCH_HEADER_BYTES,
 };
-use crate::runtime::storage::{Storage, StorageFile};
+use crate::storage::{Storage, StorageFile};
 
 use super::offset_index::OffsetIndex;
 use super::LogError;

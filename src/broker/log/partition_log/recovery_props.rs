@@ -8,8 +8,8 @@ use proptest::prelude::*;
 use super::*;
 use crate::broker::log::segment::parse_segment_name;
 use crate::protocol::record_batch::{build_batch, validate_batch};
-use crate::runtime::memory_storage::{MemoryFile, MemoryStorage};
-use crate::runtime::storage::StorageFile;
+use crate::storage::memory::{MemoryFile, MemoryStorage};
+use crate::storage::StorageFile;
 
 const SEGMENT_BYTES: u64 = 180;
 

@@ -1,7 +1,7 @@
 use super::*;
 use crate::protocol::record_batch::{build_batch, validate_batch};
-use crate::runtime::memory_storage::{complete_now, CrashLevel, MemoryFile, MemoryStorage};
-use crate::runtime::storage::StorageFile;
+use crate::storage::memory::{sync_now, CrashLevel, MemoryFile, MemoryStorage};
+use crate::storage::StorageFile;
 
 fn config(segment_bytes: u64, flush_messages: i64) -> LogConfig {
     LogConfig {
@@ -36,10 +36,13 @@ fn append_value(log: &mut PartitionLog<MemoryStorage>, value: &str) -> AppendInf
 /// Runs a flush's syncs to completion.
 pub(super) fn complete(storage: &MemoryStorage, sync: &FlushSync<MemoryFile>) {
     for file in &sync.files {
-        complete_now(file.sync()).expect("sync");
+        sync_now(file).expect("sync");
     }
     for directory in &sync.directories {
-        complete_now(storage.sync_directory(directory)).expect("directory sync");
+        storage
+            .begin_directory_sync(directory)
+            .finish()
+            .expect("directory sync");
     }
 }
 

@@ -2,14 +2,6 @@
 
 use super::*;
 
-fn block_on<F: Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(future)
-}
-
 /// Nothing pending survives a power loss; an unsynced truncation does not either.
 fn nothing_survives(_: u64) -> u64 {
     0
@@ -37,9 +29,11 @@ fn contents(disk: &MemoryStorage, name: &str) -> Vec<u8> {
 fn durable_file(disk: &MemoryStorage, name: &str, bytes: &[u8]) -> MemoryFile {
     let file = disk.open(name).expect("open");
     file.write_all_at(bytes, 0).expect("write");
-    block_on(file.sync()).expect("sync");
+    file.begin_sync().finish().expect("sync");
     for directory in ancestors(name).chain([""]) {
-        block_on(disk.sync_directory(directory)).expect("directory sync");
+        disk.begin_directory_sync(directory)
+            .finish()
+            .expect("directory sync");
     }
     file
 }
@@ -58,10 +52,10 @@ fn an_fsync_issued_before_an_append_does_not_cover_it() {
     let disk = MemoryStorage::new();
     let file = durable_file(&disk, "x", b"first");
     file.write_all_at(b"-second", 5).expect("write");
-    let sync = file.sync(); // issued now: covers "-second"
+    let sync = file.begin_sync(); // issued now: covers "-second"
     file.write_all_at(b"-third", 12)
         .expect("write after the fsync was issued");
-    block_on(sync).expect("sync");
+    sync.finish().expect("sync");
     disk.check_invariants();
     disk.crash(CrashLevel::PowerLoss, &mut nothing_survives);
     assert_eq!(contents(&disk, "x"), b"first-second");
@@ -72,11 +66,11 @@ fn an_older_fsync_finishing_after_a_newer_one_does_not_shrink_the_file() {
     let disk = MemoryStorage::new();
     let file = durable_file(&disk, "x", b"a");
     file.write_all_at(b"b", 1).expect("write");
-    let older = file.sync();
+    let older = file.begin_sync();
     file.write_all_at(b"c", 2).expect("write");
-    let newer = file.sync();
-    block_on(newer).expect("newer");
-    block_on(older).expect("older");
+    let newer = file.begin_sync();
+    newer.finish().expect("newer");
+    older.finish().expect("older");
     assert_eq!(disk.durable_len("x"), Some(3));
 }
 
@@ -89,13 +83,13 @@ fn a_failed_fsync_drops_the_dirty_pages_it_covered() {
         fail_writes: 0,
         fail_syncs: 1,
     });
-    assert!(block_on(file.sync()).is_err());
+    assert!(file.begin_sync().finish().is_err());
     assert_eq!(
         contents(&disk, "x"),
         b"kept+lost",
         "the page cache still has them"
     );
-    block_on(file.sync()).expect("the next fsync succeeds");
+    file.begin_sync().finish().expect("the next fsync succeeds");
     disk.crash(CrashLevel::PowerLoss, &mut everything_survives);
     let after = contents(&disk, "x");
     assert_eq!(&after[..4], b"kept");
@@ -115,8 +109,8 @@ fn with_keep_dirty_pages_a_later_fsync_persists_what_a_failed_one_did_not() {
         fail_writes: 0,
         fail_syncs: 1,
     });
-    assert!(block_on(file.sync()).is_err());
-    block_on(file.sync()).expect("retry");
+    assert!(file.begin_sync().finish().is_err());
+    file.begin_sync().finish().expect("retry");
     disk.crash(CrashLevel::PowerLoss, &mut nothing_survives);
     assert_eq!(contents(&disk, "x"), b"kept+later");
 }
@@ -182,14 +176,18 @@ fn a_new_file_vanishes_unless_its_directory_was_synced() {
     let disk = MemoryStorage::new();
     let file = disk.open("d/new.log").expect("open");
     file.write_all_at(b"data", 0).expect("write");
-    block_on(file.sync()).expect("the data is durable, the name is not");
+    file.begin_sync()
+        .finish()
+        .expect("the data is durable, the name is not");
     disk.crash(CrashLevel::PowerLoss, &mut everything_survives);
     assert!(disk.list("").expect("list").is_empty());
 
     let file = disk.open("d/new.log").expect("open");
     file.write_all_at(b"data", 0).expect("write");
-    block_on(file.sync()).expect("sync");
-    block_on(disk.sync_directory("d")).expect("the entry in d");
+    file.begin_sync().finish().expect("sync");
+    disk.begin_directory_sync("d")
+        .finish()
+        .expect("the entry in d");
     disk.crash(CrashLevel::PowerLoss, &mut everything_survives);
     assert!(
         disk.list("").expect("list").is_empty(),
@@ -217,7 +215,7 @@ fn a_removal_and_a_rename_are_undone_by_power_loss_without_a_directory_sync() {
 
     disk.remove("gone").expect("remove");
     disk.rename("old", "new").expect("rename");
-    block_on(disk.sync_directory("")).expect("sync");
+    disk.begin_directory_sync("").finish().expect("sync");
     disk.crash(CrashLevel::PowerLoss, &mut nothing_survives);
     assert_eq!(disk.list("").expect("list"), vec!["new".to_owned()]);
     assert_eq!(contents(&disk, "new"), b"o");

@@ -6,13 +6,14 @@
 //! survives a power loss), tracked in 512-byte sectors:
 //!
 //! * a write dirties the sectors it touches (a *pending* writeback);
-//! * [`StorageFile::sync`] snapshots the pending sectors and the length **when it is called** and,
-//!   after its latency, makes exactly that snapshot durable: bytes written after the call are not
-//!   covered, even if the fsync completes later;
+//! * an fsync ([`MemoryFile::begin_sync`], then [`PendingSync::finish`]; the runtime sleeps for
+//!   the fsync latency between the two) snapshots the pending sectors and the length **when it is
+//!   issued** and makes exactly that snapshot durable when it finishes: bytes written after it was
+//!   issued are not covered, even if the fsync completes later;
 //! * an fsync that fails with EIO drops the dirty sectors it covered (ext4's behaviour since
 //!   Linux 4.13: the pages are marked clean, stay readable, and no later fsync writes them);
 //!   [`FsyncFailure::KeepDirtyPages`] keeps them pending instead;
-//! * names are durable only through [`Storage::sync_directory`]: a file created, removed or
+//! * names are durable only through a directory sync ([`MemoryStorage::begin_directory_sync`]): a file created, removed or
 //!   renamed comes back as it was at the last sync of its directory, and a new directory's entry
 //!   needs a sync of its parent.
 //!
@@ -31,12 +32,11 @@
 //! the CRCs must catch).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use super::storage::{parent_directory, Storage, StorageFile};
+use super::{parent_directory, Storage, StorageFile};
 
 /// The unit of a torn write.
 pub const SECTOR_BYTES: u64 = 512;
@@ -380,8 +380,9 @@ impl MemoryStorage {
         }
     }
 
-    /// Every fsync first sleeps for `latency()` (simulated time under madsim), so a crash
-    /// during an fsync loses what it had not yet made durable.
+    /// Every fsync takes `latency()` between issue and finish (the runtime sleeps for it:
+    /// simulated time under madsim), so a crash during an fsync loses what it had not yet made
+    /// durable.
     pub fn set_sync_latency(&self, latency: impl Fn() -> Duration + Send + Sync + 'static) {
         lock(&self.shared).sync_latency = Some(Arc::new(latency));
     }
@@ -465,8 +466,21 @@ impl MemoryStorage {
         }
     }
 
-    fn latency(&self) -> Option<SyncLatency> {
-        lock(&self.shared).sync_latency.clone()
+    /// The latency of the next fsync, drawn from the function set by
+    /// [`set_sync_latency`](Self::set_sync_latency); `None`: fsyncs finish at once.
+    pub fn draw_sync_latency(&self) -> Option<Duration> {
+        let latency = lock(&self.shared).sync_latency.clone();
+        latency.map(|latency| latency())
+    }
+
+    /// Issues a sync of `directory`'s entries (`""`: the root): it covers the entry changes made
+    /// so far, and [`PendingDirectorySync::finish`] makes them durable.
+    pub fn begin_directory_sync(&self, directory: &str) -> PendingDirectorySync {
+        PendingDirectorySync {
+            storage: self.clone(),
+            directory: directory.to_owned(),
+            upto: lock(&self.shared).next_change,
+        }
     }
 
     /// Consumes an armed fsync fault, if any.
@@ -529,25 +543,6 @@ impl Storage for MemoryStorage {
         shared.change(parent_directory(from), EntryChange::Unlink(from.to_owned()));
         shared.change(parent_directory(to), EntryChange::Link(to.to_owned(), file));
         Ok(())
-    }
-
-    fn sync_directory(
-        &self,
-        directory: &str,
-    ) -> impl Future<Output = io::Result<()>> + Send + 'static {
-        let storage = self.clone();
-        let directory = directory.to_owned();
-        let upto = lock(&self.shared).next_change;
-        async move {
-            if let Some(latency) = storage.latency() {
-                tokio::time::sleep(latency()).await;
-            }
-            if storage.sync_fails().is_some() {
-                return Err(eio("fsync of directory", &directory));
-            }
-            lock(&storage.shared).apply_directory_sync(&directory, upto);
-            Ok(())
-        }
     }
 }
 
@@ -613,36 +608,69 @@ impl StorageFile for MemoryFile {
         state.live.resize(len as usize, 0);
         Ok(())
     }
+}
 
-    fn sync(&self) -> impl Future<Output = io::Result<()>> + Send + 'static {
-        let file = self.clone();
-        let snapshot = lock(&self.state).snapshot();
-        async move {
-            if let Some(latency) = file.storage.latency() {
-                tokio::time::sleep(latency()).await;
-            }
-            if let Some(policy) = file.storage.sync_fails() {
-                lock(&file.state).fail(&snapshot, policy);
-                return Err(eio("fsync", &file.name));
-            }
-            lock(&file.state).apply(snapshot);
-            Ok(())
+/// An fsync of a [`MemoryFile`] issued but not finished: it covers what was written before it was
+/// issued, whenever it finishes.
+#[must_use = "an fsync does nothing until it finishes"]
+pub struct PendingSync {
+    file: MemoryFile,
+    snapshot: SyncSnapshot,
+}
+
+impl PendingSync {
+    /// Finishes the fsync: the covered sectors become durable, or an injected EIO drops them
+    /// (or keeps them dirty, by [`FsyncFailure`]).
+    pub fn finish(self) -> io::Result<()> {
+        let PendingSync { file, snapshot } = self;
+        if let Some(policy) = file.storage.sync_fails() {
+            lock(&file.state).fail(&snapshot, policy);
+            return Err(eio("fsync", &file.name));
         }
+        lock(&file.state).apply(snapshot);
+        Ok(())
     }
 }
 
-/// Runs a MemoryStorage future without a runtime (tests): an fsync without a latency is ready on
-/// its first poll.
-#[cfg(test)]
-pub(crate) fn complete_now<F: Future>(future: F) -> F::Output {
-    let mut future = std::pin::pin!(future);
-    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
-    match future.as_mut().poll(&mut context) {
-        std::task::Poll::Ready(output) => output,
-        std::task::Poll::Pending => {
-            panic!("a MemoryStorage fsync without latency completes at once")
+/// A directory sync issued but not finished: it covers the entry changes made before it was
+/// issued.
+#[must_use = "a directory sync does nothing until it finishes"]
+pub struct PendingDirectorySync {
+    storage: MemoryStorage,
+    directory: String,
+    upto: u64,
+}
+
+impl PendingDirectorySync {
+    /// Finishes the sync: the covered entry changes become durable, or an injected EIO fails it.
+    pub fn finish(self) -> io::Result<()> {
+        if self.storage.sync_fails().is_some() {
+            return Err(eio("fsync of directory", &self.directory));
+        }
+        lock(&self.storage.shared).apply_directory_sync(&self.directory, self.upto);
+        Ok(())
+    }
+}
+
+impl MemoryFile {
+    /// Issues an fsync: it covers the pending sectors and the length as they are now.
+    pub fn begin_sync(&self) -> PendingSync {
+        PendingSync {
+            file: self.clone(),
+            snapshot: lock(&self.state).snapshot(),
         }
     }
+
+    /// The disk this file lives on.
+    pub fn storage(&self) -> &MemoryStorage {
+        &self.storage
+    }
+}
+
+/// Issues and finishes an fsync at once (tests: no latency, no runtime).
+#[cfg(test)]
+pub(crate) fn sync_now(file: &MemoryFile) -> io::Result<()> {
+    file.begin_sync().finish()
 }
 
 #[cfg(test)]
