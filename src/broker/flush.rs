@@ -13,12 +13,12 @@ use crate::storage::{Storage, StorageFile};
 use crate::types::{Millis, TopicPartition};
 
 use super::checkpoint::{self, CheckpointStage, RecoveryPoints};
-use super::log::{FlushMark, FlushSync, LogError};
 use super::metadata::{MetadataRecord, METADATA_LOG_DIRECTORY};
 use super::purgatory::FlushTarget;
 use super::{
     Broker, BrokerEvent, FlushId, Output, RECOVERY_POINT_CHECKPOINT, RECOVERY_POINT_CHECKPOINT_TMP,
 };
+use crate::log::{FlushMark, FlushSync, LogError};
 
 impl<S: Storage> Broker<S> {
     fn start(

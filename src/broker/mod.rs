@@ -13,7 +13,6 @@ mod flush;
 mod handlers;
 pub use checkpoint::{RECOVERY_POINT_CHECKPOINT, RECOVERY_POINT_CHECKPOINT_TMP};
 pub use handlers::produce_rejection;
-pub mod log;
 pub mod metadata;
 pub mod partition;
 mod purgatory;
@@ -32,10 +31,10 @@ use crate::storage::{Storage, StorageFile};
 use crate::types::{BrokerId, Millis, TopicPartition};
 
 use self::checkpoint::{CheckpointWriter, RecoveryPoints};
-use self::log::{FlushSync, LogConfig, LogError, LogRead, PartitionLog, RecoveryReport};
 use self::metadata::{MetadataImage, MetadataRecord, TopicMetadata, METADATA_LOG_DIRECTORY};
 use self::partition::Partition;
 use self::purgatory::{DelayedCreateTopics, DelayedFetch, DelayedProduce, FlushTarget};
+use crate::log::{FlushSync, LogConfig, LogError, LogRead, PartitionLog, RecoveryReport};
 
 /// A client connection, numbered by the network layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

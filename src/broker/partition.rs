@@ -17,7 +17,7 @@ use crate::protocol::ErrorCode;
 use crate::storage::Storage;
 use crate::types::{BrokerId, LeaderEpoch, TopicPartition};
 
-use super::log::{AppendInfo, FlushMark, LogError, PartitionLog};
+use crate::log::{AppendInfo, FlushMark, LogError, PartitionLog};
 use crate::protocol::record_batch::RecordBatchHeader;
 
 /// One partition's replica state on this broker.

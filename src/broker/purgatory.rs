@@ -10,9 +10,9 @@ use crate::protocol::ErrorCode;
 use crate::storage::Storage;
 use crate::types::{Millis, TopicPartition};
 
-use super::log::FlushMark;
 use super::metadata::MetadataRecord;
 use super::{Broker, FlushId, Output, ReplyTo, ResponseBody};
+use crate::log::FlushMark;
 
 /// What a flush makes durable.
 #[derive(Debug)]

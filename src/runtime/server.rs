@@ -9,12 +9,12 @@ use kafka_protocol::messages::ApiKey;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::broker::log::FlushSync;
 use crate::broker::{
     produce_rejection, Broker, BrokerError, BrokerEvent, ConnectionId, FlushId, Input, Output,
     Response,
 };
 use crate::config::BrokerConfig;
+use crate::log::FlushSync;
 use crate::protocol::codec::{decode_request, encode_api_versions_fallback, Decoded, Request};
 use crate::runtime::clock::Clock;
 use crate::runtime::net::{Connection, ConnectionFaults, FaultAction};

@@ -5,10 +5,10 @@
 use kafka_protocol::messages::fetch_request::FetchPartition;
 use kafka_protocol::messages::{FetchRequest, RequestKind};
 
-use crate::broker::log::{LogError, LogRead};
 use crate::broker::partition::Partition;
 use crate::broker::purgatory::DelayedFetch;
 use crate::broker::{Broker, Output, ReplyTo, ResponseBody};
+use crate::log::{LogError, LogRead};
 use crate::protocol::codec::Request;
 use crate::protocol::fetch_response::{
     FetchPartitionResponse, FetchResponseParts, FetchTopicResponse, RecordsSource,

@@ -8,9 +8,9 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, ResponseKind};
 
-use crate::broker::log::LogError;
 use crate::broker::partition::Partition;
 use crate::broker::Broker;
+use crate::log::LogError;
 use crate::protocol::ErrorCode;
 use crate::storage::Storage;
 use crate::types::TopicPartition;

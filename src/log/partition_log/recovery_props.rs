@@ -6,7 +6,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::broker::log::segment::parse_segment_name;
+use crate::log::segment::parse_segment_name;
 use crate::protocol::record_batch::{build_batch, validate_batch};
 use crate::storage::memory::{MemoryFile, MemoryStorage};
 use crate::storage::StorageFile;
