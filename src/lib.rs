@@ -28,5 +28,6 @@ pub mod protocol;
     reason = "runtime/ is the one layer that reads clocks; under madsim, tokio's Instant is std's, simulated"
 )]
 pub mod runtime;
+pub mod state_machine;
 pub mod storage;
 pub mod types;

@@ -750,5 +750,22 @@ fn startup_events<S: Storage>(
     events
 }
 
+impl<S: Storage> crate::state_machine::StateMachine for Broker<S> {
+    type Input = Input;
+    type Output = Output<S::File>;
+
+    fn handle(&mut self, now: Millis, input: Input, out: &mut Vec<Output<S::File>>) {
+        Broker::handle(self, now, input, out);
+    }
+
+    fn next_deadline(&self) -> Option<Millis> {
+        Broker::next_deadline(self)
+    }
+
+    fn check_invariants(&self) {
+        Broker::check_invariants(self);
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -479,6 +479,23 @@ impl ProducerCore {
     }
 }
 
+impl crate::state_machine::StateMachine for ProducerCore {
+    type Input = ProducerInput;
+    type Output = ProducerOutput;
+
+    fn handle(&mut self, now: Millis, input: ProducerInput, out: &mut Vec<ProducerOutput>) {
+        ProducerCore::handle(self, now, input, out);
+    }
+
+    fn next_deadline(&self) -> Option<Millis> {
+        ProducerCore::next_deadline(self)
+    }
+
+    fn check_invariants(&self) {
+        ProducerCore::check_invariants(self);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

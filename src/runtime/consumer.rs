@@ -21,16 +21,16 @@ use crate::config::{ConfigError, ConsumerConfig};
 use crate::protocol::codec::RequestApiKey;
 use crate::runtime::client::{ClientConnection, ClientError};
 use crate::runtime::clock::Clock;
+use crate::runtime::driver::Driver;
 use crate::types::{Millis, TopicPartition};
 
 /// A consumer of assigned partitions.
 #[derive(Debug)]
 pub struct Consumer {
-    core: ConsumerCore,
+    driver: Driver<ConsumerCore>,
     bootstrap: String,
     client_id: String,
     connection: Option<ClientConnection>,
-    clock: Clock,
 }
 
 /// What the core answered the application.
@@ -45,11 +45,10 @@ impl Consumer {
         let bootstrap = crate::config::first_bootstrap_server(&config.bootstrap_servers)?;
         let client_id = config.client_id.clone();
         Ok(Consumer {
-            core: ConsumerCore::new(config),
+            driver: Driver::new(ConsumerCore::new(config), Clock::start()),
             bootstrap,
             client_id,
             connection: None,
-            clock: Clock::start(),
         })
     }
 
@@ -70,7 +69,7 @@ impl Consumer {
 
     /// The next offset of a partition, if known.
     pub fn position(&self, partition: &TopicPartition) -> Option<i64> {
-        self.core.position(partition)
+        self.driver.machine().position(partition)
     }
 
     /// Log end (`-1`) or log start (`-2`) offsets of `partitions`: one attempt, over the
@@ -105,7 +104,7 @@ impl Consumer {
     /// delivered records or reported an error, or when `timeout` passes (with the resets that
     /// happened). Network trouble is retried until then, never an error.
     pub async fn poll(&mut self, timeout: Duration) -> Result<Polled, ConsumerError> {
-        let deadline = self.clock.now().plus(timeout.as_millis() as u64);
+        let deadline = self.driver.now().plus(timeout.as_millis() as u64);
         let Answer::Polled(result) = self
             .drive(ConsumerInput::Poll { deadline }, Some(deadline))
             .await
@@ -118,8 +117,7 @@ impl Consumer {
     /// An application input that needs no IO.
     fn apply(&mut self, input: ConsumerInput) {
         let mut outputs = Vec::new();
-        self.core.handle(self.clock.now(), input, &mut outputs);
-        self.core.check_invariants();
+        self.driver.step(input, &mut outputs);
         assert!(
             outputs.is_empty(),
             "assign and seek need no IO: {outputs:?}"
@@ -133,10 +131,7 @@ impl Consumer {
             if let Some(answer) = self.step(input).await {
                 return answer;
             }
-            let wake = [self.core.next_deadline(), deadline]
-                .into_iter()
-                .flatten()
-                .min();
+            let wake = self.driver.wake(deadline);
             let awaiting = self
                 .connection
                 .as_ref()
@@ -151,7 +146,7 @@ impl Consumer {
                     Ok(response) => ConsumerInput::Response(response),
                     Err(reason) => self.lost(&reason),
                 },
-                () = self.clock.sleep_until(wake), if wake.is_some() => ConsumerInput::Tick,
+                () = self.driver.clock().sleep_until(wake), if wake.is_some() => ConsumerInput::Tick,
             };
         }
     }
@@ -169,8 +164,7 @@ impl Consumer {
         let mut inputs = VecDeque::from([input]);
         while let Some(input) = inputs.pop_front() {
             let mut outputs = Vec::new();
-            self.core.handle(self.clock.now(), input, &mut outputs);
-            self.core.check_invariants();
+            self.driver.step(input, &mut outputs);
             for output in outputs {
                 let answered = match output {
                     ConsumerOutput::Connect => {

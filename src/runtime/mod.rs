@@ -4,6 +4,7 @@ pub mod admin;
 pub mod client;
 mod clock;
 pub mod consumer;
+mod driver;
 pub mod net;
 pub mod producer;
 pub mod server;

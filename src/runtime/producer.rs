@@ -12,7 +12,7 @@ use crate::client::producer::{
 use crate::config::{ConfigError, ProducerConfig};
 use crate::runtime::client::ClientConnection;
 use crate::runtime::clock::Clock;
-use crate::types::Millis;
+use crate::runtime::driver::Driver;
 
 enum Command {
     Send {
@@ -53,13 +53,12 @@ impl Producer {
         let core = ProducerCore::new(config)?;
         let (commands, inbox) = mpsc::channel(1024);
         let task = Task {
-            core,
+            driver: Driver::new(core, Clock::start()),
             bootstrap,
             client_id,
             connection: None,
             replies: BTreeMap::new(),
             next_id: 0,
-            clock: Clock::start(),
         };
         tokio::spawn(task.run(inbox));
         Ok(Producer { commands })
@@ -88,32 +87,27 @@ impl Producer {
 }
 
 struct Task {
-    core: ProducerCore,
+    driver: Driver<ProducerCore>,
     bootstrap: String,
     client_id: String,
     connection: Option<ClientConnection>,
     replies: BTreeMap<RecordId, oneshot::Sender<Result<i64, ProduceError>>>,
     next_id: u64,
-    clock: Clock,
 }
 
 impl Task {
-    fn now(&self) -> Millis {
-        self.clock.now()
-    }
-
     async fn run(mut self, mut inbox: mpsc::Receiver<Command>) {
         let mut closing: Vec<oneshot::Sender<()>> = Vec::new();
         let mut handles_dropped = false;
         loop {
             let finishing = handles_dropped || !closing.is_empty();
-            if finishing && self.core.pending() == 0 {
+            if finishing && self.driver.machine().pending() == 0 {
                 for done in closing {
                     let _ = done.send(());
                 }
                 return;
             }
-            let deadline = self.core.next_deadline();
+            let deadline = self.driver.wake(None);
             let awaiting = self
                 .connection
                 .as_ref()
@@ -141,7 +135,7 @@ impl Task {
                         continue;
                     }
                 },
-                () = self.clock.sleep_until(deadline), if deadline.is_some() => ProducerInput::Tick,
+                () = self.driver.clock().sleep_until(deadline), if deadline.is_some() => ProducerInput::Tick,
             };
             self.step(input).await;
         }
@@ -159,8 +153,7 @@ impl Task {
         let mut inputs = VecDeque::from([input]);
         while let Some(input) = inputs.pop_front() {
             let mut outputs = Vec::new();
-            self.core.handle(self.now(), input, &mut outputs);
-            self.core.check_invariants();
+            self.driver.step(input, &mut outputs);
             for output in outputs {
                 match output {
                     ProducerOutput::Complete { id, result } => {

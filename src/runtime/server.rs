@@ -17,6 +17,7 @@ use crate::config::BrokerConfig;
 use crate::log::FlushSync;
 use crate::protocol::codec::{decode_request, encode_api_versions_fallback, Decoded, Request};
 use crate::runtime::clock::Clock;
+use crate::runtime::driver::Driver;
 use crate::runtime::net::{Connection, ConnectionFaults, FaultAction};
 use crate::runtime::storage::{DurableFile, DurableStorage};
 
@@ -169,15 +170,16 @@ struct Shell<S: DurableStorage> {
 
 /// The driver loop: one input at a time into the state machine, outputs executed in order.
 async fn drive<S: DurableStorage>(
-    mut broker: Broker<S>,
+    broker: Broker<S>,
     clock: Clock,
     mut inbox: mpsc::Receiver<DriverMessage<S::File>>,
     shell: Shell<S>,
 ) {
     let mut replies: BTreeMap<ConnectionId, oneshot::Sender<Reply<S::File>>> = BTreeMap::new();
     let mut outputs = Vec::new();
+    let mut driver = Driver::new(broker, clock);
     loop {
-        let deadline = broker.next_deadline();
+        let deadline = driver.wake(None);
         let input = tokio::select! {
             biased;
             message = inbox.recv() => match message.expect("the accept loop keeps a sender alive") {
@@ -191,10 +193,9 @@ async fn drive<S: DurableStorage>(
                 }
                 DriverMessage::FlushDone { flush_id, result } => Input::FlushCompleted { flush_id, result },
             },
-            () = clock.sleep_until(deadline), if deadline.is_some() => Input::Tick,
+            () = driver.clock().sleep_until(deadline), if deadline.is_some() => Input::Tick,
         };
-        broker.handle(clock.now(), input, &mut outputs);
-        broker.check_invariants();
+        driver.step(input, &mut outputs);
         for output in outputs.drain(..) {
             execute(output, &mut replies, &shell);
         }

@@ -771,3 +771,20 @@ impl ConsumerCore {
         );
     }
 }
+
+impl crate::state_machine::StateMachine for ConsumerCore {
+    type Input = ConsumerInput;
+    type Output = ConsumerOutput;
+
+    fn handle(&mut self, now: Millis, input: ConsumerInput, out: &mut Vec<ConsumerOutput>) {
+        ConsumerCore::handle(self, now, input, out);
+    }
+
+    fn next_deadline(&self) -> Option<Millis> {
+        ConsumerCore::next_deadline(self)
+    }
+
+    fn check_invariants(&self) {
+        ConsumerCore::check_invariants(self);
+    }
+}
