@@ -59,6 +59,40 @@ pub enum ClientError {
     },
 }
 
+/// The `bootstrap.servers` a client connects through, tried in turn as Kafka's clients do: a
+/// failed connect moves the next attempt to the next address (the caller's reconnect backoff
+/// still applies between attempts), so one dead address does not strand the client.
+#[derive(Debug, Clone)]
+pub(crate) struct Bootstrap {
+    servers: Vec<String>,
+    next: usize,
+}
+
+impl Bootstrap {
+    /// The addresses of a validated config; an empty list is a config error.
+    pub(crate) fn new(servers: &[String]) -> Result<Bootstrap, crate::config::ConfigError> {
+        crate::config::first_bootstrap_server(servers)?;
+        Ok(Bootstrap {
+            servers: servers.to_vec(),
+            next: 0,
+        })
+    }
+
+    /// Connects to the current address; on failure the next attempt goes to the next one.
+    pub(crate) async fn connect(
+        &mut self,
+        client_id: &str,
+    ) -> Result<ClientConnection, ClientError> {
+        let address = &self.servers[self.next];
+        let connected = ClientConnection::connect(address, client_id).await;
+        if let Err(error) = &connected {
+            tracing::debug!(%address, %error, "bootstrap server unreachable; trying the next");
+            self.next = (self.next + 1) % self.servers.len();
+        }
+        connected
+    }
+}
+
 /// A negotiated connection to one broker.
 #[derive(Debug)]
 pub struct ClientConnection {

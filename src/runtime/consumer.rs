@@ -19,7 +19,7 @@ pub use crate::client::consumer::{
 };
 use crate::config::{ConfigError, ConsumerConfig};
 use crate::protocol::codec::RequestApiKey;
-use crate::runtime::client::{ClientConnection, ClientError};
+use crate::runtime::client::{Bootstrap, ClientConnection, ClientError};
 use crate::runtime::clock::Clock;
 use crate::runtime::driver::Driver;
 use crate::types::{Millis, TopicPartition};
@@ -28,7 +28,7 @@ use crate::types::{Millis, TopicPartition};
 #[derive(Debug)]
 pub struct Consumer {
     driver: Driver<ConsumerCore>,
-    bootstrap: String,
+    bootstrap: Bootstrap,
     client_id: String,
     connection: Option<ClientConnection>,
 }
@@ -42,7 +42,7 @@ enum Answer {
 impl Consumer {
     /// A consumer for a validated config.
     pub fn new(config: ConsumerConfig) -> Result<Consumer, ConfigError> {
-        let bootstrap = crate::config::first_bootstrap_server(&config.bootstrap_servers)?;
+        let bootstrap = Bootstrap::new(&config.bootstrap_servers)?;
         let client_id = config.client_id.clone();
         Ok(Consumer {
             driver: Driver::new(ConsumerCore::new(config), Clock::start()),
@@ -200,7 +200,7 @@ impl Consumer {
     }
 
     async fn connect(&mut self) -> ConsumerInput {
-        match ClientConnection::connect(&self.bootstrap, &self.client_id).await {
+        match self.bootstrap.connect(&self.client_id).await {
             Ok(connection) => {
                 self.connection = Some(connection);
                 ConsumerInput::Connected

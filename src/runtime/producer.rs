@@ -10,7 +10,7 @@ use crate::client::producer::{
     ProduceError, ProducerCore, ProducerInput, ProducerOutput, ProducerRecord, RecordId,
 };
 use crate::config::{ConfigError, ProducerConfig};
-use crate::runtime::client::ClientConnection;
+use crate::runtime::client::{Bootstrap, ClientConnection};
 use crate::runtime::clock::Clock;
 use crate::runtime::driver::Driver;
 
@@ -48,7 +48,7 @@ impl Delivery {
 impl Producer {
     /// Starts a producer talking to the first of `bootstrap.servers`.
     pub fn start(config: ProducerConfig) -> Result<Producer, ConfigError> {
-        let bootstrap = crate::config::first_bootstrap_server(&config.bootstrap_servers)?;
+        let bootstrap = Bootstrap::new(&config.bootstrap_servers)?;
         let client_id = config.client_id.clone();
         let core = ProducerCore::new(config)?;
         let (commands, inbox) = mpsc::channel(1024);
@@ -88,7 +88,7 @@ impl Producer {
 
 struct Task {
     driver: Driver<ProducerCore>,
-    bootstrap: String,
+    bootstrap: Bootstrap,
     client_id: String,
     connection: Option<ClientConnection>,
     replies: BTreeMap<RecordId, oneshot::Sender<Result<i64, ProduceError>>>,
@@ -162,7 +162,7 @@ impl Task {
                         }
                     }
                     ProducerOutput::Connect => {
-                        match ClientConnection::connect(&self.bootstrap, &self.client_id).await {
+                        match self.bootstrap.connect(&self.client_id).await {
                             Ok(connection) => {
                                 self.connection = Some(connection);
                                 inputs.push_back(ProducerInput::Connected);

@@ -167,6 +167,23 @@ async fn records_round_trip_in_order_with_every_acks_setting() {
     broker.stop();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_get_past_a_dead_bootstrap_server_to_the_next() {
+    let dir = temp_dir("bootstrap");
+    let broker = BrokerProcess::start(&dir, &[], &[]);
+    create(&broker.address, "orders", 2, &[]).await;
+    let dead = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("address").to_string()
+    }; // closed again: connecting is refused
+    let servers = format!("{dead},{}", broker.address);
+    let offsets = produce(&servers, "orders", 2, "all", "v", 20).await;
+    assert_eq!(offsets.len(), 20, "every send acknowledged");
+    let read = consume_all(&servers, "orders", 2, 20).await;
+    assert_eq!(read.values().map(Vec::len).sum::<usize>(), 20);
+    broker.stop();
+}
+
 fn raw_exchange(address: &str, bytes: &[u8]) -> Vec<u8> {
     let mut stream = std::net::TcpStream::connect(address).expect("connect");
     stream
