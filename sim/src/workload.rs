@@ -522,6 +522,50 @@ async fn probe_timestamps(
                 });
             }
         }
+        probe_max_timestamp(reader, consumer, partition, seen).await;
+    }
+}
+
+/// ListOffsets -3 (the record with the largest timestamp, KIP-734), judged when the log end
+/// stayed where the final read ended: then the first record holding the largest timestamp the
+/// read saw is the answer.
+async fn probe_max_timestamp(
+    reader: &mut Reader<'_>,
+    consumer: &mut Consumer,
+    partition: &TopicPartition,
+    seen: &[(i64, i64)],
+) {
+    const MAX_TIMESTAMP: i64 = -3;
+    let asked = std::slice::from_ref(partition);
+    let read_end = seen.last().map_or(0, |(offset, _)| offset + 1);
+    let log_end = |answer: Result<Vec<(TopicPartition, i64)>, _>| {
+        answer
+            .ok()
+            .and_then(|offsets| offsets.first().map(|(_, offset)| *offset))
+    };
+    if log_end(consumer.list_offsets(asked, -1).await) != Some(read_end) {
+        return; // the log grew past the read (or did not answer): the read cannot judge
+    }
+    let answer = consumer.list_offsets(asked, MAX_TIMESTAMP).await;
+    if log_end(consumer.list_offsets(asked, -1).await) != Some(read_end) {
+        return;
+    }
+    let Ok(answer) = answer else {
+        return;
+    };
+    let max = seen.iter().map(|(_, timestamp)| *timestamp).max();
+    let expected = seen
+        .iter()
+        .find(|(_, timestamp)| Some(*timestamp) == max)
+        .map(|(offset, _)| *offset);
+    let answered = answer.first().map(|(_, offset)| *offset);
+    if answered != expected {
+        reader.event(Body::Breach {
+            detail: format!(
+                "ListOffsets {partition} at -3 (max timestamp) answered {answered:?}; the final \
+                 read found the first record with the largest timestamp at {expected:?}"
+            ),
+        });
     }
 }
 
