@@ -64,22 +64,28 @@ fn topic_name(topic: &str) -> TopicName {
     TopicName(StrBytes::from_string(topic.to_owned()))
 }
 
-/// A Fetch request (v4–v12: topics by name) for `positions`.
+/// A Fetch request (v4–v12: topics by name) for `positions`, in their order (the broker fills
+/// the response's byte budget in request order); topics appear in order of first appearance.
 pub(crate) fn fetch_request(
     config: &ConsumerConfig,
-    positions: &BTreeMap<TopicPartition, i64>,
+    positions: &[(TopicPartition, i64)],
     max_wait_ms: i32,
 ) -> FetchRequest {
     assert!(max_wait_ms >= 0, "a fetch waits a non-negative time");
-    let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
+    let mut topics: Vec<(&str, Vec<FetchPartition>)> = Vec::new();
     for (partition, offset) in positions {
         assert!(*offset >= 0, "fetch at a non-negative position");
-        topics.entry(partition.topic.as_str()).or_default().push(
-            FetchPartition::default()
-                .with_partition(partition.partition)
-                .with_fetch_offset(*offset)
-                .with_partition_max_bytes(config.max_partition_fetch_bytes),
-        );
+        let fetch = FetchPartition::default()
+            .with_partition(partition.partition)
+            .with_fetch_offset(*offset)
+            .with_partition_max_bytes(config.max_partition_fetch_bytes);
+        match topics
+            .iter_mut()
+            .find(|(topic, _)| *topic == partition.topic)
+        {
+            Some((_, partitions)) => partitions.push(fetch),
+            None => topics.push((partition.topic.as_str(), vec![fetch])),
+        }
     }
     FetchRequest::default()
         .with_replica_id(BrokerId(-1))

@@ -492,6 +492,9 @@ impl ConsumerCore {
                 let records = data.records.clone().unwrap_or_default();
                 let taken = fetcher::take_records(&partition, position, &records);
                 self.subscription.advance(&partition, taken.next_position);
+                if !taken.records.is_empty() {
+                    self.subscription.move_to_end(&partition);
+                }
                 self.fetched.records.extend(taken.records);
                 if let Some(failure) = taken.failure {
                     let message = format!(
@@ -658,8 +661,8 @@ impl ConsumerCore {
             );
             return;
         }
-        let positions = self.subscription.fetchable();
-        if self.fetch_paused_until.is_some() || positions.is_empty() {
+        let ordered = self.subscription.fetchable();
+        if self.fetch_paused_until.is_some() || ordered.is_empty() {
             return;
         }
         assert!(
@@ -669,7 +672,8 @@ impl ConsumerCore {
         let fetch_max_wait_ms = u64::try_from(self.config.fetch_max_wait_ms).expect("validated");
         let max_wait_ms = fetch_max_wait_ms.min(deadline.0 - now.0);
         let max_wait = i32::try_from(max_wait_ms).expect("at most fetch.max.wait.ms, an i32");
-        let request = fetcher::fetch_request(&self.config, &positions, max_wait);
+        let request = fetcher::fetch_request(&self.config, &ordered, max_wait);
+        let positions: BTreeMap<TopicPartition, i64> = ordered.into_iter().collect();
         let timeout_ms = self.config.request_timeout_ms.saturating_add(max_wait_ms);
         let asked = fetcher::FetchAsked::of(&request, now);
         let purpose = Purpose::Fetch { positions, asked };

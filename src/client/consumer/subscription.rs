@@ -41,6 +41,10 @@ struct PartitionState {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SubscriptionState {
     partitions: BTreeMap<TopicPartition, PartitionState>,
+    /// The order partitions go into a fetch: assignment order, and a partition that just
+    /// delivered records moves to the end (Kafka's `movePartitionToEnd`), so that under tight
+    /// byte limits no partition starves behind one that always has data.
+    order: Vec<TopicPartition>,
 }
 
 impl SubscriptionState {
@@ -59,6 +63,21 @@ impl SubscriptionState {
             assigned.insert(partition.clone(), state);
         }
         self.partitions = assigned;
+        let mut order = Vec::with_capacity(self.partitions.len());
+        for partition in partitions {
+            if !order.contains(partition) {
+                order.push(partition.clone());
+            }
+        }
+        self.order = order;
+    }
+
+    /// Moves `partition` to the end of the fetch order (it just delivered records).
+    pub fn move_to_end(&mut self, partition: &TopicPartition) {
+        if let Some(at) = self.order.iter().position(|p| p == partition) {
+            let moved = self.order.remove(at);
+            self.order.push(moved);
+        }
     }
 
     /// Sets the next offset to read and lifts any retry pause (the application chose).
@@ -166,20 +185,27 @@ impl SubscriptionState {
             .collect()
     }
 
-    /// Partitions with a position and not paused, with their positions.
-    pub fn fetchable(&self) -> BTreeMap<TopicPartition, i64> {
-        self.partitions
+    /// Partitions with a position and not paused, with their positions, in fetch order.
+    pub fn fetchable(&self) -> Vec<(TopicPartition, i64)> {
+        self.order
             .iter()
-            .filter(|(_, state)| state.paused_until.is_none())
-            .filter_map(|(partition, state)| match state.position {
-                FetchPosition::Known(position) => Some((partition.clone(), position)),
-                FetchPosition::AwaitingReset(_) => None,
+            .filter_map(|partition| {
+                let state = &self.partitions[partition];
+                match (state.paused_until, state.position) {
+                    (None, FetchPosition::Known(position)) => Some((partition.clone(), position)),
+                    _ => None,
+                }
             })
             .collect()
     }
 
     /// Positions are non-negative, and so is a refused position kept for a reset's reason.
     pub fn check_invariants(&self) {
+        assert_eq!(
+            self.order.len(),
+            self.partitions.len(),
+            "every assigned partition has one place in the fetch order"
+        );
         for (partition, state) in &self.partitions {
             match state.position {
                 FetchPosition::Known(position) => {
@@ -208,7 +234,7 @@ mod tests {
         state.assign(&[kept.clone(), added.clone()]);
         assert_eq!(state.position(&kept), Some(7));
         assert_eq!(state.reset_reason(&added), Some(ResetReason::NoPosition));
-        assert_eq!(state.fetchable(), BTreeMap::from([(kept.clone(), 7)]));
+        assert_eq!(state.fetchable(), vec![(kept.clone(), 7)]);
         assert_eq!(state.resettable(), vec![added]);
         state.check_invariants();
     }
@@ -230,6 +256,6 @@ mod tests {
         state.pause(&partition, Millis(200));
         assert!(state.fetchable().is_empty());
         state.seek(&partition, 4);
-        assert_eq!(state.fetchable(), BTreeMap::from([(partition, 4)]));
+        assert_eq!(state.fetchable(), vec![(partition, 4)]);
     }
 }

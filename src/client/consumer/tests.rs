@@ -505,3 +505,24 @@ fn list_offsets_answers_the_application_and_fails_when_the_connection_breaks() {
         ))]
     ));
 }
+
+#[test]
+fn a_partition_that_delivered_goes_to_the_end_of_the_next_fetch() {
+    let mut core = polling(&[], &[(0, 0), (1, 0), (2, 0)], 1000);
+    let out = step(&mut core, 0, ConsumerInput::Connected);
+    assert_eq!(fetched_from(fetch(&out).0), vec![(0, 0), (1, 0), (2, 0)]);
+    let response = fetch_response(vec![(0, ErrorCode::None, batch_at(0, &["zero"]))]);
+    step(&mut core, 10, ConsumerInput::Response(response));
+    let out = step(
+        &mut core,
+        10,
+        ConsumerInput::Poll {
+            deadline: Millis(1000),
+        },
+    );
+    assert_eq!(
+        fetched_from(fetch(&out).0),
+        vec![(1, 0), (2, 0), (0, 1)],
+        "partition 0 delivered, so it waits behind the others (Kafka's movePartitionToEnd)"
+    );
+}
