@@ -13,7 +13,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::*;
 use crate::protocol::fetch_response::RecordsSource;
 use crate::protocol::record_batch::{build_batch, decode_records};
-use crate::storage::memory::{sync_now, CrashLevel, MemoryStorage};
+use crate::storage::memory::{CrashLevel, MemoryStorage};
 
 const CONNECTION: ConnectionId = ConnectionId(1);
 
@@ -55,13 +55,7 @@ impl Harness {
     }
 
     fn sync(&self, sync: &FlushSync<File>) -> std::io::Result<()> {
-        for file in &sync.files {
-            sync_now(file)?;
-        }
-        for directory in &sync.directories {
-            self.storage.begin_directory_sync(directory).finish()?;
-        }
-        Ok(())
+        sync.complete_now(&self.storage)
     }
 
     /// Feeds an input; keeps events aside and returns the other outputs.

@@ -93,6 +93,23 @@ pub struct FlushSync<F> {
     pub directories: Vec<String>,
 }
 
+#[cfg(test)]
+impl FlushSync<crate::storage::memory::MemoryFile> {
+    /// Issues and finishes every sync at once on the disk model (tests: no latency, no runtime).
+    pub(crate) fn complete_now(
+        &self,
+        storage: &crate::storage::memory::MemoryStorage,
+    ) -> std::io::Result<()> {
+        for file in &self.files {
+            file.begin_sync().finish()?;
+        }
+        for directory in &self.directories {
+            storage.begin_directory_sync(directory).finish()?;
+        }
+        Ok(())
+    }
+}
+
 /// What a flush makes durable once every sync of its [`FlushSync`] succeeded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FlushMark {

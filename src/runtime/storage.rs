@@ -37,6 +37,14 @@ pub trait DurableFile: StorageFile {
     }
 }
 
+/// Sleeps for the disk model's next fsync latency, drawn when the sync is first polled (none:
+/// the fsync finishes at once).
+async fn sync_latency(storage: &MemoryStorage) {
+    if let Some(latency) = storage.draw_sync_latency() {
+        tokio::time::sleep(latency).await;
+    }
+}
+
 impl DurableStorage for MemoryStorage {
     fn sync_directory(
         &self,
@@ -45,9 +53,7 @@ impl DurableStorage for MemoryStorage {
         let pending = self.begin_directory_sync(directory);
         let storage = self.clone();
         async move {
-            if let Some(latency) = storage.draw_sync_latency() {
-                tokio::time::sleep(latency).await;
-            }
+            sync_latency(&storage).await;
             pending.finish()
         }
     }
@@ -58,9 +64,7 @@ impl DurableFile for MemoryFile {
         let pending = self.begin_sync();
         let storage = self.storage().clone();
         async move {
-            if let Some(latency) = storage.draw_sync_latency() {
-                tokio::time::sleep(latency).await;
-            }
+            sync_latency(&storage).await;
             pending.finish()
         }
     }

@@ -667,11 +667,5 @@ impl MemoryFile {
     }
 }
 
-/// Issues and finishes an fsync at once (tests: no latency, no runtime).
-#[cfg(test)]
-pub(crate) fn sync_now(file: &MemoryFile) -> io::Result<()> {
-    file.begin_sync().finish()
-}
-
 #[cfg(test)]
 mod tests;

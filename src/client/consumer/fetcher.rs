@@ -167,8 +167,8 @@ pub(crate) fn contract_breaches(
     } else {
         u64::from(i32::MAX.unsigned_abs())
     };
+    // Still true after the loop: no partition answered any records.
     let mut first = true;
-    let mut total = 0_u64;
     let mut any_error = false;
     let mut truncated = false;
     for topic in &response.responses {
@@ -203,13 +203,12 @@ pub(crate) fn contract_breaches(
                 ));
             }
             first = false;
-            total += len;
             remaining = remaining.saturating_sub(len);
         }
     }
     let waited = now.0.saturating_sub(asked.sent_at.0);
     let max_wait = u64::try_from(asked.max_wait_ms.max(0)).expect("non-negative");
-    if total == 0 && !any_error && !truncated && waited < max_wait {
+    if first && !any_error && !truncated && waited < max_wait {
         breaches.push(format!(
             "an empty answer after {waited} ms, before max_wait_ms {max_wait} passed \
              (min_bytes {})",

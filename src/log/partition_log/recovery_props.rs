@@ -45,7 +45,7 @@ fn append(log: &mut PartitionLog<MemoryStorage>, first: usize, count: usize) -> 
 /// Makes everything appended so far durable, as the broker's flush does.
 fn flush(storage: &MemoryStorage, log: &mut PartitionLog<MemoryStorage>) {
     if let Some((sync, mark)) = log.start_flush(Millis(0)) {
-        super::tests::complete(storage, &sync);
+        sync.complete_now(storage).expect("sync");
         log.flush_completed(mark);
     }
 }

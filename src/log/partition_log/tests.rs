@@ -1,6 +1,6 @@
 use super::*;
 use crate::protocol::record_batch::{build_batch, validate_batch};
-use crate::storage::memory::{sync_now, CrashLevel, MemoryFile, MemoryStorage};
+use crate::storage::memory::{CrashLevel, MemoryFile, MemoryStorage};
 use crate::storage::StorageFile;
 
 fn config(segment_bytes: u64, flush_messages: i64) -> LogConfig {
@@ -33,22 +33,9 @@ fn append_value(log: &mut PartitionLog<MemoryStorage>, value: &str) -> AppendInf
     log.append(&mut batch, &header, 0).expect("append")
 }
 
-/// Runs a flush's syncs to completion.
-pub(super) fn complete(storage: &MemoryStorage, sync: &FlushSync<MemoryFile>) {
-    for file in &sync.files {
-        sync_now(file).expect("sync");
-    }
-    for directory in &sync.directories {
-        storage
-            .begin_directory_sync(directory)
-            .finish()
-            .expect("directory sync");
-    }
-}
-
 fn flush(storage: &MemoryStorage, log: &mut PartitionLog<MemoryStorage>) {
     let (sync, mark) = log.start_flush(Millis(0)).expect("something to flush");
-    complete(storage, &sync);
+    sync.complete_now(storage).expect("sync");
     log.flush_completed(mark);
 }
 
@@ -201,7 +188,7 @@ fn the_flush_policy_asks_for_an_fsync_every_flush_messages() {
         vec![String::new(), "t-0".to_owned()],
         "a new log's entries"
     );
-    complete(&storage, &sync);
+    sync.complete_now(&storage).expect("sync");
     log.flush_completed(mark);
     assert_eq!(log.recovery_point(), 2);
     assert!(log.start_flush(Millis(6)).is_none(), "everything durable");
@@ -232,7 +219,7 @@ fn a_flush_covers_every_segment_past_the_recovery_point_and_the_new_entry() {
         vec!["t-0".to_owned()],
         "the rolled segment's entry"
     );
-    complete(&storage, &newer);
+    newer.complete_now(&storage).expect("sync");
     log.flush_completed(mark);
     storage.crash(CrashLevel::PowerLoss, &mut |_| 0);
     let (log, report) = open(&storage, 150, mark.offset);
