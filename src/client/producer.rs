@@ -1,18 +1,24 @@
-//! The producer's sender as a state machine (Kafka's `Sender` + the retry half of the
-//! `RecordAccumulator`).
+//! The producer's accumulator and sender as a state machine (Kafka's `RecordAccumulator` and
+//! `Sender`).
 //!
-//! Every record is one batch for now (batching belongs to the producer-pipeline issue). Batches
-//! are sent in order, at most `max.in.flight.requests.per.connection` requests at a time;
-//! responses come back in request order. A retriable error or a lost connection sends the batch
-//! again (before every later batch still queued), so with more than one request in flight and no
-//! idempotence a retry can land after a later batch, exactly as in Kafka.
+//! Records are appended to an open batch of their partition (one deque of batches per
+//! partition) while it stays within `batch.size`. A partition's first batch is *sendable* once
+//! it is full, a later batch waits behind it, `linger.ms` has passed since it was opened, it is a
+//! retry whose backoff is over, or the producer is closing. When any partition has a sendable
+//! batch and a request slot is free, one Produce request takes the first batch of *every*
+//! partition that is not backing off (Kafka's `drain`), within `max.request.size`; a drained batch
+//! is closed to further records. At most `max.in.flight.requests.per.connection` requests are in
+//! flight; responses come back in request order. A retriable error or a lost connection puts the
+//! batch back in its partition's deque in creation order, ahead of every later batch still
+//! queued, so with more than one request in flight and no idempotence a retry can land after a
+//! later batch of the same partition, exactly as in Kafka.
 //!
 //! Failures are classified for the history: [`ProduceError::Rejected`] means the broker
 //! definitely did not write the record (a Jepsen `fail`); [`ProduceError::Indeterminate`] means
 //! it may have (an `info`): some attempt was written to a connection that then broke or timed
 //! out, or the broker answered with an error that allows a write (NOT_ENOUGH_REPLICAS_AFTER_APPEND).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -20,11 +26,11 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::config::{Acks, ConfigError, ProducerConfig};
-use crate::protocol::record_batch::build_batch;
+use crate::protocol::record_batch::BatchBuilder;
 use crate::protocol::ErrorCode;
 use crate::types::{Millis, TopicPartition};
 
-/// Identifies one `send` for its completion.
+/// Identifies one `send` for its completion. Ids increase in the order of the sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RecordId(pub u64);
 
@@ -65,11 +71,14 @@ pub enum ProduceError {
 pub enum ProducerInput {
     /// The application sends a record.
     Send {
-        /// Its id.
+        /// Its id (larger than every earlier send's).
         id: RecordId,
         /// The record.
         record: ProducerRecord,
     },
+    /// The application closes the producer: every batch is sendable at once, without waiting
+    /// for `linger.ms` (Kafka's `close` and `flush`).
+    Close,
     /// The connection the core asked for is up.
     Connected,
     /// Connecting failed.
@@ -117,20 +126,53 @@ pub enum ProducerOutput {
     },
 }
 
+/// A batch's records: still accepting more, or closed (drained once) and kept as sent.
+#[derive(Debug, Clone)]
+enum Contents {
+    Open(BatchBuilder),
+    Closed(Bytes),
+}
+
 #[derive(Debug, Clone)]
 struct Batch {
-    id: RecordId,
     topic_partition: TopicPartition,
-    bytes: Bytes,
+    /// The records' ids, in offset order within the batch.
+    ids: Vec<RecordId>,
+    contents: Contents,
     created: Millis,
     retries: u32,
     maybe_written: bool,
     retry_at: Millis,
 }
 
+impl Batch {
+    fn first_id(&self) -> RecordId {
+        self.ids[0]
+    }
+
+    fn size_bytes(&self) -> usize {
+        match &self.contents {
+            Contents::Open(builder) => builder.size_bytes(),
+            Contents::Closed(bytes) => bytes.len(),
+        }
+    }
+
+    /// Closes the batch to further records and returns its bytes.
+    fn close(&mut self) -> Bytes {
+        if let Contents::Open(builder) = &mut self.contents {
+            let bytes = std::mem::take(builder).finish();
+            self.contents = Contents::Closed(bytes);
+        }
+        match &self.contents {
+            Contents::Closed(bytes) => bytes.clone(),
+            Contents::Open(_) => unreachable!("closed above"),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct InFlight {
-    batch: Batch,
+    batches: Vec<Batch>,
     sent_at: Millis,
 }
 
@@ -145,18 +187,26 @@ enum ConnectionState {
 const RECONNECT_BACKOFF_MS: u64 = 50;
 const RECONNECT_BACKOFF_MAX_MS: u64 = 1000;
 
-/// The sender state machine.
+/// The accumulator and sender state machine.
 #[derive(Debug)]
 pub struct ProducerCore {
     config: ProducerConfig,
-    queue: VecDeque<Batch>,
+    /// Per partition, its batches not in flight, in creation order (a retried batch goes back
+    /// ahead of later ones). Only the last batch of a deque may be open.
+    batches: BTreeMap<TopicPartition, VecDeque<Batch>>,
     in_flight: VecDeque<InFlight>,
+    /// Records sent by the application and not yet completed.
+    unfinished: usize,
+    /// Where the next drain starts among the partitions, so that under `max.request.size` no
+    /// partition waits forever behind others (Kafka's `drainIndex`).
+    drain_start: usize,
+    closing: bool,
     connection: ConnectionState,
     connect_failures: u32,
 }
 
 impl ProducerCore {
-    /// A sender for a validated config. Idempotence is not implemented yet and is refused.
+    /// A producer for a validated config. Idempotence is not implemented yet and is refused.
     pub fn new(config: ProducerConfig) -> Result<ProducerCore, ConfigError> {
         if config.enable_idempotence {
             return Err(ConfigError::not_implemented(
@@ -166,8 +216,11 @@ impl ProducerCore {
         }
         Ok(ProducerCore {
             config,
-            queue: VecDeque::new(),
+            batches: BTreeMap::new(),
             in_flight: VecDeque::new(),
+            unfinished: 0,
+            drain_start: 0,
+            closing: false,
             connection: ConnectionState::Idle,
             connect_failures: 0,
         })
@@ -175,28 +228,14 @@ impl ProducerCore {
 
     /// Number of sends not yet completed.
     pub fn pending(&self) -> usize {
-        self.queue.len() + self.in_flight.len()
+        self.unfinished
     }
 
     /// Reacts to one input.
     pub fn handle(&mut self, now: Millis, input: ProducerInput, out: &mut Vec<ProducerOutput>) {
         match input {
-            ProducerInput::Send { id, record } => {
-                let bytes = build_batch(
-                    &[(record.key.as_deref(), record.value.as_deref())],
-                    record.timestamp_ms,
-                );
-                let batch = Batch {
-                    id,
-                    topic_partition: record.topic_partition,
-                    bytes,
-                    created: now,
-                    retries: 0,
-                    maybe_written: false,
-                    retry_at: now,
-                };
-                self.requeue(batch);
-            }
+            ProducerInput::Send { id, record } => self.append(now, id, &record, out),
+            ProducerInput::Close => self.closing = true,
             ProducerInput::Connected => {
                 assert_eq!(
                     self.connection,
@@ -222,10 +261,11 @@ impl ProducerCore {
                     Acks::None,
                     "only acks=0 requests complete on write"
                 );
-                out.push(ProducerOutput::Complete {
-                    id: in_flight.batch.id,
-                    result: Ok(-1),
-                });
+                for batch in in_flight.batches {
+                    for id in batch.ids {
+                        self.complete(id, Ok(-1), out);
+                    }
+                }
             }
             ProducerInput::Response(response) => self.on_produce_response(now, &response, out),
             ProducerInput::Tick => self.on_tick(now, out),
@@ -234,9 +274,82 @@ impl ProducerCore {
         self.maybe_send(now, out);
     }
 
+    fn complete(
+        &mut self,
+        id: RecordId,
+        result: Result<i64, ProduceError>,
+        out: &mut Vec<ProducerOutput>,
+    ) {
+        self.unfinished -= 1;
+        out.push(ProducerOutput::Complete { id, result });
+    }
+
+    /// Kafka's `RecordAccumulator.append`: into the partition's open batch if the record fits
+    /// within `batch.size`, else into a new batch (a record larger than `batch.size` gets a batch
+    /// of its own). A record whose batch alone would exceed `max.request.size` is refused.
+    fn append(
+        &mut self,
+        now: Millis,
+        id: RecordId,
+        record: &ProducerRecord,
+        out: &mut Vec<ProducerOutput>,
+    ) {
+        self.unfinished += 1;
+        let key = record.key.as_deref();
+        let value = record.value.as_deref();
+        let alone = BatchBuilder::default().size_with(record.timestamp_ms, key, value);
+        if alone > self.config.max_request_size as usize {
+            let message = format!(
+                "The message is {alone} bytes when serialized which is larger than {}, which is the value of the max.request.size configuration.",
+                self.config.max_request_size
+            );
+            self.complete(
+                id,
+                Err(ProduceError::Rejected {
+                    error: ErrorCode::MessageTooLarge,
+                    message,
+                }),
+                out,
+            );
+            return;
+        }
+        let batch_size = self.config.batch_size as usize;
+        let deque = self
+            .batches
+            .entry(record.topic_partition.clone())
+            .or_default();
+        if let Some(last) = deque.back_mut() {
+            if let Contents::Open(builder) = &mut last.contents {
+                if builder.size_with(record.timestamp_ms, key, value) <= batch_size {
+                    builder.push(record.timestamp_ms, key, value);
+                    last.ids.push(id);
+                    return;
+                }
+                // Full: closed to further records (Kafka's `closeForRecordAppends`).
+                last.close();
+            }
+        }
+        let mut builder = BatchBuilder::default();
+        builder.push(record.timestamp_ms, key, value);
+        deque.push_back(Batch {
+            topic_partition: record.topic_partition.clone(),
+            ids: vec![id],
+            contents: Contents::Open(builder),
+            created: now,
+            retries: 0,
+            maybe_written: false,
+            retry_at: now,
+        });
+    }
+
+    /// Puts a batch back into its partition's deque, in creation order.
     fn requeue(&mut self, batch: Batch) {
-        let at = self.queue.partition_point(|queued| queued.id < batch.id);
-        self.queue.insert(at, batch);
+        let deque = self
+            .batches
+            .entry(batch.topic_partition.clone())
+            .or_default();
+        let at = deque.partition_point(|queued| queued.first_id() < batch.first_id());
+        deque.insert(at, batch);
     }
 
     fn backoff(&mut self, now: Millis) {
@@ -249,37 +362,47 @@ impl ProducerCore {
     }
 
     fn maybe_connect(&mut self, out: &mut Vec<ProducerOutput>) {
-        if self.connection == ConnectionState::Idle && !self.queue.is_empty() {
+        if self.connection == ConnectionState::Idle && !self.batches.is_empty() {
             self.connection = ConnectionState::Connecting;
             out.push(ProducerOutput::Connect);
         }
     }
 
+    /// When the first batch of `deque` becomes sendable (Kafka's `ready`): at once when it is
+    /// full, has a batch behind it, is a retry or the producer is closing; otherwise when
+    /// `linger.ms` has passed since it was opened. Never before its retry backoff ends.
+    fn sendable_at(&self, deque: &VecDeque<Batch>) -> Option<Millis> {
+        let front = deque.front()?;
+        let at_once = self.closing
+            || deque.len() > 1
+            || front.retries > 0
+            || front.size_bytes() >= self.config.batch_size as usize;
+        let lingered = if at_once {
+            front.created
+        } else {
+            front.created.plus(self.config.linger_ms)
+        };
+        Some(lingered.max(front.retry_at))
+    }
+
+    fn any_sendable(&self, now: Millis) -> bool {
+        self.batches
+            .values()
+            .any(|deque| self.sendable_at(deque).is_some_and(|at| at <= now))
+    }
+
     fn maybe_send(&mut self, now: Millis, out: &mut Vec<ProducerOutput>) {
         let max_in_flight = self.config.max_in_flight_requests_per_connection as usize;
-        while self.connection == ConnectionState::Connected && self.in_flight.len() < max_in_flight
+        while self.connection == ConnectionState::Connected
+            && self.in_flight.len() < max_in_flight
+            && self.any_sendable(now)
         {
-            let Some(front) = self.queue.front() else {
-                break;
-            };
-            if front.retry_at > now {
-                break;
-            }
-            let batch = self.queue.pop_front().expect("front exists");
-            let data = TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_string(
-                    batch.topic_partition.topic.clone(),
-                )))
-                .with_partition_data(vec![PartitionProduceData::default()
-                    .with_index(batch.topic_partition.partition)
-                    .with_records(Some(batch.bytes.clone()))]);
-            let request = ProduceRequest::default()
-                .with_acks(self.config.acks.wire_value())
-                .with_timeout_ms(self.config.request_timeout_ms.min(i32::MAX as u64) as i32)
-                .with_topic_data(vec![data]);
+            let batches = self.drain(now);
+            assert!(!batches.is_empty(), "a sendable batch drains");
+            let request = self.request_for(&batches);
             let expects_response = self.config.acks != Acks::None;
             self.in_flight.push_back(InFlight {
-                batch,
+                batches,
                 sent_at: now,
             });
             out.push(ProducerOutput::Request {
@@ -287,6 +410,63 @@ impl ProducerCore {
                 expects_response,
             });
         }
+    }
+
+    /// Kafka's `drainBatchesForOneNode`: the first batch of every partition not backing off,
+    /// lingering or not, starting from a rotating partition, within `max.request.size` (the first
+    /// batch always goes).
+    fn drain(&mut self, now: Millis) -> Vec<Batch> {
+        let partitions: Vec<TopicPartition> = self.batches.keys().cloned().collect();
+        let start = self.drain_start % partitions.len().max(1);
+        self.drain_start = self.drain_start.wrapping_add(1);
+        let mut drained: Vec<Batch> = Vec::new();
+        let mut size = 0;
+        for partition in partitions[start..].iter().chain(&partitions[..start]) {
+            let deque = self.batches.get_mut(partition).expect("listed above");
+            let front = deque.front().expect("empty deques are removed");
+            if front.retry_at > now {
+                continue;
+            }
+            if !drained.is_empty()
+                && size + front.size_bytes() > self.config.max_request_size as usize
+            {
+                break;
+            }
+            let mut batch = deque.pop_front().expect("front exists");
+            if deque.is_empty() {
+                self.batches.remove(partition);
+            }
+            batch.close();
+            size += batch.size_bytes();
+            drained.push(batch);
+        }
+        drained
+    }
+
+    fn request_for(&self, batches: &[Batch]) -> ProduceRequest {
+        let mut topics: Vec<TopicProduceData> = Vec::new();
+        for batch in batches {
+            let records = match &batch.contents {
+                Contents::Closed(bytes) => bytes.clone(),
+                Contents::Open(_) => unreachable!("drained batches are closed"),
+            };
+            let data = PartitionProduceData::default()
+                .with_index(batch.topic_partition.partition)
+                .with_records(Some(records));
+            let topic = &batch.topic_partition.topic;
+            match topics.iter_mut().find(|entry| entry.name.as_str() == topic) {
+                Some(entry) => entry.partition_data.push(data),
+                None => topics.push(
+                    TopicProduceData::default()
+                        .with_name(TopicName(StrBytes::from_string(topic.clone())))
+                        .with_partition_data(vec![data]),
+                ),
+            }
+        }
+        ProduceRequest::default()
+            .with_acks(self.config.acks.wire_value())
+            .with_timeout_ms(self.config.request_timeout_ms.min(i32::MAX as u64) as i32)
+            .with_topic_data(topics)
     }
 
     fn on_produce_response(
@@ -303,58 +483,65 @@ impl ProducerCore {
             self.on_disconnected(now, &reason, out);
             return;
         };
-        let partition = response
-            .responses
-            .iter()
-            .find(|topic| topic.name.as_str() == in_flight.batch.topic_partition.topic)
-            .and_then(|topic| {
-                topic
-                    .partition_responses
-                    .iter()
-                    .find(|entry| entry.index == in_flight.batch.topic_partition.partition)
-            });
-        let Some(partition) = partition else {
-            let mut batch = in_flight.batch;
-            batch.maybe_written = true;
-            self.retry_or_fail(
-                now,
-                batch,
-                "the response did not mention the partition",
-                out,
-            );
-            return;
-        };
-        let error = ErrorCode::from_code(partition.error_code);
-        if error == ErrorCode::None {
-            out.push(ProducerOutput::Complete {
-                id: in_flight.batch.id,
-                result: Ok(partition.base_offset),
-            });
-            return;
-        }
-        let message = partition
-            .error_message
-            .as_ref()
-            .map_or_else(|| format!("{error:?}"), |text| format!("{error:?}: {text}"));
-        let mut batch = in_flight.batch;
-        batch.maybe_written |= error.may_have_been_written();
-        if error.is_retriable() {
-            self.retry_or_fail(now, batch, &message, out);
-        } else {
-            out.push(ProducerOutput::Complete {
-                id: batch.id,
-                result: Err(Self::failure(&batch, error, message)),
-            });
+        for mut batch in in_flight.batches {
+            let partition = response
+                .responses
+                .iter()
+                .find(|topic| topic.name.as_str() == batch.topic_partition.topic)
+                .and_then(|topic| {
+                    topic
+                        .partition_responses
+                        .iter()
+                        .find(|entry| entry.index == batch.topic_partition.partition)
+                });
+            let Some(partition) = partition else {
+                batch.maybe_written = true;
+                self.retry_or_fail(
+                    now,
+                    batch,
+                    "the response did not mention the partition",
+                    out,
+                );
+                continue;
+            };
+            let error = ErrorCode::from_code(partition.error_code);
+            if error == ErrorCode::None {
+                let base_offset = partition.base_offset;
+                for (index, id) in batch.ids.into_iter().enumerate() {
+                    self.complete(id, Ok(base_offset + index as i64), out);
+                }
+                continue;
+            }
+            let message = partition
+                .error_message
+                .as_ref()
+                .map_or_else(|| format!("{error:?}"), |text| format!("{error:?}: {text}"));
+            batch.maybe_written |= error.may_have_been_written();
+            if error.is_retriable() {
+                self.retry_or_fail(now, batch, &message, out);
+            } else {
+                self.fail(&batch, error, message, out);
+            }
         }
     }
 
-    fn failure(batch: &Batch, error: ErrorCode, message: String) -> ProduceError {
-        if batch.maybe_written {
+    /// Fails every record of `batch`: definitely, unless some attempt may have been written.
+    fn fail(
+        &mut self,
+        batch: &Batch,
+        error: ErrorCode,
+        message: String,
+        out: &mut Vec<ProducerOutput>,
+    ) {
+        let result = if batch.maybe_written {
             ProduceError::Indeterminate {
                 reason: format!("{message} (an earlier attempt may have been written)"),
             }
         } else {
             ProduceError::Rejected { error, message }
+        };
+        for &id in &batch.ids {
+            self.complete(id, Err(result.clone()), out);
         }
     }
 
@@ -369,24 +556,27 @@ impl ProducerCore {
         if batch.retries < self.config.retries as u32 && !expired {
             batch.retries += 1;
             batch.retry_at = now.plus(self.config.retry_backoff_ms);
-            tracing::debug!(id = batch.id.0, retries = batch.retries, %reason, "retrying");
+            tracing::debug!(
+                first = batch.first_id().0,
+                records = batch.ids.len(),
+                retries = batch.retries,
+                %reason,
+                "retrying"
+            );
             self.requeue(batch);
         } else {
             let reason = format!("{reason}; gave up after {} retries", batch.retries);
-            let result = Self::failure(&batch, ErrorCode::RequestTimedOut, reason);
-            out.push(ProducerOutput::Complete {
-                id: batch.id,
-                result: Err(result),
-            });
+            self.fail(&batch, ErrorCode::RequestTimedOut, reason, out);
         }
     }
 
     fn on_disconnected(&mut self, now: Millis, reason: &str, out: &mut Vec<ProducerOutput>) {
         let lost: Vec<InFlight> = self.in_flight.drain(..).collect();
         for in_flight in lost {
-            let mut batch = in_flight.batch;
-            batch.maybe_written = true;
-            self.retry_or_fail(now, batch, &format!("connection lost: {reason}"), out);
+            for mut batch in in_flight.batches {
+                batch.maybe_written = true;
+                self.retry_or_fail(now, batch, &format!("connection lost: {reason}"), out);
+            }
         }
         self.connect_failures += 1;
         self.backoff(now);
@@ -410,23 +600,25 @@ impl ProducerCore {
                 self.on_disconnected(now, &reason, out);
             }
         }
-        // The queue is ordered by id, which is creation order, so the oldest batches are in
-        // front: expire from there.
+        // Each deque is in creation order, so its oldest batches are in front: expire from there.
         let delivery_timeout_ms = self.config.delivery_timeout_ms;
-        while let Some(front) = self.queue.front() {
-            if now < front.created.plus(delivery_timeout_ms) {
-                break;
+        let mut expired = Vec::new();
+        self.batches.retain(|_, deque| {
+            while deque
+                .front()
+                .is_some_and(|front| now >= front.created.plus(delivery_timeout_ms))
+            {
+                expired.push(deque.pop_front().expect("front exists"));
             }
-            let batch = self.queue.pop_front().expect("front exists");
+            !deque.is_empty()
+        });
+        for batch in expired {
             let message = format!(
-                "Expiring 1 record(s) for {}: delivery.timeout.ms of {delivery_timeout_ms} ms has passed",
+                "Expiring {} record(s) for {}: delivery.timeout.ms of {delivery_timeout_ms} ms has passed",
+                batch.ids.len(),
                 batch.topic_partition
             );
-            let result = Err(Self::failure(&batch, ErrorCode::RequestTimedOut, message));
-            out.push(ProducerOutput::Complete {
-                id: batch.id,
-                result,
-            });
+            self.fail(&batch, ErrorCode::RequestTimedOut, message, out);
         }
     }
 
@@ -440,17 +632,23 @@ impl ProducerCore {
             .in_flight
             .front()
             .map(|oldest| oldest.sent_at.plus(self.config.request_timeout_ms));
-        // Ordered by id = creation order: the front expires first.
+        // Each deque is in creation order: its front expires first.
         let delivery = self
-            .queue
-            .front()
-            .map(|batch| batch.created.plus(self.config.delivery_timeout_ms));
-        let retry = self
-            .queue
-            .front()
-            .map(|batch| batch.retry_at)
-            .filter(|_| self.connection == ConnectionState::Connected);
-        [backoff, request_timeout, delivery, retry]
+            .batches
+            .values()
+            .filter_map(|deque| deque.front())
+            .map(|batch| batch.created.plus(self.config.delivery_timeout_ms))
+            .min();
+        // A batch becoming sendable matters only when it can go out.
+        let can_send = self.connection == ConnectionState::Connected
+            && self.in_flight.len() < self.config.max_in_flight_requests_per_connection as usize;
+        let sendable = self
+            .batches
+            .values()
+            .filter(|_| can_send)
+            .filter_map(|deque| self.sendable_at(deque))
+            .min();
+        [backoff, request_timeout, delivery, sendable]
             .into_iter()
             .flatten()
             .min()
@@ -468,14 +666,32 @@ impl ProducerCore {
                 "requests in flight without a connection"
             );
         }
-        // O(queue): debug builds only (the release simulator runs it per input otherwise).
-        debug_assert!(
-            self.queue
+        // O(batches): debug builds only (the release simulator runs it per input otherwise).
+        if cfg!(debug_assertions) {
+            let mut records = 0;
+            for deque in self.batches.values() {
+                assert!(!deque.is_empty(), "empty deques are removed");
+                assert!(
+                    deque.iter().zip(deque.iter().skip(1)).all(|(a, b)| {
+                        a.first_id() < b.first_id()
+                            && a.created <= b.created
+                            && matches!(a.contents, Contents::Closed(_))
+                    }),
+                    "a deque is in creation order and only its last batch is open"
+                );
+                records += deque.iter().map(|batch| batch.ids.len()).sum::<usize>();
+            }
+            records += self
+                .in_flight
                 .iter()
-                .zip(self.queue.iter().skip(1))
-                .all(|(a, b)| a.id < b.id && a.created <= b.created),
-            "the queue is ordered by id, hence by creation time"
-        );
+                .flat_map(|in_flight| &in_flight.batches)
+                .map(|batch| batch.ids.len())
+                .sum::<usize>();
+            assert_eq!(
+                records, self.unfinished,
+                "every unfinished record is in a batch"
+            );
+        }
     }
 }
 
@@ -508,17 +724,26 @@ mod tests {
         let mut config = ProducerConfig::default();
         config
             .apply(
-                [("enable.idempotence", "false")]
-                    .into_iter()
-                    .chain(pairs.iter().copied()),
+                // One record per batch and no lingering, unless a test says otherwise.
+                [
+                    ("enable.idempotence", "false"),
+                    ("linger.ms", "0"),
+                    ("batch.size", "1"),
+                ]
+                .into_iter()
+                .chain(pairs.iter().copied()),
             )
             .expect("valid");
         ProducerCore::new(config).expect("core")
     }
 
     fn send(core: &mut ProducerCore, now: u64, id: u64) -> Vec<ProducerOutput> {
+        send_to(core, now, id, 0)
+    }
+
+    fn send_to(core: &mut ProducerCore, now: u64, id: u64, partition: i32) -> Vec<ProducerOutput> {
         let record = ProducerRecord {
-            topic_partition: TopicPartition::new("t", 0),
+            topic_partition: TopicPartition::new("t", partition),
             key: None,
             value: Some(Bytes::from(format!("v{id}"))),
             timestamp_ms: 0,
@@ -558,6 +783,29 @@ mod tests {
             .iter()
             .filter_map(|output| match output {
                 ProducerOutput::Complete { id, result } => Some((id.0, result.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Per request: its batches as (partition, record count).
+    fn batches(outputs: &[ProducerOutput]) -> Vec<Vec<(i32, i32)>> {
+        outputs
+            .iter()
+            .filter_map(|output| match output {
+                ProducerOutput::Request { request, .. } => Some(
+                    request
+                        .topic_data
+                        .iter()
+                        .flat_map(|topic| &topic.partition_data)
+                        .map(|data| {
+                            let bytes = data.records.as_ref().expect("records");
+                            let header = crate::protocol::record_batch::validate_batch(bytes)
+                                .expect("a valid batch");
+                            (data.index, header.records_count)
+                        })
+                        .collect(),
+                ),
                 _ => None,
             })
             .collect()
@@ -712,5 +960,148 @@ mod tests {
             vec![(1, Ok(1))],
             "reordered: the anomaly idempotence exists to prevent"
         );
+    }
+
+    fn connected(core: &mut ProducerCore) {
+        assert!(matches!(
+            send(core, 0, 1).as_slice(),
+            [ProducerOutput::Connect]
+        ));
+        step(core, 0, ProducerInput::Connected);
+    }
+
+    #[test]
+    fn records_accumulate_in_one_batch_until_linger_ms_passes() {
+        let mut core = core(&[("linger.ms", "5"), ("batch.size", "16384")]);
+        connected(&mut core);
+        assert_eq!(requests(&send(&mut core, 2, 2)), 0, "still lingering");
+        assert_eq!(requests(&send(&mut core, 4, 3)), 0, "still lingering");
+        assert_eq!(core.next_deadline(), Some(Millis(5)));
+        let out = step(&mut core, 5, ProducerInput::Tick);
+        assert_eq!(batches(&out), vec![vec![(0, 3)]]);
+        let out = step(
+            &mut core,
+            6,
+            ProducerInput::Response(response(ErrorCode::None, 10)),
+        );
+        assert_eq!(
+            completions(&out),
+            vec![(1, Ok(10)), (2, Ok(11)), (3, Ok(12))]
+        );
+        assert_eq!(core.pending(), 0);
+    }
+
+    #[test]
+    fn a_full_batch_goes_at_once_and_a_record_that_does_not_fit_opens_the_next() {
+        // A batch of n records of value "vN" is 61 + 9n bytes: two fit in 80, three do not.
+        let mut core = core(&[("linger.ms", "1000"), ("batch.size", "80")]);
+        connected(&mut core);
+        let out = send(&mut core, 1, 2);
+        assert_eq!(
+            requests(&out),
+            0,
+            "two records fit, the batch is not full yet"
+        );
+        let out = send(&mut core, 2, 3);
+        assert_eq!(
+            batches(&out),
+            vec![vec![(0, 2)]],
+            "the third record opened a second batch, so the first is sendable"
+        );
+        assert_eq!(
+            core.next_deadline(),
+            Some(Millis(1002)),
+            "the second lingers"
+        );
+    }
+
+    #[test]
+    fn a_request_carries_the_first_batch_of_every_partition_once_one_is_sendable() {
+        let mut core = core(&[("linger.ms", "5"), ("batch.size", "16384")]);
+        connected(&mut core);
+        send_to(&mut core, 3, 2, 1);
+        send_to(&mut core, 4, 3, 2);
+        let out = step(&mut core, 5, ProducerInput::Tick);
+        assert_eq!(
+            batches(&out),
+            vec![vec![(0, 1), (1, 1), (2, 1)]],
+            "partition 0 lingered 5 ms; partitions 1 and 2 ride along"
+        );
+    }
+
+    #[test]
+    fn max_request_size_refuses_a_larger_record_and_splits_requests() {
+        let mut core = core(&[("max.request.size", "100")]);
+        let record = ProducerRecord {
+            topic_partition: TopicPartition::new("t", 0),
+            key: None,
+            value: Some(Bytes::from(vec![0_u8; 64])),
+            timestamp_ms: 0,
+        };
+        let out = step(
+            &mut core,
+            0,
+            ProducerInput::Send {
+                id: RecordId(1),
+                record,
+            },
+        );
+        assert!(matches!(
+            completions(&out).as_slice(),
+            [(
+                1,
+                Err(ProduceError::Rejected {
+                    error: ErrorCode::MessageTooLarge,
+                    ..
+                })
+            )]
+        ));
+        assert_eq!(core.pending(), 0);
+        send_to(&mut core, 0, 2, 0);
+        send_to(&mut core, 0, 3, 1);
+        let out = step(&mut core, 0, ProducerInput::Connected);
+        assert_eq!(
+            batches(&out),
+            vec![vec![(0, 1)], vec![(1, 1)]],
+            "two batches of 68 bytes do not fit one request of 100"
+        );
+    }
+
+    #[test]
+    fn closing_sends_lingering_batches_at_once() {
+        let mut core = core(&[("linger.ms", "1000"), ("batch.size", "16384")]);
+        connected(&mut core);
+        let out = step(&mut core, 1, ProducerInput::Close);
+        assert_eq!(batches(&out), vec![vec![(0, 1)]]);
+    }
+
+    #[test]
+    fn a_lingering_batch_expires_whole_after_delivery_timeout_ms() {
+        let mut core = core(&[
+            ("linger.ms", "5"),
+            ("batch.size", "16384"),
+            ("request.timeout.ms", "100"),
+            ("delivery.timeout.ms", "200"),
+        ]);
+        send(&mut core, 0, 1);
+        send(&mut core, 1, 2);
+        step(
+            &mut core,
+            0,
+            ProducerInput::ConnectFailed {
+                reason: "refused".into(),
+            },
+        );
+        assert_eq!(core.next_deadline(), Some(Millis(50)), "reconnect backoff");
+        let out = step(&mut core, 200, ProducerInput::Tick);
+        let failed = completions(&out);
+        assert_eq!(failed.len(), 2);
+        assert!(failed.iter().all(|(_, result)| matches!(
+            result,
+            Err(ProduceError::Rejected {
+                error: ErrorCode::RequestTimedOut,
+                ..
+            })
+        )));
     }
 }

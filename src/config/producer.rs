@@ -70,6 +70,8 @@ pub struct ProducerConfig {
     pub linger_ms: u64,
     /// `batch.size` (default 16384).
     pub batch_size: u32,
+    /// `max.request.size` (default 1048576): the largest request, hence the largest record.
+    pub max_request_size: u32,
 }
 
 impl Default for ProducerConfig {
@@ -87,6 +89,7 @@ impl Default for ProducerConfig {
             retry_backoff_ms: 100,
             linger_ms: 5,
             batch_size: 16_384,
+            max_request_size: 1_048_576,
         }
     }
 }
@@ -110,6 +113,7 @@ impl Configurable for ProducerConfig {
             "retry.backoff.ms" => self.retry_backoff_ms = parse_at_least(key, value, 0)?,
             "linger.ms" => self.linger_ms = parse_at_least(key, value, 0)?,
             "batch.size" => self.batch_size = parse_at_least(key, value, 0)?,
+            "max.request.size" => self.max_request_size = parse_at_least(key, value, 0)?,
             "transactional.id" => {
                 return Err(ConfigError::not_implemented(
                     key,

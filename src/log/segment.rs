@@ -11,7 +11,7 @@
 use bytes::Bytes;
 
 use crate::protocol::record_batch::{
-    decode_batch, validate_batch, RecordBatchHeader, RECORD_BATCH_HEADER_BYTES,
+    decode_batch, validate_batch, Record, RecordBatchHeader, RECORD_BATCH_HEADER_BYTES,
 };
 use crate::storage::{Storage, StorageFile};
 
@@ -366,16 +366,8 @@ impl<F: StorageFile> LogSegment<F> {
         if header.compression() != 0 || header.is_control() {
             return Ok(Some((header.base_offset, header.max_timestamp)));
         }
-        let mut bytes = vec![0_u8; header.size_bytes()];
-        self.file.read_exact_at(&mut bytes, position)?;
-        let len = bytes.len();
-        let records = decode_batch(&Bytes::from(bytes), &header, 0..len).map_err(|error| {
-            LogError::Corrupt(format!(
-                "segment {}: batch at byte {position}: {error}",
-                self.base_offset
-            ))
-        })?;
-        let record = records
+        let record = self
+            .records_at(position, &header)?
             .into_iter()
             .find(|record| record.timestamp_ms >= timestamp_ms)
             .map(|record| (record.offset, record.timestamp_ms));
@@ -385,14 +377,46 @@ impl<F: StorageFile> LogSegment<F> {
         ))
     }
 
-    /// `(offset, timestamp)` of the batch holding the largest timestamp (ListOffsets -3).
+    /// The records of the uncompressed batch at byte `position`.
+    fn records_at(
+        &self,
+        position: u64,
+        header: &RecordBatchHeader,
+    ) -> Result<Vec<Record>, LogError> {
+        let mut bytes = vec![0_u8; header.size_bytes()];
+        self.file.read_exact_at(&mut bytes, position)?;
+        let len = bytes.len();
+        decode_batch(&Bytes::from(bytes), header, 0..len).map_err(|error| {
+            LogError::Corrupt(format!(
+                "segment {}: batch at byte {position}: {error}",
+                self.base_offset
+            ))
+        })
+    }
+
+    /// `(offset, timestamp)` of the first record holding the largest timestamp (ListOffsets -3,
+    /// as Kafka answers it since 3.8): the first batch with the largest max timestamp, then its
+    /// first record carrying it. A compressed or control batch (not decoded here yet), or one
+    /// whose max timestamp lies about its records, answers with its last offset.
     pub fn offset_of_max_timestamp(&self) -> Result<Option<(i64, i64)>, LogError> {
-        let mut best: Option<(i64, i64)> = None;
-        self.walk(|_, header| {
-            if best.is_none_or(|(_, timestamp)| header.max_timestamp > timestamp) {
-                best = Some((header.last_offset(), header.max_timestamp));
+        let mut best: Option<(u64, RecordBatchHeader)> = None;
+        self.walk(|position, header| {
+            if best.is_none_or(|(_, best)| header.max_timestamp > best.max_timestamp) {
+                best = Some((position, *header));
             }
         })?;
-        Ok(best)
+        let Some((position, header)) = best else {
+            return Ok(None);
+        };
+        let fallback = (header.last_offset(), header.max_timestamp);
+        if header.compression() != 0 || header.is_control() {
+            return Ok(Some(fallback));
+        }
+        let record = self
+            .records_at(position, &header)?
+            .into_iter()
+            .find(|record| record.timestamp_ms == header.max_timestamp)
+            .map(|record| (record.offset, record.timestamp_ms));
+        Ok(Some(record.unwrap_or(fallback)))
     }
 }

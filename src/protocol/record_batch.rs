@@ -212,39 +212,126 @@ pub struct Record {
 /// A record's key and value, either of which may be null.
 pub type KeyValue<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
 
-/// Builds an uncompressed, non-transactional RecordBatch v2 (seedlog producer).
+/// Builds an uncompressed, non-transactional RecordBatch v2 whose records all carry
+/// `timestamp_ms`.
 pub fn build_batch(records: &[KeyValue<'_>], timestamp_ms: i64) -> Bytes {
-    let mut body = BytesMut::new();
-    for (delta, (key, value)) in records.iter().enumerate() {
-        let mut record = BytesMut::new();
-        record.put_i8(0); // attributes
-        put_varlong(&mut record, 0); // timestamp delta
-        put_varlong(&mut record, delta as i64); // offset delta
-        put_nullable(&mut record, *key);
-        put_nullable(&mut record, *value);
-        put_varlong(&mut record, 0); // header count
-        put_varlong(&mut body, record.len() as i64);
-        body.extend_from_slice(&record);
+    let mut builder = BatchBuilder::default();
+    for (key, value) in records {
+        builder.push(timestamp_ms, *key, *value);
     }
-    let count = records.len() as i32;
-    let mut batch = BytesMut::with_capacity(RECORD_BATCH_HEADER_BYTES + body.len());
-    batch.put_i64(0); // baseOffset, assigned by the broker
-    batch.put_i32((RECORD_BATCH_HEADER_BYTES - LOG_OVERHEAD + body.len()) as i32);
-    batch.put_i32(-1); // partitionLeaderEpoch
-    batch.put_i8(MAGIC_V2);
-    batch.put_u32(0); // crc, filled below
-    batch.put_i16(0); // attributes: no compression, CreateTime
-    batch.put_i32((count - 1).max(0));
-    batch.put_i64(timestamp_ms);
-    batch.put_i64(timestamp_ms);
-    batch.put_i64(-1); // producerId
-    batch.put_i16(-1); // producerEpoch
-    batch.put_i32(-1); // baseSequence
-    batch.put_i32(count);
-    batch.extend_from_slice(&body);
-    let crc = crc32c::crc32c(&batch[CRC_START..]);
-    batch[17..21].copy_from_slice(&crc.to_be_bytes());
-    batch.freeze()
+    builder.finish()
+}
+
+/// Encodes records one at a time into an uncompressed, non-transactional RecordBatch v2 (Kafka's
+/// `MemoryRecordsBuilder`): the producer's accumulator appends to an open batch and asks its size
+/// before each append. The first record's timestamp is the batch's base timestamp; every record
+/// stores its delta from it.
+#[derive(Debug, Clone, Default)]
+pub struct BatchBuilder {
+    body: BytesMut,
+    count: i32,
+    base_timestamp: i64,
+    max_timestamp: i64,
+}
+
+impl BatchBuilder {
+    /// Records appended so far.
+    pub fn count(&self) -> i32 {
+        self.count
+    }
+
+    /// The size of the batch as it stands, header included.
+    pub fn size_bytes(&self) -> usize {
+        RECORD_BATCH_HEADER_BYTES + self.body.len()
+    }
+
+    /// The size the batch would have with one more record.
+    pub fn size_with(&self, timestamp_ms: i64, key: Option<&[u8]>, value: Option<&[u8]>) -> usize {
+        let base = if self.count == 0 {
+            timestamp_ms
+        } else {
+            self.base_timestamp
+        };
+        let record = record_body_bytes(
+            timestamp_ms.wrapping_sub(base),
+            i64::from(self.count),
+            key,
+            value,
+        );
+        self.size_bytes() + varlong_bytes(record as i64) + record
+    }
+
+    /// Appends a record.
+    pub fn push(&mut self, timestamp_ms: i64, key: Option<&[u8]>, value: Option<&[u8]>) {
+        if self.count == 0 {
+            self.base_timestamp = timestamp_ms;
+            self.max_timestamp = timestamp_ms;
+        }
+        self.max_timestamp = self.max_timestamp.max(timestamp_ms);
+        let timestamp_delta = timestamp_ms.wrapping_sub(self.base_timestamp);
+        let offset_delta = i64::from(self.count);
+        let length = record_body_bytes(timestamp_delta, offset_delta, key, value);
+        put_varlong(&mut self.body, length as i64);
+        let before = self.body.len();
+        self.body.put_i8(0); // attributes
+        put_varlong(&mut self.body, timestamp_delta);
+        put_varlong(&mut self.body, offset_delta);
+        put_nullable(&mut self.body, key);
+        put_nullable(&mut self.body, value);
+        put_varlong(&mut self.body, 0); // header count
+        debug_assert_eq!(self.body.len() - before, length, "record size predicted");
+        self.count += 1;
+    }
+
+    /// The finished batch, with its CRC. Its base offset is 0 until the broker assigns one.
+    pub fn finish(self) -> Bytes {
+        let mut batch = BytesMut::with_capacity(self.size_bytes());
+        batch.put_i64(0); // baseOffset, assigned by the broker
+        batch.put_i32((RECORD_BATCH_HEADER_BYTES - LOG_OVERHEAD + self.body.len()) as i32);
+        batch.put_i32(-1); // partitionLeaderEpoch
+        batch.put_i8(MAGIC_V2);
+        batch.put_u32(0); // crc, filled below
+        batch.put_i16(0); // attributes: no compression, CreateTime
+        batch.put_i32((self.count - 1).max(0));
+        batch.put_i64(self.base_timestamp);
+        batch.put_i64(self.max_timestamp);
+        batch.put_i64(-1); // producerId
+        batch.put_i16(-1); // producerEpoch
+        batch.put_i32(-1); // baseSequence
+        batch.put_i32(self.count);
+        batch.extend_from_slice(&self.body);
+        let crc = crc32c::crc32c(&batch[CRC_START..]);
+        batch[17..21].copy_from_slice(&crc.to_be_bytes());
+        batch.freeze()
+    }
+}
+
+/// Bytes of one record after its length varint.
+fn record_body_bytes(
+    timestamp_delta: i64,
+    offset_delta: i64,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+) -> usize {
+    let nullable = |bytes: Option<&[u8]>| {
+        bytes.map_or(1, |bytes| varlong_bytes(bytes.len() as i64) + bytes.len())
+    };
+    1 + varlong_bytes(timestamp_delta)
+        + varlong_bytes(offset_delta)
+        + nullable(key)
+        + nullable(value)
+        + 1
+}
+
+/// Length of a zigzag varlong.
+fn varlong_bytes(value: i64) -> usize {
+    let mut zigzag = ((value << 1) ^ (value >> 63)) as u64;
+    let mut bytes = 1;
+    while zigzag >= 0x80 {
+        zigzag >>= 7;
+        bytes += 1;
+    }
+    bytes
 }
 
 /// Decodes the records of every batch in `records` (seedlog consumer). Control batches are
@@ -399,6 +486,33 @@ mod tests {
         assert_eq!(records[1].offset, 41);
         assert_eq!(records[1].value.as_deref(), Some(&b"v1"[..]));
         assert_eq!(records[2].value, None);
+    }
+
+    #[test]
+    fn a_builder_keeps_each_records_timestamp_and_predicts_its_size() {
+        let mut builder = BatchBuilder::default();
+        let big = [7_u8; 200];
+        let records: [(i64, KeyValue<'_>); 3] = [
+            (1_000, (Some(b"k"), Some(b"first"))),
+            (1_300, (None, Some(&big))),
+            (999, (Some(b"key"), None)),
+        ];
+        for (timestamp, (key, value)) in records {
+            let predicted = builder.size_with(timestamp, key, value);
+            builder.push(timestamp, key, value);
+            assert_eq!(builder.size_bytes(), predicted);
+        }
+        assert_eq!(builder.count(), 3);
+        let mut batch = builder.finish().to_vec();
+        assign_offsets(&mut batch, 40, 0);
+        let header = validate_batch(&batch).expect("valid");
+        assert_eq!(header.max_timestamp, 1_300);
+        assert_eq!(header.last_offset(), 42);
+        let decoded = decode_records(&Bytes::from(batch)).expect("decodes");
+        let seen: Vec<(i64, i64)> = decoded.iter().map(|r| (r.offset, r.timestamp_ms)).collect();
+        assert_eq!(seen, vec![(40, 1_000), (41, 1_300), (42, 999)]);
+        assert_eq!(decoded[2].key.as_deref(), Some(b"key".as_slice()));
+        assert_eq!(decoded[2].value, None);
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! The async producer: a background task that owns a [`ProducerCore`] and one connection, and
-//! turns the core's outputs into socket writes and completions.
+//! The async producer: a background task that owns a [`ProducerCore`] (accumulator and sender)
+//! and one connection, and turns the core's outputs into socket writes and completions.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -128,11 +128,11 @@ impl Task {
                     }
                     Some(Command::Close { done }) => {
                         closing.push(done);
-                        continue;
+                        ProducerInput::Close
                     }
                     None => {
                         handles_dropped = true;
-                        continue;
+                        ProducerInput::Close
                     }
                 },
                 () = self.driver.clock().sleep_until(deadline), if deadline.is_some() => ProducerInput::Tick,

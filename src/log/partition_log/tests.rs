@@ -292,3 +292,29 @@ fn a_segment_fills_to_exactly_segment_bytes_and_rolls_on_the_next_byte() {
     assert_eq!(log.segment_count(), 2);
     log.check_invariants();
 }
+
+#[test]
+fn timestamp_lookups_answer_records_inside_multi_record_batches() {
+    use crate::protocol::record_batch::BatchBuilder;
+    let storage = MemoryStorage::new();
+    let (mut log, _) = open(&storage, 1 << 20, 0);
+    // Offsets 0..=3 carry timestamps 10, 30, 30, 20; offsets 4..=5 carry 5, 25.
+    for timestamps in [&[10, 30, 30, 20][..], &[5, 25][..]] {
+        let mut builder = BatchBuilder::default();
+        for &timestamp in timestamps {
+            builder.push(timestamp, None, Some(b"v"));
+        }
+        let mut batch = builder.finish().to_vec();
+        let header = validate_batch(&batch).expect("valid");
+        log.append(&mut batch, &header, 0).expect("append");
+    }
+    assert_eq!(
+        log.offset_of_max_timestamp().expect("read"),
+        Some((1, 30)),
+        "the first record with the largest timestamp, not its batch's last offset"
+    );
+    assert_eq!(log.offset_for_timestamp(15).expect("read"), Some((1, 30)));
+    assert_eq!(log.offset_for_timestamp(21).expect("read"), Some((1, 30)));
+    assert_eq!(log.offset_for_timestamp(5).expect("read"), Some((0, 10)));
+    assert_eq!(log.offset_for_timestamp(31).expect("read"), None);
+}
