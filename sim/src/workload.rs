@@ -222,7 +222,8 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
         };
         let invoke = env.record(|recorder, now| recorder.invoke(now, process, &node, send(None)));
         let record = ProducerRecord {
-            topic_partition: TopicPartition::new(spec.topic.clone(), index),
+            topic: spec.topic.clone(),
+            partition: Some(index),
             key: None,
             value: Some(Bytes::from(value.to_string())),
             timestamp_ms: (env.now_ns() / 1_000_000) as i64,
@@ -231,7 +232,7 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
         let env = env.clone();
         completions.push(tokio::spawn(async move {
             let completion = match delivery.wait().await {
-                Ok(offset) => Completion::Ok(send(Some(offset))),
+                Ok(written) => Completion::Ok(send(Some(written.offset))),
                 Err(ProduceError::Rejected { error, message }) => {
                     Completion::Fail(format!("{error:?}: {message}"))
                 }

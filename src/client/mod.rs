@@ -1,7 +1,8 @@
-//! Client state machines: the producer's sender (in-flight requests, retries, timeouts) and the
-//! consumer core (positions, resets, fetches, retries, timeouts). The async shells that drive
+//! Client state machines: the producer's accumulator and sender (batches, in-flight requests,
+//! retries, timeouts), the metadata cache they share, and the consumer core (positions, resets, fetches, retries, timeouts). The async shells that drive
 //! them over a connection live in `runtime::producer` and `runtime::consumer`.
 
 pub mod consumer;
+pub mod metadata;
 pub mod partitioner;
 pub mod producer;

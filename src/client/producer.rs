@@ -22,9 +22,13 @@ use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::messages::{
+    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 
+use crate::client::metadata::{MetadataCache, TopicState};
+use crate::client::partitioner::partition_for_key;
 use crate::config::{Acks, ConfigError, ProducerConfig};
 use crate::protocol::record_batch::BatchBuilder;
 use crate::protocol::ErrorCode;
@@ -37,14 +41,26 @@ pub struct RecordId(pub u64);
 /// A record to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProducerRecord {
-    /// Destination.
-    pub topic_partition: TopicPartition,
+    /// Destination topic.
+    pub topic: String,
+    /// Destination partition; `None` lets the partitioner choose: murmur2 of the key, or the
+    /// sticky partition for a record without a key (or with `partitioner.ignore.keys`).
+    pub partition: Option<i32>,
     /// Key.
     pub key: Option<Bytes>,
     /// Value.
     pub value: Option<Bytes>,
     /// CreateTime.
     pub timestamp_ms: i64,
+}
+
+/// Where a record was written (Kafka's `RecordMetadata`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordMetadata {
+    /// The partition the record went to.
+    pub partition: i32,
+    /// Its offset (-1 with acks=0).
+    pub offset: i64,
 }
 
 /// Why a send failed.
@@ -93,8 +109,10 @@ pub enum ProducerInput {
     },
     /// A request that expects no response (acks=0) was written.
     Written,
-    /// The next Produce response, in request order.
+    /// The next response, in request order: a Produce response.
     Response(ProduceResponse),
+    /// The next response, in request order: a Metadata response.
+    Metadata(MetadataResponse),
     /// A deadline passed.
     Tick,
 }
@@ -110,7 +128,9 @@ pub enum ProducerOutput {
         /// Why.
         reason: String,
     },
-    /// Write this request.
+    /// Write this Metadata request (a response will come).
+    MetadataRequest(MetadataRequest),
+    /// Write this Produce request.
     Request {
         /// The request.
         request: ProduceRequest,
@@ -121,8 +141,8 @@ pub enum ProducerOutput {
     Complete {
         /// Which.
         id: RecordId,
-        /// Its offset (-1 with acks=0), or why it failed.
-        result: Result<i64, ProduceError>,
+        /// Where it was written, or why it failed.
+        result: Result<RecordMetadata, ProduceError>,
     },
 }
 
@@ -171,9 +191,32 @@ impl Batch {
 }
 
 #[derive(Debug)]
+enum Awaited {
+    Produce(Vec<Batch>),
+    Metadata,
+}
+
+#[derive(Debug)]
 struct InFlight {
-    batches: Vec<Batch>,
+    awaited: Awaited,
     sent_at: Millis,
+}
+
+/// A record waiting for its topic's metadata (Kafka's `send` blocks on it up to
+/// `max.block.ms`).
+#[derive(Debug)]
+struct Unrouted {
+    id: RecordId,
+    record: ProducerRecord,
+    since: Millis,
+}
+
+/// The sticky partition of a topic for records without a key (KIP-480, KIP-794): kept until
+/// `batch.size` bytes went to it, then another is drawn.
+#[derive(Debug, Clone, Copy)]
+struct Sticky {
+    partition: i32,
+    bytes: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,6 +238,12 @@ pub struct ProducerCore {
     /// ahead of later ones). Only the last batch of a deque may be open.
     batches: BTreeMap<TopicPartition, VecDeque<Batch>>,
     in_flight: VecDeque<InFlight>,
+    /// Records waiting for their topic's metadata, in send order.
+    unrouted: VecDeque<Unrouted>,
+    metadata: MetadataCache,
+    sticky: BTreeMap<String, Sticky>,
+    /// xorshift64* state for the sticky partitioner (seeded by the shell).
+    rng: u64,
     /// Records sent by the application and not yet completed.
     unfinished: usize,
     /// Where the next drain starts among the partitions, so that under `max.request.size` no
@@ -214,9 +263,15 @@ impl ProducerCore {
                 "the seedlog producer has no idempotence yet: set enable.idempotence=false (Kafka's default is true)",
             ));
         }
+        let metadata =
+            MetadataCache::new(config.metadata_max_age_ms, config.retry_backoff_ms, true);
         Ok(ProducerCore {
             config,
             batches: BTreeMap::new(),
+            unrouted: VecDeque::new(),
+            metadata,
+            sticky: BTreeMap::new(),
+            rng: 0x9e37_79b9_7f4a_7c15,
             in_flight: VecDeque::new(),
             unfinished: 0,
             drain_start: 0,
@@ -224,6 +279,13 @@ impl ProducerCore {
             connection: ConnectionState::Idle,
             connect_failures: 0,
         })
+    }
+
+    /// Seeds the sticky partitioner's random choices (the simulator's seed, or entropy).
+    #[must_use]
+    pub fn with_seed(mut self, seed: u64) -> ProducerCore {
+        self.rng = seed | 1;
+        self
     }
 
     /// Number of sends not yet completed.
@@ -234,7 +296,7 @@ impl ProducerCore {
     /// Reacts to one input.
     pub fn handle(&mut self, now: Millis, input: ProducerInput, out: &mut Vec<ProducerOutput>) {
         match input {
-            ProducerInput::Send { id, record } => self.append(now, id, &record, out),
+            ProducerInput::Send { id, record } => self.on_send(now, id, record, out),
             ProducerInput::Close => self.closing = true,
             ProducerInput::Connected => {
                 assert_eq!(
@@ -261,13 +323,25 @@ impl ProducerCore {
                     Acks::None,
                     "only acks=0 requests complete on write"
                 );
-                for batch in in_flight.batches {
+                let Awaited::Produce(batches) = in_flight.awaited else {
+                    panic!("only Produce requests go without a response");
+                };
+                for batch in batches {
+                    let partition = batch.topic_partition.partition;
                     for id in batch.ids {
-                        self.complete(id, Ok(-1), out);
+                        self.complete(
+                            id,
+                            Ok(RecordMetadata {
+                                partition,
+                                offset: -1,
+                            }),
+                            out,
+                        );
                     }
                 }
             }
             ProducerInput::Response(response) => self.on_produce_response(now, &response, out),
+            ProducerInput::Metadata(response) => self.on_metadata_response(now, &response, out),
             ProducerInput::Tick => self.on_tick(now, out),
         }
         self.maybe_connect(out);
@@ -277,21 +351,20 @@ impl ProducerCore {
     fn complete(
         &mut self,
         id: RecordId,
-        result: Result<i64, ProduceError>,
+        result: Result<RecordMetadata, ProduceError>,
         out: &mut Vec<ProducerOutput>,
     ) {
         self.unfinished -= 1;
         out.push(ProducerOutput::Complete { id, result });
     }
 
-    /// Kafka's `RecordAccumulator.append`: into the partition's open batch if the record fits
-    /// within `batch.size`, else into a new batch (a record larger than `batch.size` gets a batch
-    /// of its own). A record whose batch alone would exceed `max.request.size` is refused.
-    fn append(
+    /// A record whose batch alone would exceed `max.request.size` is refused at once; any other
+    /// waits for its topic's metadata, then goes to its partition's batches.
+    fn on_send(
         &mut self,
         now: Millis,
         id: RecordId,
-        record: &ProducerRecord,
+        record: ProducerRecord,
         out: &mut Vec<ProducerOutput>,
     ) {
         self.unfinished += 1;
@@ -313,11 +386,122 @@ impl ProducerCore {
             );
             return;
         }
+        self.metadata.want(&record.topic);
+        self.unrouted.push_back(Unrouted {
+            id,
+            record,
+            since: now,
+        });
+        self.route(now, out);
+    }
+
+    /// Moves every waiting record whose topic's metadata is known to its partition, in send
+    /// order; fails those whose topic failed, or whose partition does not exist.
+    fn route(&mut self, now: Millis, out: &mut Vec<ProducerOutput>) {
+        let mut waiting = VecDeque::new();
+        while let Some(unrouted) = self.unrouted.pop_front() {
+            let topic = unrouted.record.topic.as_str();
+            let count = match self.metadata.topic(topic) {
+                Some(TopicState::Known(partitions)) => partitions.len() as i32,
+                Some(TopicState::Failed(error)) => {
+                    let error = *error;
+                    let message = format!("metadata for topic {topic} answered {error:?}");
+                    self.complete(
+                        unrouted.id,
+                        Err(ProduceError::Rejected { error, message }),
+                        out,
+                    );
+                    continue;
+                }
+                Some(TopicState::Pending(_)) | None => {
+                    waiting.push_back(unrouted);
+                    continue;
+                }
+            };
+            match self.choose_partition(&unrouted.record, count) {
+                Ok(partition) => self.append(now, unrouted.id, &unrouted.record, partition),
+                Err(message) => self.complete(
+                    unrouted.id,
+                    Err(ProduceError::Rejected {
+                        error: ErrorCode::UnknownTopicOrPartition,
+                        message,
+                    }),
+                    out,
+                ),
+            }
+        }
+        self.unrouted = waiting;
+    }
+
+    /// Kafka's default partitioning: the record's own partition, murmur2 of its key, or the
+    /// topic's sticky partition, switched after `batch.size` bytes (KIP-794).
+    fn choose_partition(&mut self, record: &ProducerRecord, count: i32) -> Result<i32, String> {
+        if let Some(partition) = record.partition {
+            if partition < 0 || partition >= count {
+                return Err(format!(
+                    "Partition {partition} of topic {} with partition count {count} is not present in metadata",
+                    record.topic
+                ));
+            }
+            return Ok(partition);
+        }
+        if let (Some(key), false) = (&record.key, self.config.partitioner_ignore_keys) {
+            return Ok(partition_for_key(key, count));
+        }
+        let size =
+            record.key.as_ref().map_or(0, Bytes::len) + record.value.as_ref().map_or(0, Bytes::len);
         let batch_size = self.config.batch_size as usize;
-        let deque = self
-            .batches
-            .entry(record.topic_partition.clone())
-            .or_default();
+        let current = self.sticky.get(&record.topic).copied();
+        let sticky = match current {
+            Some(sticky) if sticky.bytes < batch_size.max(1) && sticky.partition < count => sticky,
+            previous => {
+                let partition = match previous {
+                    // Another partition than the one just left, uniformly.
+                    Some(previous) if count > 1 && previous.partition < count => {
+                        let draw = (self.next_random() % (count as u64 - 1)) as i32;
+                        if draw >= previous.partition {
+                            draw + 1
+                        } else {
+                            draw
+                        }
+                    }
+                    _ => (self.next_random() % count as u64) as i32,
+                };
+                Sticky {
+                    partition,
+                    bytes: 0,
+                }
+            }
+        };
+        self.sticky.insert(
+            record.topic.clone(),
+            Sticky {
+                partition: sticky.partition,
+                bytes: sticky.bytes + size,
+            },
+        );
+        Ok(sticky.partition)
+    }
+
+    fn next_random(&mut self) -> u64 {
+        // xorshift64*
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Kafka's `RecordAccumulator.append`: into the partition's open batch if the record fits
+    /// within `batch.size`, else into a new batch (a record larger than `batch.size` gets a batch
+    /// of its own).
+    fn append(&mut self, now: Millis, id: RecordId, record: &ProducerRecord, partition: i32) {
+        let key = record.key.as_deref();
+        let value = record.value.as_deref();
+        let topic_partition = TopicPartition::new(record.topic.clone(), partition);
+        let batch_size = self.config.batch_size as usize;
+        let deque = self.batches.entry(topic_partition.clone()).or_default();
         if let Some(last) = deque.back_mut() {
             if let Contents::Open(builder) = &mut last.contents {
                 if builder.size_with(record.timestamp_ms, key, value) <= batch_size {
@@ -332,7 +516,7 @@ impl ProducerCore {
         let mut builder = BatchBuilder::default();
         builder.push(record.timestamp_ms, key, value);
         deque.push_back(Batch {
-            topic_partition: record.topic_partition.clone(),
+            topic_partition,
             ids: vec![id],
             contents: Contents::Open(builder),
             created: now,
@@ -362,7 +546,9 @@ impl ProducerCore {
     }
 
     fn maybe_connect(&mut self, out: &mut Vec<ProducerOutput>) {
-        if self.connection == ConnectionState::Idle && !self.batches.is_empty() {
+        if self.connection == ConnectionState::Idle
+            && !(self.batches.is_empty() && self.unrouted.is_empty())
+        {
             self.connection = ConnectionState::Connecting;
             out.push(ProducerOutput::Connect);
         }
@@ -393,6 +579,16 @@ impl ProducerCore {
 
     fn maybe_send(&mut self, now: Millis, out: &mut Vec<ProducerOutput>) {
         let max_in_flight = self.config.max_in_flight_requests_per_connection as usize;
+        if self.connection == ConnectionState::Connected
+            && self.in_flight.len() < max_in_flight
+            && self.metadata.wants_request(now)
+        {
+            out.push(ProducerOutput::MetadataRequest(self.metadata.request()));
+            self.in_flight.push_back(InFlight {
+                awaited: Awaited::Metadata,
+                sent_at: now,
+            });
+        }
         while self.connection == ConnectionState::Connected
             && self.in_flight.len() < max_in_flight
             && self.any_sendable(now)
@@ -402,7 +598,7 @@ impl ProducerCore {
             let request = self.request_for(&batches);
             let expects_response = self.config.acks != Acks::None;
             self.in_flight.push_back(InFlight {
-                batches,
+                awaited: Awaited::Produce(batches),
                 sent_at: now,
             });
             out.push(ProducerOutput::Request {
@@ -475,15 +671,20 @@ impl ProducerCore {
         response: &ProduceResponse,
         out: &mut Vec<ProducerOutput>,
     ) {
-        let Some(in_flight) = self.in_flight.pop_front() else {
-            let reason = "a produce response with nothing in flight".to_owned();
-            out.push(ProducerOutput::Disconnect {
-                reason: reason.clone(),
-            });
-            self.on_disconnected(now, &reason, out);
-            return;
+        let batches = match self.in_flight.pop_front() {
+            Some(InFlight {
+                awaited: Awaited::Produce(batches),
+                ..
+            }) => batches,
+            other => {
+                if let Some(in_flight) = other {
+                    self.in_flight.push_front(in_flight);
+                }
+                self.protocol_error(now, "a produce response out of turn", out);
+                return;
+            }
         };
-        for mut batch in in_flight.batches {
+        for mut batch in batches {
             let partition = response
                 .responses
                 .iter()
@@ -507,10 +708,22 @@ impl ProducerCore {
             let error = ErrorCode::from_code(partition.error_code);
             if error == ErrorCode::None {
                 let base_offset = partition.base_offset;
-                for (index, id) in batch.ids.into_iter().enumerate() {
-                    self.complete(id, Ok(base_offset + index as i64), out);
+                let index = batch.topic_partition.partition;
+                for (delta, id) in batch.ids.into_iter().enumerate() {
+                    let offset = base_offset + delta as i64;
+                    self.complete(
+                        id,
+                        Ok(RecordMetadata {
+                            partition: index,
+                            offset,
+                        }),
+                        out,
+                    );
                 }
                 continue;
+            }
+            if refreshes_metadata(error) {
+                self.metadata.request_update();
             }
             let message = partition
                 .error_message
@@ -570,14 +783,53 @@ impl ProducerCore {
         }
     }
 
+    fn on_metadata_response(
+        &mut self,
+        now: Millis,
+        response: &MetadataResponse,
+        out: &mut Vec<ProducerOutput>,
+    ) {
+        match self.in_flight.pop_front() {
+            Some(InFlight {
+                awaited: Awaited::Metadata,
+                ..
+            }) => {}
+            other => {
+                if let Some(in_flight) = other {
+                    self.in_flight.push_front(in_flight);
+                }
+                self.protocol_error(now, "a metadata response out of turn", out);
+                return;
+            }
+        }
+        self.metadata.on_response(now, response);
+        self.route(now, out);
+    }
+
+    /// The broker broke the protocol: close the connection and treat everything in flight as
+    /// lost.
+    fn protocol_error(&mut self, now: Millis, reason: &str, out: &mut Vec<ProducerOutput>) {
+        out.push(ProducerOutput::Disconnect {
+            reason: reason.to_owned(),
+        });
+        self.on_disconnected(now, reason, out);
+    }
+
     fn on_disconnected(&mut self, now: Millis, reason: &str, out: &mut Vec<ProducerOutput>) {
         let lost: Vec<InFlight> = self.in_flight.drain(..).collect();
         for in_flight in lost {
-            for mut batch in in_flight.batches {
-                batch.maybe_written = true;
-                self.retry_or_fail(now, batch, &format!("connection lost: {reason}"), out);
+            match in_flight.awaited {
+                Awaited::Produce(batches) => {
+                    for mut batch in batches {
+                        batch.maybe_written = true;
+                        let reason = format!("connection lost: {reason}");
+                        self.retry_or_fail(now, batch, &reason, out);
+                    }
+                }
+                Awaited::Metadata => self.metadata.on_failure(now),
             }
         }
+        self.metadata.request_update();
         self.connect_failures += 1;
         self.backoff(now);
     }
@@ -620,6 +872,25 @@ impl ProducerCore {
             );
             self.fail(&batch, ErrorCode::RequestTimedOut, message, out);
         }
+        // Records still without metadata after max.block.ms fail as Kafka's send() would.
+        let max_block_ms = self.config.max_block_ms;
+        while self
+            .unrouted
+            .front()
+            .is_some_and(|front| now >= front.since.plus(max_block_ms))
+        {
+            let unrouted = self.unrouted.pop_front().expect("front exists");
+            let message = format!(
+                "Topic {} not present in metadata after {max_block_ms} ms.",
+                unrouted.record.topic
+            );
+            let error = ErrorCode::RequestTimedOut;
+            self.complete(
+                unrouted.id,
+                Err(ProduceError::Rejected { error, message }),
+                out,
+            );
+        }
     }
 
     /// The earliest time `handle(now, Tick)` must run.
@@ -648,10 +919,22 @@ impl ProducerCore {
             .filter(|_| can_send)
             .filter_map(|deque| self.sendable_at(deque))
             .min();
-        [backoff, request_timeout, delivery, sendable]
-            .into_iter()
-            .flatten()
-            .min()
+        let metadata = self.metadata.next_deadline().filter(|_| can_send);
+        let blocked = self
+            .unrouted
+            .front()
+            .map(|front| front.since.plus(self.config.max_block_ms));
+        [
+            backoff,
+            request_timeout,
+            delivery,
+            sendable,
+            metadata,
+            blocked,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Cross-field invariants.
@@ -666,6 +949,16 @@ impl ProducerCore {
                 "requests in flight without a connection"
             );
         }
+        let metadata_awaited = self
+            .in_flight
+            .iter()
+            .filter(|in_flight| matches!(in_flight.awaited, Awaited::Metadata))
+            .count();
+        assert_eq!(
+            metadata_awaited,
+            usize::from(self.metadata.in_flight()),
+            "the cache knows whether its request is in flight"
+        );
         // O(batches): debug builds only (the release simulator runs it per input otherwise).
         if cfg!(debug_assertions) {
             let mut records = 0;
@@ -684,15 +977,32 @@ impl ProducerCore {
             records += self
                 .in_flight
                 .iter()
-                .flat_map(|in_flight| &in_flight.batches)
+                .filter_map(|in_flight| match &in_flight.awaited {
+                    Awaited::Produce(batches) => Some(batches),
+                    Awaited::Metadata => None,
+                })
+                .flatten()
                 .map(|batch| batch.ids.len())
                 .sum::<usize>();
+            records += self.unrouted.len();
             assert_eq!(
                 records, self.unfinished,
                 "every unfinished record is in a batch"
             );
         }
     }
+}
+
+/// The errors after which Kafka's clients ask for metadata again: the leader moved or the
+/// topic changed.
+fn refreshes_metadata(error: ErrorCode) -> bool {
+    matches!(
+        error,
+        ErrorCode::NotLeaderOrFollower
+            | ErrorCode::LeaderNotAvailable
+            | ErrorCode::FencedLeaderEpoch
+            | ErrorCode::UnknownTopicOrPartition
+    )
 }
 
 impl crate::state_machine::StateMachine for ProducerCore {
@@ -734,7 +1044,33 @@ mod tests {
                 .chain(pairs.iter().copied()),
             )
             .expect("valid");
-        ProducerCore::new(config).expect("core")
+        let mut core = ProducerCore::new(config).expect("core");
+        core.metadata.want("t");
+        core.metadata.request();
+        core.metadata
+            .on_response(Millis(0), &metadata_answer(&[("t", 3)]));
+        core
+    }
+
+    fn metadata_answer(topics: &[(&str, i32)]) -> MetadataResponse {
+        use kafka_protocol::messages::metadata_response::{
+            MetadataResponsePartition, MetadataResponseTopic,
+        };
+        let topics = topics
+            .iter()
+            .map(|(name, partitions)| {
+                MetadataResponseTopic::default()
+                    .with_name(Some(TopicName(StrBytes::from_string((*name).to_owned()))))
+                    .with_partitions(
+                        (0..*partitions)
+                            .map(|index| {
+                                MetadataResponsePartition::default().with_partition_index(index)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        MetadataResponse::default().with_topics(topics)
     }
 
     fn send(core: &mut ProducerCore, now: u64, id: u64) -> Vec<ProducerOutput> {
@@ -743,7 +1079,8 @@ mod tests {
 
     fn send_to(core: &mut ProducerCore, now: u64, id: u64, partition: i32) -> Vec<ProducerOutput> {
         let record = ProducerRecord {
-            topic_partition: TopicPartition::new("t", partition),
+            topic: "t".to_owned(),
+            partition: Some(partition),
             key: None,
             value: Some(Bytes::from(format!("v{id}"))),
             timestamp_ms: 0,
@@ -782,7 +1119,9 @@ mod tests {
         outputs
             .iter()
             .filter_map(|output| match output {
-                ProducerOutput::Complete { id, result } => Some((id.0, result.clone())),
+                ProducerOutput::Complete { id, result } => {
+                    Some((id.0, result.clone().map(|written| written.offset)))
+                }
                 _ => None,
             })
             .collect()
@@ -944,12 +1283,21 @@ mod tests {
             1,
             "batch 1 is resent while batch 2 is still in flight"
         );
+        assert!(
+            matches!(out.first(), Some(ProducerOutput::MetadataRequest(_))),
+            "NOT_LEADER_OR_FOLLOWER refreshes the metadata first: {out:?}"
+        );
         let out = step(
             &mut core,
             2,
             ProducerInput::Response(response(ErrorCode::None, 0)),
         );
         assert_eq!(completions(&out), vec![(2, Ok(0))]);
+        step(
+            &mut core,
+            2,
+            ProducerInput::Metadata(metadata_answer(&[("t", 3)])),
+        );
         let out = step(
             &mut core,
             3,
@@ -1033,7 +1381,8 @@ mod tests {
     fn max_request_size_refuses_a_larger_record_and_splits_requests() {
         let mut core = core(&[("max.request.size", "100")]);
         let record = ProducerRecord {
-            topic_partition: TopicPartition::new("t", 0),
+            topic: "t".to_owned(),
+            partition: Some(0),
             key: None,
             value: Some(Bytes::from(vec![0_u8; 64])),
             timestamp_ms: 0,
@@ -1103,5 +1452,159 @@ mod tests {
                 ..
             })
         )));
+    }
+
+    fn record(
+        topic: &str,
+        partition: Option<i32>,
+        key: Option<&str>,
+        value: &str,
+    ) -> ProducerRecord {
+        ProducerRecord {
+            topic: topic.to_owned(),
+            partition,
+            key: key.map(|key| Bytes::from(key.to_owned())),
+            value: Some(Bytes::from(value.to_owned())),
+            timestamp_ms: 0,
+        }
+    }
+
+    fn send_record(
+        core: &mut ProducerCore,
+        now: u64,
+        id: u64,
+        record: ProducerRecord,
+    ) -> Vec<ProducerOutput> {
+        step(
+            core,
+            now,
+            ProducerInput::Send {
+                id: RecordId(id),
+                record,
+            },
+        )
+    }
+
+    fn partitions_of(outputs: &[ProducerOutput]) -> Vec<i32> {
+        batches(outputs)
+            .concat()
+            .into_iter()
+            .map(|(partition, _)| partition)
+            .collect()
+    }
+
+    #[test]
+    fn a_send_to_an_unknown_topic_waits_for_metadata_then_goes_to_its_partition() {
+        let mut core = core(&[]);
+        assert!(matches!(
+            send_record(&mut core, 0, 1, record("new", None, Some("k"), "v")).as_slice(),
+            [ProducerOutput::Connect]
+        ));
+        let out = step(&mut core, 1, ProducerInput::Connected);
+        let [ProducerOutput::MetadataRequest(request)] = out.as_slice() else {
+            panic!("a metadata request first: {out:?}");
+        };
+        let asked: Vec<&str> = request
+            .topics
+            .iter()
+            .flatten()
+            .filter_map(|topic| topic.name.as_ref().map(|name| name.as_str()))
+            .collect();
+        assert_eq!(asked, vec!["new", "t"]);
+        let out = step(
+            &mut core,
+            2,
+            ProducerInput::Metadata(metadata_answer(&[("new", 4), ("t", 3)])),
+        );
+        assert_eq!(
+            partitions_of(&out),
+            vec![crate::client::partitioner::partition_for_key(b"k", 4)],
+            "murmur2 of the key over 4 partitions"
+        );
+    }
+
+    #[test]
+    fn a_topic_that_never_appears_fails_its_sends_after_max_block_ms() {
+        use kafka_protocol::messages::metadata_response::MetadataResponseTopic;
+        let mut core = core(&[("max.block.ms", "1000")]);
+        send_record(&mut core, 0, 1, record("missing", None, None, "v"));
+        step(&mut core, 0, ProducerInput::Connected);
+        let unknown =
+            MetadataResponse::default().with_topics(vec![MetadataResponseTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_static_str("missing"))))
+                .with_error_code(ErrorCode::UnknownTopicOrPartition.code())]);
+        let out = step(&mut core, 5, ProducerInput::Metadata(unknown));
+        assert!(completions(&out).is_empty(), "still waiting");
+        assert_eq!(
+            core.next_deadline(),
+            Some(Millis(105)),
+            "asks again after retry.backoff.ms"
+        );
+        let out = step(&mut core, 1000, ProducerInput::Tick);
+        assert!(matches!(
+            completions(&out).as_slice(),
+            [(
+                1,
+                Err(ProduceError::Rejected {
+                    error: ErrorCode::RequestTimedOut,
+                    ..
+                })
+            )]
+        ));
+        assert_eq!(core.pending(), 0);
+    }
+
+    #[test]
+    fn a_partition_beyond_the_topic_fails_at_once() {
+        let mut core = core(&[]);
+        let out = send_record(&mut core, 0, 1, record("t", Some(3), None, "v"));
+        assert!(matches!(
+            completions(&out).as_slice(),
+            [(
+                1,
+                Err(ProduceError::Rejected {
+                    error: ErrorCode::UnknownTopicOrPartition,
+                    ..
+                })
+            )]
+        ));
+    }
+
+    #[test]
+    fn unkeyed_records_stick_to_one_partition_until_batch_size_bytes_then_switch() {
+        // 30-byte values and batch.size 100: four records (0, 30, 60, 90 bytes before each)
+        // stay on the first sticky partition; the fifth finds 120 bytes there and switches.
+        let mut core = core(&[("batch.size", "100")]).with_seed(7);
+        let value = "x".repeat(30);
+        let mut sticky = Vec::new();
+        for id in 1..=8 {
+            send_record(&mut core, 0, id, record("t", None, None, &value));
+            sticky.push(core.sticky.get("t").expect("sticky").partition);
+        }
+        assert!(
+            sticky[..4].iter().all(|partition| *partition == sticky[0]),
+            "{sticky:?}"
+        );
+        assert!(
+            sticky[4..].iter().all(|partition| *partition == sticky[4]),
+            "{sticky:?}"
+        );
+        assert_ne!(sticky[0], sticky[4], "switched after batch.size bytes");
+    }
+
+    #[test]
+    fn a_response_out_of_turn_breaks_the_connection() {
+        let mut core = core(&[]);
+        send(&mut core, 0, 1);
+        step(&mut core, 0, ProducerInput::Connected);
+        let out = step(
+            &mut core,
+            1,
+            ProducerInput::Metadata(metadata_answer(&[("t", 3)])),
+        );
+        assert!(out
+            .iter()
+            .any(|output| matches!(output, ProducerOutput::Disconnect { .. })));
+        assert_eq!(core.pending(), 1, "the batch waits for a retry");
     }
 }

@@ -72,6 +72,12 @@ pub struct ProducerConfig {
     pub batch_size: u32,
     /// `max.request.size` (default 1048576): the largest request, hence the largest record.
     pub max_request_size: u32,
+    /// `max.block.ms` (default 60000): how long a send waits for its topic's metadata.
+    pub max_block_ms: u64,
+    /// `metadata.max.age.ms` (default 300000): metadata older than this is asked for again.
+    pub metadata_max_age_ms: u64,
+    /// `partitioner.ignore.keys` (default false): partition keyed records like unkeyed ones.
+    pub partitioner_ignore_keys: bool,
 }
 
 impl Default for ProducerConfig {
@@ -90,6 +96,9 @@ impl Default for ProducerConfig {
             linger_ms: 5,
             batch_size: 16_384,
             max_request_size: 1_048_576,
+            max_block_ms: 60_000,
+            metadata_max_age_ms: 300_000,
+            partitioner_ignore_keys: false,
         }
     }
 }
@@ -114,13 +123,16 @@ impl Configurable for ProducerConfig {
             "linger.ms" => self.linger_ms = parse_at_least(key, value, 0)?,
             "batch.size" => self.batch_size = parse_at_least(key, value, 0)?,
             "max.request.size" => self.max_request_size = parse_at_least(key, value, 0)?,
+            "max.block.ms" => self.max_block_ms = parse_at_least(key, value, 0)?,
+            "metadata.max.age.ms" => self.metadata_max_age_ms = parse_at_least(key, value, 0)?,
+            "partitioner.ignore.keys" => self.partitioner_ignore_keys = parse_bool(key, value)?,
             "transactional.id" => {
                 return Err(ConfigError::not_implemented(
                     key,
                     "transactions come with a later issue",
                 ));
             }
-            "compression.type" | "partitioner.class" | "buffer.memory" | "max.block.ms" => {
+            "compression.type" | "partitioner.class" | "buffer.memory" => {
                 return Err(ConfigError::not_implemented(key, ""));
             }
             _ => return Err(ConfigError::unknown(key)),

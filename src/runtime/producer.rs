@@ -8,6 +8,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::client::producer::{
     ProduceError, ProducerCore, ProducerInput, ProducerOutput, ProducerRecord, RecordId,
+    RecordMetadata,
 };
 use crate::config::{ConfigError, ProducerConfig};
 use crate::runtime::client::{Bootstrap, ClientConnection};
@@ -17,7 +18,7 @@ use crate::runtime::driver::Driver;
 enum Command {
     Send {
         record: ProducerRecord,
-        reply: oneshot::Sender<Result<i64, ProduceError>>,
+        reply: oneshot::Sender<Result<RecordMetadata, ProduceError>>,
     },
     Close {
         done: oneshot::Sender<()>,
@@ -32,11 +33,12 @@ pub struct Producer {
 
 /// The outcome of one send, to await.
 #[derive(Debug)]
-pub struct Delivery(oneshot::Receiver<Result<i64, ProduceError>>);
+pub struct Delivery(oneshot::Receiver<Result<RecordMetadata, ProduceError>>);
 
 impl Delivery {
-    /// Waits for the broker's answer: the record's offset (-1 with acks=0) or why it failed.
-    pub async fn wait(self) -> Result<i64, ProduceError> {
+    /// Waits for the broker's answer: where the record was written (offset -1 with acks=0) or
+    /// why it failed.
+    pub async fn wait(self) -> Result<RecordMetadata, ProduceError> {
         self.0.await.unwrap_or_else(|_| {
             Err(ProduceError::Indeterminate {
                 reason: "the producer stopped".into(),
@@ -50,7 +52,8 @@ impl Producer {
     pub fn start(config: ProducerConfig) -> Result<Producer, ConfigError> {
         let bootstrap = Bootstrap::new(&config.bootstrap_servers)?;
         let client_id = config.client_id.clone();
-        let core = ProducerCore::new(config)?;
+        // The sticky partitioner's draws: entropy in production, the seed in simulation.
+        let core = ProducerCore::new(config)?.with_seed(madsim::rand::random::<u64>());
         let (commands, inbox) = mpsc::channel(1024);
         let task = Task {
             driver: Driver::new(core, Clock::start()),
@@ -91,7 +94,7 @@ struct Task {
     bootstrap: Bootstrap,
     client_id: String,
     connection: Option<ClientConnection>,
-    replies: BTreeMap<RecordId, oneshot::Sender<Result<i64, ProduceError>>>,
+    replies: BTreeMap<RecordId, oneshot::Sender<Result<RecordMetadata, ProduceError>>>,
     next_id: u64,
 }
 
@@ -116,6 +119,7 @@ impl Task {
                 biased;
                 response = receive(&mut self.connection), if awaiting => match response {
                     Ok(ResponseKind::Produce(response)) => ProducerInput::Response(response),
+                    Ok(ResponseKind::Metadata(response)) => ProducerInput::Metadata(response),
                     Ok(_) => self.lost("a response of another API"),
                     Err(reason) => self.lost(&reason),
                 },
@@ -175,6 +179,14 @@ impl Task {
                     ProducerOutput::Disconnect { reason } => {
                         tracing::debug!(%reason, "producer closes its connection");
                         self.connection = None;
+                    }
+                    ProducerOutput::MetadataRequest(request) => {
+                        let Some(connection) = self.connection.as_mut() else {
+                            continue;
+                        };
+                        if let Err(error) = connection.send(&RequestKind::Metadata(request)).await {
+                            inputs.push_back(self.lost(&error.to_string()));
+                        }
                     }
                     ProducerOutput::Request {
                         request,

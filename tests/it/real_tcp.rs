@@ -59,9 +59,9 @@ pub(crate) async fn produce(
     let mut deliveries = Vec::new();
     for index in 0..count {
         let value = format!("{prefix}-{index}");
-        let partition = TopicPartition::new(topic, index as i32 % partitions);
         let record = ProducerRecord {
-            topic_partition: partition,
+            topic: topic.to_owned(),
+            partition: Some(index as i32 % partitions),
             key: None,
             value: Some(Bytes::from(value.clone())),
             timestamp_ms: 0,
@@ -70,7 +70,7 @@ pub(crate) async fn produce(
     }
     let mut offsets = BTreeMap::new();
     for (value, delivery) in deliveries {
-        offsets.insert(value, delivery.wait().await.expect("acknowledged"));
+        offsets.insert(value, delivery.wait().await.expect("acknowledged").offset);
     }
     producer.close().await;
     offsets

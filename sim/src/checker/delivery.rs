@@ -160,13 +160,13 @@ fn lost_and_unseen(analysis: &Analysis) -> (Vec<String>, Vec<String>) {
         let Outcome::Ok(offset) = send.outcome else {
             continue;
         };
-        let place = format!("{value} acknowledged at {}@{offset}", send.partition);
+        let place = || format!("{value} acknowledged at {}@{offset}", send.partition);
         if judged_by_final_read(analysis, send) {
             let acked = send.completed_index.unwrap_or(0);
             match final_log.judge(*value, &send.partition, offset, acked) {
                 Verdict::Present => continue,
                 Verdict::Lost(why) => {
-                    lost.insert(*value, format!("{place}: {why}"));
+                    lost.insert(*value, format!("{}: {why}", place()));
                     continue;
                 }
                 Verdict::Unjudged => {}
@@ -180,10 +180,10 @@ fn lost_and_unseen(analysis: &Analysis) -> (Vec<String>, Vec<String>) {
             if read_past {
                 lost.insert(
                     *value,
-                    format!("{place}: never polled although reads went past it"),
+                    format!("{}: never polled although reads went past it", place()),
                 );
             } else {
-                unseen.push(format!("{place}, never polled"));
+                unseen.push(format!("{}, never polled", place()));
             }
         }
     }

@@ -8,7 +8,6 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use clap::{Parser, Subcommand};
-use seedlog::client::partitioner::partition_for_key;
 use seedlog::client::producer::ProducerRecord;
 use seedlog::config::{
     apply_properties, parse_properties, BrokerConfig, Configurable, ConsumerConfig, ProducerConfig,
@@ -247,17 +246,6 @@ async fn produce(
             .iter()
             .map(|(key, value)| (key.as_str(), value.as_str())),
     )?;
-    let partitions = match partition {
-        Some(_) => 0,
-        None => {
-            partition_count(
-                &mut ClientConnection::connect(&bootstrap, "seedlog-cli").await?,
-                &topic,
-                ADMIN_TIMEOUT,
-            )
-            .await?
-        }
-    };
     let producer = Producer::start(config)?;
     let mut deliveries = Vec::new();
     let stdin = std::io::stdin();
@@ -271,12 +259,11 @@ async fn produce(
             (true, None) => bail!("line {}: expected key<TAB>value", index + 1),
             (false, _) => (None, Bytes::from(line)),
         };
-        let target = partition.unwrap_or_else(|| match &key {
-            Some(key) => partition_for_key(key, partitions),
-            None => index as i32 % partitions,
-        });
+        // No partition given: the producer's partitioner picks (murmur2 of the key, or the
+        // sticky partition), as kafka-console-producer's does.
         let record = ProducerRecord {
-            topic_partition: TopicPartition::new(topic.clone(), target),
+            topic: topic.clone(),
+            partition,
             key,
             value: Some(value),
             timestamp_ms: 0,

@@ -1,0 +1,281 @@
+//! A client's view of the cluster (Kafka's `Metadata`): which topics it needs, how many
+//! partitions each has and who leads them, and when to ask again.
+//!
+//! Sans-IO like the cores that own it: the core asks [`MetadataCache::wants_request`] when a
+//! request slot is free, sends [`MetadataCache::request`], and feeds the answer to
+//! [`MetadataCache::on_response`] (or [`MetadataCache::on_failure`]). A refresh is due when a
+//! topic is wanted that the cache does not know, when the owner calls
+//! [`MetadataCache::request_update`] (Kafka's clients do on NOT_LEADER_OR_FOLLOWER,
+//! LEADER_NOT_AVAILABLE, FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION and on a lost
+//! connection), or when the answer is older than `metadata.max.age.ms`. Failed or partial
+//! answers are asked again after `retry.backoff.ms`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::protocol::ErrorCode;
+use crate::types::Millis;
+
+/// One partition as the last answer described it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionInfo {
+    /// Its leader's broker id (-1 when it has none).
+    pub leader: i32,
+    /// The leader's epoch (-1 when unknown).
+    pub leader_epoch: i32,
+}
+
+/// What the last answer said about a topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TopicState {
+    /// Its partitions, by index.
+    Known(Vec<PartitionInfo>),
+    /// An error that asking again may cure (UNKNOWN_TOPIC_OR_PARTITION while it is being
+    /// created, LEADER_NOT_AVAILABLE).
+    Pending(ErrorCode),
+    /// An error that asking again will not cure (an invalid name, say).
+    Failed(ErrorCode),
+}
+
+/// The cache.
+#[derive(Debug, Clone)]
+pub struct MetadataCache {
+    topics: BTreeMap<String, TopicState>,
+    wanted: BTreeSet<String>,
+    update_requested: bool,
+    in_flight: bool,
+    updated_at: Option<Millis>,
+    not_before: Millis,
+    max_age_ms: u64,
+    retry_backoff_ms: u64,
+    allow_auto_topic_creation: bool,
+}
+
+impl MetadataCache {
+    /// An empty cache.
+    pub fn new(max_age_ms: u64, retry_backoff_ms: u64, allow_auto_topic_creation: bool) -> Self {
+        MetadataCache {
+            topics: BTreeMap::new(),
+            wanted: BTreeSet::new(),
+            update_requested: false,
+            in_flight: false,
+            updated_at: None,
+            not_before: Millis(0),
+            max_age_ms,
+            retry_backoff_ms,
+            allow_auto_topic_creation,
+        }
+    }
+
+    /// Adds `topic` to what the cache keeps; an unknown topic makes a request due.
+    pub fn want(&mut self, topic: &str) {
+        if self.wanted.insert(topic.to_owned()) && !self.topics.contains_key(topic) {
+            self.update_requested = true;
+        }
+    }
+
+    /// Asks for a refresh at the next chance (after the backoff, if an answer just failed).
+    pub fn request_update(&mut self) {
+        self.update_requested = true;
+    }
+
+    /// What the last answer said about `topic`.
+    pub fn topic(&self, topic: &str) -> Option<&TopicState> {
+        self.topics.get(topic)
+    }
+
+    /// The partitions of `topic`, if known.
+    pub fn partitions(&self, topic: &str) -> Option<&[PartitionInfo]> {
+        match self.topics.get(topic) {
+            Some(TopicState::Known(partitions)) => Some(partitions),
+            _ => None,
+        }
+    }
+
+    fn due_at(&self) -> Option<Millis> {
+        if self.in_flight || self.wanted.is_empty() {
+            return None;
+        }
+        let aged = self
+            .updated_at
+            .map_or(Millis(0), |at| at.plus(self.max_age_ms));
+        let due = if self.update_requested {
+            Millis(0)
+        } else {
+            aged
+        };
+        Some(due.max(self.not_before))
+    }
+
+    /// Whether a request should go out now.
+    pub fn wants_request(&self, now: Millis) -> bool {
+        self.due_at().is_some_and(|at| at <= now)
+    }
+
+    /// When a request will be due (for the owner's `next_deadline`).
+    pub fn next_deadline(&self) -> Option<Millis> {
+        self.due_at()
+    }
+
+    /// The request for every wanted topic; the cache now waits for its answer.
+    pub fn request(&mut self) -> MetadataRequest {
+        assert!(!self.in_flight, "one metadata request at a time");
+        self.in_flight = true;
+        self.update_requested = false;
+        let topics = self
+            .wanted
+            .iter()
+            .map(|topic| {
+                MetadataRequestTopic::default()
+                    .with_name(Some(TopicName(StrBytes::from_string(topic.clone()))))
+            })
+            .collect();
+        MetadataRequest::default()
+            .with_topics(Some(topics))
+            .with_allow_auto_topic_creation(self.allow_auto_topic_creation)
+    }
+
+    /// Takes the answer to [`request`](Self::request). A topic still pending is asked again
+    /// after the backoff.
+    pub fn on_response(&mut self, now: Millis, response: &MetadataResponse) {
+        assert!(self.in_flight, "a metadata answer without a request");
+        self.in_flight = false;
+        self.updated_at = Some(now);
+        for topic in &response.topics {
+            let Some(name) = topic.name.as_ref() else {
+                continue;
+            };
+            let error = ErrorCode::from_code(topic.error_code);
+            let state = match error {
+                ErrorCode::None => {
+                    let mut partitions = vec![
+                        PartitionInfo {
+                            leader: -1,
+                            leader_epoch: -1,
+                        };
+                        topic.partitions.len()
+                    ];
+                    let mut complete = true;
+                    for partition in &topic.partitions {
+                        match usize::try_from(partition.partition_index)
+                            .ok()
+                            .and_then(|index| partitions.get_mut(index))
+                        {
+                            Some(slot) => {
+                                *slot = PartitionInfo {
+                                    leader: partition.leader_id.0,
+                                    leader_epoch: partition.leader_epoch,
+                                }
+                            }
+                            None => complete = false,
+                        }
+                    }
+                    if complete && !partitions.is_empty() {
+                        TopicState::Known(partitions)
+                    } else {
+                        TopicState::Pending(ErrorCode::LeaderNotAvailable)
+                    }
+                }
+                ErrorCode::UnknownTopicOrPartition | ErrorCode::LeaderNotAvailable => {
+                    TopicState::Pending(error)
+                }
+                error => TopicState::Failed(error),
+            };
+            self.topics.insert(name.as_str().to_owned(), state);
+        }
+        let pending = self
+            .wanted
+            .iter()
+            .any(|topic| !matches!(self.topics.get(topic), Some(TopicState::Known(_))));
+        if pending {
+            self.update_requested = true;
+            self.not_before = now.plus(self.retry_backoff_ms);
+        }
+    }
+
+    /// The request was lost (connection broken, timed out): ask again after the backoff.
+    pub fn on_failure(&mut self, now: Millis) {
+        self.in_flight = false;
+        self.update_requested = true;
+        self.not_before = now.plus(self.retry_backoff_ms);
+    }
+
+    /// Whether a request is awaiting its answer.
+    pub fn in_flight(&self) -> bool {
+        self.in_flight
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::metadata_response::{
+        MetadataResponsePartition, MetadataResponseTopic,
+    };
+    use kafka_protocol::messages::BrokerId;
+
+    fn answer(topic: &str, error: ErrorCode, partitions: i32) -> MetadataResponse {
+        let partitions = (0..partitions)
+            .map(|index| {
+                MetadataResponsePartition::default()
+                    .with_partition_index(index)
+                    .with_leader_id(BrokerId(0))
+                    .with_leader_epoch(3)
+            })
+            .collect();
+        MetadataResponse::default().with_topics(vec![MetadataResponseTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(topic.to_owned()))))
+            .with_error_code(error.code())
+            .with_partitions(partitions)])
+    }
+
+    #[test]
+    fn an_unknown_topic_is_asked_for_and_then_kept_until_it_ages() {
+        let mut cache = MetadataCache::new(1_000, 100, true);
+        assert!(!cache.wants_request(Millis(0)), "nothing wanted yet");
+        cache.want("t");
+        assert!(cache.wants_request(Millis(0)));
+        let request = cache.request();
+        assert_eq!(request.topics.as_ref().map(Vec::len), Some(1));
+        assert!(request.allow_auto_topic_creation);
+        assert!(!cache.wants_request(Millis(0)), "one request at a time");
+        cache.on_response(Millis(5), &answer("t", ErrorCode::None, 3));
+        assert_eq!(cache.partitions("t").map(<[_]>::len), Some(3));
+        assert_eq!(cache.partitions("t").expect("known")[2].leader_epoch, 3);
+        assert_eq!(
+            cache.next_deadline(),
+            Some(Millis(1_005)),
+            "metadata.max.age.ms"
+        );
+        cache.request_update();
+        assert!(cache.wants_request(Millis(6)), "an update was requested");
+    }
+
+    #[test]
+    fn a_pending_topic_is_asked_again_after_the_backoff_and_a_bad_one_fails() {
+        let mut cache = MetadataCache::new(60_000, 100, true);
+        cache.want("t");
+        cache.request();
+        cache.on_response(Millis(10), &answer("t", ErrorCode::LeaderNotAvailable, 0));
+        assert_eq!(
+            cache.topic("t"),
+            Some(&TopicState::Pending(ErrorCode::LeaderNotAvailable))
+        );
+        assert!(!cache.wants_request(Millis(109)));
+        assert!(cache.wants_request(Millis(110)));
+        cache.request();
+        cache.on_response(
+            Millis(120),
+            &answer("t", ErrorCode::InvalidTopicException, 0),
+        );
+        assert_eq!(
+            cache.topic("t"),
+            Some(&TopicState::Failed(ErrorCode::InvalidTopicException))
+        );
+        cache.on_failure(Millis(130));
+        assert_eq!(cache.next_deadline(), Some(Millis(230)));
+    }
+}
