@@ -10,7 +10,7 @@
 #   unviable  the mutant does not compile
 #   timeout   the suite ran longer than MUTANTS_TIMEOUT seconds (default 300)
 #
-#   bash scripts/mutants.sh                       # the core: src/broker, src/client, src/storage (the disk model)
+#   bash scripts/mutants.sh                       # the core: src/broker, src/client, src/log, src/storage
 #   bash scripts/mutants.sh --file 'src/log/**' --file src/broker/partition.rs
 #   bash scripts/mutants.sh --shard 2/4           # the second quarter (for several sittings)
 #   bash scripts/mutants.sh --workers 2           # two mutants at a time (one per core)
@@ -49,7 +49,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 if [[ ${#files[@]} -eq 0 ]]; then
-  files=('src/broker/**' 'src/client/**' 'src/storage/**')
+  files=('src/broker/**' 'src/client/**' 'src/log/**' 'src/storage/**')
 fi
 seeds=${MUTANTS_SEEDS:-0..3}
 limit=${MUTANTS_TIMEOUT:-300}
