@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use seedlog_sim::checker::check_all;
 use seedlog_sim::harness::{install_quiet_panic_hook, run_seed};
+use seedlog_sim::scenario::Expect;
 use seedlog_sim::scenario::{load, Scenario};
 use seedlog_sim::verdict::{SeedVerdict, SweepSummary};
 
@@ -37,6 +38,21 @@ fn judge(scenario: &Scenario, seed: u64) -> (SeedVerdict, String) {
     (verdict, jsonl)
 }
 
+/// Every seed of the short sweep as expected, and every expected anomaly seen: on every seed
+/// when `min_fraction` is 1, on at least one otherwise. A fraction below 1 is a rate, which five
+/// seeds cannot measure (at 91%, one window of five in fourteen has only three hits); the CI's
+/// 100-seed sweep holds it to `min_fraction`.
+fn short_sweep_passes(summary: &SweepSummary, expect: &Expect) -> bool {
+    if expect.min_fraction >= 1.0 {
+        return summary.passes(expect);
+    }
+    summary.failures.is_empty()
+        && expect
+            .violated
+            .iter()
+            .all(|name| summary.hits.get(name).copied().unwrap_or(0) > 0)
+}
+
 #[test]
 fn every_scenario_meets_its_expectations_and_replays_identically() {
     install_quiet_panic_hook();
@@ -63,7 +79,7 @@ fn every_scenario_meets_its_expectations_and_replays_identically() {
         for seed in 100..100 + SWEEP_SEEDS {
             summary.add(&scenario.expect, &judge(&scenario, seed).0);
         }
-        if !summary.passes(&scenario.expect) {
+        if !short_sweep_passes(&summary, &scenario.expect) {
             failures.push(format!(
                 "{}: sweep {:?} {}",
                 scenario.path,
@@ -71,6 +87,10 @@ fn every_scenario_meets_its_expectations_and_replays_identically() {
                 summary.describe_hits(&scenario.expect)
             ));
         }
+    }
+    // The quiet panic hook (for the simulated nodes' panics) would swallow the message.
+    for failure in &failures {
+        eprintln!("FAILED {failure}");
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
