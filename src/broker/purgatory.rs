@@ -11,7 +11,7 @@ use crate::storage::Storage;
 use crate::types::{Millis, TopicPartition};
 
 use super::metadata::MetadataRecord;
-use super::{Broker, FlushId, Output, ReplyTo, ResponseBody};
+use super::{Broker, ConnectionId, FlushId, Output, ReplyTo, ResponseBody};
 use crate::log::FlushMark;
 
 /// What a flush makes durable.
@@ -67,6 +67,32 @@ pub(super) struct DelayedFetch {
     pub(super) watched: BTreeSet<TopicPartition>,
 }
 
+/// Everything parked, by kind. The broker completes entries when their condition holds (an
+/// fsync, a metadata record, an append or a deadline); a closed connection drops its entries.
+#[derive(Debug, Default)]
+pub(super) struct Purgatory {
+    pub(super) produces: Vec<DelayedProduce>,
+    pub(super) fetches: Vec<DelayedFetch>,
+    pub(super) creations: Vec<DelayedCreateTopics>,
+}
+
+impl Purgatory {
+    /// Drops whatever waits on `connection`: nobody is left to answer.
+    pub(super) fn drop_connection(&mut self, connection: ConnectionId) {
+        self.produces
+            .retain(|delayed| delayed.reply_to.connection != connection);
+        self.fetches
+            .retain(|delayed| delayed.reply_to.connection != connection);
+        self.creations
+            .retain(|delayed| delayed.reply_to.connection != connection);
+    }
+
+    /// The earliest deadline of a parked fetch.
+    pub(super) fn next_deadline(&self) -> impl Iterator<Item = Millis> + '_ {
+        self.fetches.iter().map(|delayed| delayed.deadline)
+    }
+}
+
 impl<S: Storage> Broker<S> {
     /// Answers the parked produces whose appends to `topic_partition` are now durable, or
     /// fails their slots with KAFKA_STORAGE_ERROR if the partition went offline.
@@ -80,8 +106,8 @@ impl<S: Storage> Broker<S> {
         };
         let offline = partition.offline().is_some();
         let mut index = 0;
-        while index < self.delayed_produces.len() {
-            let delayed = &mut self.delayed_produces[index];
+        while index < self.purgatory.produces.len() {
+            let delayed = &mut self.purgatory.produces[index];
             let response = &mut delayed.response;
             delayed.waiting.retain(|slot| {
                 if &slot.topic_partition != topic_partition {
@@ -97,7 +123,7 @@ impl<S: Storage> Broker<S> {
                 !partition.is_durable(slot.end_offset)
             });
             if delayed.waiting.is_empty() {
-                let delayed = self.delayed_produces.swap_remove(index);
+                let delayed = self.purgatory.produces.swap_remove(index);
                 out.push(
                     delayed
                         .reply_to
@@ -116,10 +142,10 @@ impl<S: Storage> Broker<S> {
         flush_id: FlushId,
         out: &mut Vec<Output<S::File>>,
     ) {
-        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.delayed_creations)
+        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.purgatory.creations)
             .into_iter()
             .partition(|delayed| delayed.flush_id == flush_id);
-        self.delayed_creations = waiting;
+        self.purgatory.creations = waiting;
         for delayed in ready {
             out.push(
                 delayed
@@ -140,14 +166,14 @@ impl<S: Storage> Broker<S> {
         advanced: &BTreeSet<TopicPartition>,
         out: &mut Vec<Output<S::File>>,
     ) {
-        let parked = std::mem::take(&mut self.delayed_fetches);
+        let parked = std::mem::take(&mut self.purgatory.fetches);
         for delayed in parked {
             let fed = delayed
                 .watched
                 .iter()
                 .any(|partition| advanced.contains(partition));
             if !fed && now < delayed.deadline {
-                self.delayed_fetches.push(delayed);
+                self.purgatory.fetches.push(delayed);
                 continue;
             }
             let (parts, bytes) =
@@ -156,7 +182,7 @@ impl<S: Storage> Broker<S> {
             if bytes >= min_bytes || now >= delayed.deadline {
                 out.push(delayed.reply_to.respond(ResponseBody::Fetch(parts)));
             } else {
-                self.delayed_fetches.push(delayed);
+                self.purgatory.fetches.push(delayed);
             }
         }
     }

@@ -14,6 +14,7 @@ use super::*;
 use crate::protocol::fetch_response::RecordsSource;
 use crate::protocol::record_batch::{build_batch, decode_records};
 use crate::storage::memory::{CrashLevel, MemoryStorage};
+use crate::storage::StorageFile;
 
 const CONNECTION: ConnectionId = ConnectionId(1);
 

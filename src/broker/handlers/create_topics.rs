@@ -109,7 +109,7 @@ impl<S: Storage> Broker<S> {
             return;
         }
         match self.append_metadata(now, &records, out) {
-            Ok(flush_id) => self.delayed_creations.push(DelayedCreateTopics {
+            Ok(flush_id) => self.purgatory.creations.push(DelayedCreateTopics {
                 reply_to,
                 response,
                 flush_id,

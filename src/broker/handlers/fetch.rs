@@ -64,7 +64,7 @@ impl<S: Storage> Broker<S> {
                     })
                 })
                 .collect();
-            self.delayed_fetches.push(DelayedFetch {
+            self.purgatory.fetches.push(DelayedFetch {
                 reply_to,
                 deadline: now.plus(body.max_wait_ms as u64),
                 request: body,

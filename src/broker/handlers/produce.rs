@@ -279,7 +279,7 @@ impl<S: Storage> Broker<S> {
                 ))),
             );
         } else {
-            self.delayed_produces.push(DelayedProduce {
+            self.purgatory.produces.push(DelayedProduce {
                 reply_to,
                 response: progress.response,
                 waiting: progress.waiting,

@@ -1,0 +1,352 @@
+//! Start-up: `meta.properties`, the metadata log, stray files, recovery of every partition log,
+//! and the sync that makes what recovery kept durable before the broker serves.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::config::{BrokerConfig, TopicConfig};
+use crate::log::{FlushSync, LogConfig, LogError, LogRead, PartitionLog, RecoveryReport};
+use crate::protocol::record_batch::decode_records;
+use crate::storage::{Storage, StorageFile};
+use crate::types::{BrokerId, Millis, TopicPartition};
+
+use super::checkpoint::{self, CheckpointWriter, RecoveryPoints};
+use super::metadata::{MetadataImage, MetadataRecord, TopicMetadata, METADATA_LOG_DIRECTORY};
+use super::partition::Partition;
+use super::purgatory::Purgatory;
+use super::{Broker, BrokerError, BrokerEvent, StartupReport, RECOVERY_POINT_CHECKPOINT};
+
+const META_PROPERTIES: &str = "meta.properties";
+
+fn metadata_log_config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 1 << 30,
+        index_interval_bytes: 4096,
+        flush_messages: 1,
+        flush_ms: None,
+    }
+}
+
+pub(super) fn log_config(config: &TopicConfig) -> LogConfig {
+    LogConfig {
+        segment_bytes: config.segment_bytes as u64,
+        index_interval_bytes: config.index_interval_bytes as u64,
+        flush_messages: config.flush_messages,
+        flush_ms: config.flush_ms.map(|ms| ms as u64),
+    }
+}
+
+/// Kafka-style cluster id: 16 random bytes, URL-safe base64 without padding (22 characters).
+fn new_cluster_id(rng: &mut ChaCha8Rng) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let bits = (u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64());
+    (0..22)
+        .map(|index| ALPHABET[((bits >> (index * 6)) & 0x3f) as usize] as char)
+        .collect()
+}
+
+impl<S: Storage> Broker<S> {
+    /// Opens the data directory: reads or writes `meta.properties`, replays the metadata log,
+    /// deletes stray partition files, and recovers every partition log.
+    pub fn open(
+        config: BrokerConfig,
+        storage: S,
+        seed: u64,
+        now: Millis,
+    ) -> Result<(Self, StartupReport<S::File>), BrokerError> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut report = StartupReport {
+            cluster_id: String::new(),
+            topics: 0,
+            partitions: 0,
+            recovery: RecoveryReport::default(),
+            stray_files_removed: 0,
+            to_sync: FlushSync {
+                files: Vec::new(),
+                directories: Vec::new(),
+            },
+            events: Vec::new(),
+        };
+        let cluster_id = Self::load_meta_properties(&config, &storage, &mut rng, &mut report)?;
+        let recovery_points = Self::load_recovery_points(&storage)?;
+        let metadata_partition =
+            TopicPartition::parse(METADATA_LOG_DIRECTORY).expect("a partition directory name");
+        let (metadata_log, recovery) = PartitionLog::open(
+            storage.clone(),
+            METADATA_LOG_DIRECTORY,
+            metadata_log_config(),
+            recovery_points
+                .get(&metadata_partition)
+                .copied()
+                .unwrap_or(0),
+            now,
+        )?;
+        if let Some(corruption) = &recovery.corruption {
+            // Without its metadata the broker cannot know its topics: Kafka refuses to start.
+            return Err(BrokerError::DataDirectory(format!(
+                "{METADATA_LOG_DIRECTORY}: {corruption}"
+            )));
+        }
+        add_recovery(&mut report.recovery, &recovery);
+        let interval_ms = config.log_flush_offset_checkpoint_interval_ms as u64;
+        let mut broker = Broker {
+            config,
+            storage,
+            cluster_id: cluster_id.clone(),
+            rng,
+            metadata: MetadataImage::default(),
+            metadata_log,
+            partitions: BTreeMap::new(),
+            pending_topics: BTreeSet::new(),
+            next_flush_id: 0,
+            flushes: BTreeMap::new(),
+            checkpoint: CheckpointWriter::new(interval_ms, now, recovery_points.clone()),
+            purgatory: Purgatory::default(),
+        };
+        for record in broker.read_metadata_records()? {
+            broker
+                .metadata
+                .apply(&record, &broker.config)
+                .map_err(BrokerError::DataDirectory)?;
+        }
+        report.stray_files_removed = broker.remove_stray_files()?;
+        report.topics = broker.open_partitions(&recovery_points, now, &mut report)?;
+        broker.sync_recovered_logs(now, &mut report);
+        report.cluster_id = cluster_id;
+        report.partitions = broker.partitions.len();
+        broker.check_invariants();
+        Ok((broker, report))
+    }
+
+    /// Opens (and recovers) every partition of every known topic; returns the number of topics.
+    fn open_partitions(
+        &mut self,
+        recovery_points: &RecoveryPoints,
+        now: Millis,
+        report: &mut StartupReport<S::File>,
+    ) -> Result<usize, BrokerError> {
+        let topics: Vec<TopicMetadata> = self.metadata.topics().cloned().collect();
+        for topic in &topics {
+            for partition in 0..topic.partitions {
+                let topic_partition = TopicPartition::new(topic.name.clone(), partition);
+                let recovery_point = recovery_points.get(&topic_partition).copied().unwrap_or(0);
+                let recovery = self.open_partition(topic, partition, recovery_point, now)?;
+                add_recovery(&mut report.recovery, &recovery);
+                let opened = &self.partitions[&topic_partition];
+                report.events.extend(startup_events(opened, &recovery));
+            }
+        }
+        Ok(topics.len())
+    }
+
+    /// Everything recovery kept past the recovery points goes into the start-up sync; the
+    /// driver completes it before serving, so the logs are durable to their ends (and the high
+    /// watermarks can start there).
+    fn sync_recovered_logs(&mut self, now: Millis, report: &mut StartupReport<S::File>) {
+        let mut add = |sync: FlushSync<S::File>| {
+            report.to_sync.files.extend(sync.files);
+            for directory in sync.directories {
+                if !report.to_sync.directories.contains(&directory) {
+                    report.to_sync.directories.push(directory);
+                }
+            }
+        };
+        if let Some((sync, mark)) = self.metadata_log.start_flush(now) {
+            add(sync);
+            self.metadata_log.flush_completed(mark);
+        }
+        for (topic_partition, partition) in &mut self.partitions {
+            if partition.offline().is_some() {
+                continue;
+            }
+            if let Some((sync, mark)) = partition.log.start_flush(now) {
+                add(sync);
+                partition.on_flush_completed(mark);
+            }
+            partition.maybe_advance_high_watermark();
+            report.events.push(BrokerEvent::HighWatermark {
+                partition: topic_partition.clone(),
+                offset: partition.high_watermark(),
+            });
+        }
+    }
+
+    /// The recovery points of the last checkpoint (none: recover everything).
+    fn load_recovery_points(storage: &S) -> Result<RecoveryPoints, BrokerError> {
+        let names = storage
+            .list(RECOVERY_POINT_CHECKPOINT)
+            .map_err(LogError::from)?;
+        if !names.iter().any(|name| name == RECOVERY_POINT_CHECKPOINT) {
+            return Ok(RecoveryPoints::new());
+        }
+        let file = storage
+            .open(RECOVERY_POINT_CHECKPOINT)
+            .map_err(LogError::from)?;
+        let mut bytes = vec![0; file.len().map_err(LogError::from)? as usize];
+        file.read_exact_at(&mut bytes, 0).map_err(LogError::from)?;
+        checkpoint::parse(&String::from_utf8_lossy(&bytes)).map_err(|error| {
+            BrokerError::DataDirectory(format!("{RECOVERY_POINT_CHECKPOINT}: {error}"))
+        })
+    }
+
+    fn load_meta_properties(
+        config: &BrokerConfig,
+        storage: &S,
+        rng: &mut ChaCha8Rng,
+        report: &mut StartupReport<S::File>,
+    ) -> Result<String, BrokerError> {
+        let file = storage.open(META_PROPERTIES).map_err(LogError::from)?;
+        let len = file.len().map_err(LogError::from)?;
+        if len == 0 {
+            let cluster_id = new_cluster_id(rng);
+            let text = format!(
+                "#seedlog meta.properties\nversion=1\ncluster.id={cluster_id}\nnode.id={}\n",
+                config.node_id
+            );
+            file.write_all_at(text.as_bytes(), 0)
+                .map_err(LogError::from)?;
+            report.to_sync.files.push(file);
+            report.to_sync.directories.push(String::new());
+            return Ok(cluster_id);
+        }
+        let mut bytes = vec![0; len as usize];
+        file.read_exact_at(&mut bytes, 0).map_err(LogError::from)?;
+        let text = String::from_utf8_lossy(&bytes);
+        let properties = crate::config::parse_properties(&text)
+            .map_err(|error| BrokerError::DataDirectory(format!("{META_PROPERTIES}: {error}")))?;
+        let value = |key: &str| {
+            properties
+                .iter()
+                .find(|property| property.key == key)
+                .map(|property| property.value.clone())
+        };
+        let stored_node = value("node.id").unwrap_or_default();
+        if stored_node != config.node_id.to_string() {
+            return Err(BrokerError::DataDirectory(format!(
+                "Stored node id {stored_node} doesn't match previous node id {} in {META_PROPERTIES}",
+                config.node_id
+            )));
+        }
+        value("cluster.id").ok_or_else(|| {
+            BrokerError::DataDirectory(format!("{META_PROPERTIES} has no cluster.id"))
+        })
+    }
+
+    fn read_metadata_records(&self) -> Result<Vec<MetadataRecord>, BrokerError> {
+        let mut records = Vec::new();
+        let mut offset = self.metadata_log.log_start_offset();
+        let end = self.metadata_log.log_end_offset();
+        while offset < end {
+            let LogRead::Records {
+                file,
+                position,
+                len,
+            } = self.metadata_log.read(offset, end, 1 << 20)?
+            else {
+                break;
+            };
+            let mut bytes = vec![0; len as usize];
+            file.read_exact_at(&mut bytes, position)
+                .map_err(LogError::from)?;
+            let decoded = decode_records(&bytes.into())
+                .map_err(|error| BrokerError::DataDirectory(error.to_string()))?;
+            for record in &decoded {
+                let value = record.value.as_deref().unwrap_or_default();
+                records
+                    .push(MetadataRecord::from_bytes(value).map_err(BrokerError::DataDirectory)?);
+                offset = record.offset + 1;
+            }
+        }
+        Ok(records)
+    }
+
+    fn remove_stray_files(&self) -> Result<usize, BrokerError> {
+        let mut removed = 0;
+        for name in self.storage.list("").map_err(LogError::from)? {
+            let Some((directory, _)) = name.split_once('/') else {
+                continue;
+            };
+            let known = directory == METADATA_LOG_DIRECTORY
+                || TopicPartition::parse(directory).is_some_and(|partition| {
+                    self.metadata
+                        .topic(&partition.topic)
+                        .is_some_and(|topic| partition.partition < topic.partitions)
+                });
+            if !known {
+                self.storage.remove(&name).map_err(LogError::from)?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    pub(super) fn open_partition(
+        &mut self,
+        topic: &TopicMetadata,
+        partition: i32,
+        recovery_point: i64,
+        now: Millis,
+    ) -> Result<RecoveryReport, LogError> {
+        let topic_partition = TopicPartition::new(topic.name.clone(), partition);
+        let (log, recovery) = PartitionLog::open(
+            self.storage.clone(),
+            &topic_partition.to_string(),
+            log_config(&topic.config),
+            recovery_point,
+            now,
+        )?;
+        let mut replica = Partition::new_local_leader(
+            topic_partition.clone(),
+            log,
+            BrokerId(self.config.node_id),
+        );
+        if let Some(corruption) = &recovery.corruption {
+            replica.go_offline(format!("corrupt log: {corruption}"));
+        }
+        self.partitions.insert(topic_partition, replica);
+        Ok(recovery)
+    }
+}
+
+fn add_recovery(total: &mut RecoveryReport, one: &RecoveryReport) {
+    total.segments += one.segments;
+    total.unscanned_segments += one.unscanned_segments;
+    total.batches += one.batches;
+    total.truncated_bytes += one.truncated_bytes;
+    total.deleted_segments += one.deleted_segments;
+    if total.corruption.is_none() {
+        total.corruption.clone_from(&one.corruption);
+    }
+}
+
+/// What a partition looks like after recovery: where its log starts, that anything once past
+/// its end may be gone (the broker cannot know what a crash took), and whether it is offline.
+fn startup_events<S: Storage>(
+    partition: &Partition<S>,
+    recovery: &RecoveryReport,
+) -> Vec<BrokerEvent> {
+    let name = &partition.topic_partition;
+    let mut events = vec![
+        BrokerEvent::LogStartOffset {
+            partition: name.clone(),
+            offset: partition.log.log_start_offset(),
+        },
+        BrokerEvent::Truncated {
+            partition: name.clone(),
+            from_offset: partition.log.log_end_offset(),
+            reason: format!(
+                "recovery on start-up ({} bytes truncated, {} segments deleted)",
+                recovery.truncated_bytes, recovery.deleted_segments
+            ),
+        },
+    ];
+    if let Some(reason) = partition.offline() {
+        events.push(BrokerEvent::Offline {
+            partition: name.clone(),
+            reason: reason.to_owned(),
+        });
+    }
+    events
+}
