@@ -41,7 +41,7 @@ impl<S: Storage> Broker<S> {
         topic_partition: &TopicPartition,
         out: &mut Vec<Output<S::File>>,
     ) {
-        let Some(partition) = self.partitions.get_mut(topic_partition) else {
+        let Some(partition) = self.replicas.get_mut(topic_partition) else {
             return;
         };
         let Some((sync, mark)) = partition.log.start_flush(now) else {
@@ -122,7 +122,7 @@ impl<S: Storage> Broker<S> {
         result: Result<(), String>,
         out: &mut Vec<Output<S::File>>,
     ) {
-        let Some(partition) = self.partitions.get_mut(topic_partition) else {
+        let Some(partition) = self.replicas.get_mut(topic_partition) else {
             return;
         };
         match result {
@@ -151,7 +151,7 @@ impl<S: Storage> Broker<S> {
         topic_partition: &TopicPartition,
         out: &mut Vec<Output<S::File>>,
     ) -> bool {
-        let Some(partition) = self.partitions.get_mut(topic_partition) else {
+        let Some(partition) = self.replicas.get_mut(topic_partition) else {
             return false;
         };
         let advanced = partition.maybe_advance_high_watermark();
@@ -197,7 +197,7 @@ impl<S: Storage> Broker<S> {
 
     pub(super) fn on_tick(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
         let due: Vec<TopicPartition> = self
-            .partitions
+            .replicas
             .iter()
             .filter(|(_, partition)| {
                 partition
@@ -225,7 +225,7 @@ impl<S: Storage> Broker<S> {
         let metadata = TopicPartition::parse(METADATA_LOG_DIRECTORY).expect("a partition name");
         let mut points = RecoveryPoints::new();
         points.insert(metadata, self.metadata_log.recovery_point());
-        for (topic_partition, partition) in &self.partitions {
+        for (topic_partition, partition) in self.replicas.iter() {
             // An offline partition keeps the recovery point it had: its loaded log may stop short
             // at corruption, and a lower point would let the next start truncate fsynced data.
             let point = match self.checkpoint.written.get(topic_partition) {

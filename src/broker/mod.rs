@@ -16,6 +16,7 @@ pub use handlers::produce_rejection;
 pub mod metadata;
 pub mod partition;
 mod purgatory;
+pub mod replica_manager;
 mod startup;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,6 +35,7 @@ use self::checkpoint::CheckpointWriter;
 use self::metadata::MetadataImage;
 use self::partition::Partition;
 use self::purgatory::{FlushTarget, Purgatory};
+use self::replica_manager::ReplicaManager;
 use crate::log::{FlushSync, LogError, PartitionLog, RecoveryReport};
 
 /// A client connection, numbered by the network layer.
@@ -277,7 +279,7 @@ pub struct Broker<S: Storage> {
     rng: ChaCha8Rng,
     metadata: MetadataImage,
     metadata_log: PartitionLog<S>,
-    partitions: BTreeMap<TopicPartition, Partition<S>>,
+    replicas: ReplicaManager<S>,
     /// Topics whose record is appended but not yet durable.
     pending_topics: BTreeSet<String>,
     next_flush_id: u64,
@@ -299,7 +301,7 @@ impl<S: Storage> Broker<S> {
 
     /// A partition's replica state (for tests and the simulator's invariant checks).
     pub fn partition(&self, topic_partition: &TopicPartition) -> Option<&Partition<S>> {
-        self.partitions.get(topic_partition)
+        self.replicas.get(topic_partition)
     }
 
     /// Reacts to one input. Runs to completion; never blocks.
@@ -359,12 +361,10 @@ impl<S: Storage> Broker<S> {
 
     /// The earliest time at which `handle(now, Input::Tick)` must run.
     pub fn next_deadline(&self) -> Option<Millis> {
-        let flushes = self
-            .partitions
-            .values()
-            .filter_map(|partition| partition.log.next_flush_deadline());
+        let flushes = self.replicas.next_flush_deadline();
         let fetches = self.purgatory.next_deadline();
         flushes
+            .into_iter()
             .chain(fetches)
             .chain(self.checkpoint.next_deadline())
             .min()
@@ -373,25 +373,11 @@ impl<S: Storage> Broker<S> {
     /// Cross-field invariants over every partition; the driver calls this after every input.
     pub fn check_invariants(&self) {
         self.metadata_log.check_invariants();
-        for (topic_partition, partition) in &self.partitions {
-            assert_eq!(
-                topic_partition, &partition.topic_partition,
-                "partition keyed by itself"
-            );
-            partition.check_invariants();
-            let topic = self
-                .metadata
-                .topic(&topic_partition.topic)
-                .expect("a partition belongs to a known topic");
-            assert!(
-                topic_partition.partition < topic.partitions,
-                "partition index within the topic"
-            );
-        }
+        self.replicas.check_invariants(&self.metadata);
         for delayed in &self.purgatory.produces {
             for slot in &delayed.waiting {
                 assert!(
-                    self.partitions.contains_key(&slot.topic_partition),
+                    self.replicas.contains(&slot.topic_partition),
                     "a delayed produce waits on a known partition"
                 );
             }

@@ -101,7 +101,7 @@ impl<S: Storage> Broker<S> {
         topic_partition: &TopicPartition,
         out: &mut Vec<Output<S::File>>,
     ) {
-        let Some(partition) = self.partitions.get(topic_partition) else {
+        let Some(partition) = self.replicas.get(topic_partition) else {
             return;
         };
         let offline = partition.offline().is_some();

@@ -16,6 +16,7 @@ use super::checkpoint::{self, CheckpointWriter, RecoveryPoints};
 use super::metadata::{MetadataImage, MetadataRecord, TopicMetadata, METADATA_LOG_DIRECTORY};
 use super::partition::Partition;
 use super::purgatory::Purgatory;
+use super::replica_manager::ReplicaManager;
 use super::{Broker, BrokerError, BrokerEvent, StartupReport, RECOVERY_POINT_CHECKPOINT};
 
 const META_PROPERTIES: &str = "meta.properties";
@@ -98,7 +99,7 @@ impl<S: Storage> Broker<S> {
             rng,
             metadata: MetadataImage::default(),
             metadata_log,
-            partitions: BTreeMap::new(),
+            replicas: ReplicaManager::default(),
             pending_topics: BTreeSet::new(),
             next_flush_id: 0,
             flushes: BTreeMap::new(),
@@ -115,7 +116,7 @@ impl<S: Storage> Broker<S> {
         report.topics = broker.open_partitions(&recovery_points, now, &mut report)?;
         broker.sync_recovered_logs(now, &mut report);
         report.cluster_id = cluster_id;
-        report.partitions = broker.partitions.len();
+        report.partitions = broker.replicas.len();
         broker.check_invariants();
         Ok((broker, report))
     }
@@ -134,7 +135,7 @@ impl<S: Storage> Broker<S> {
                 let recovery_point = recovery_points.get(&topic_partition).copied().unwrap_or(0);
                 let recovery = self.open_partition(topic, partition, recovery_point, now)?;
                 add_recovery(&mut report.recovery, &recovery);
-                let opened = &self.partitions[&topic_partition];
+                let opened = self.replicas.get(&topic_partition).expect("just opened");
                 report.events.extend(startup_events(opened, &recovery));
             }
         }
@@ -157,7 +158,7 @@ impl<S: Storage> Broker<S> {
             add(sync);
             self.metadata_log.flush_completed(mark);
         }
-        for (topic_partition, partition) in &mut self.partitions {
+        for (topic_partition, partition) in self.replicas.iter_mut() {
             if partition.offline().is_some() {
                 continue;
             }
@@ -305,7 +306,7 @@ impl<S: Storage> Broker<S> {
         if let Some(corruption) = &recovery.corruption {
             replica.go_offline(format!("corrupt log: {corruption}"));
         }
-        self.partitions.insert(topic_partition, replica);
+        self.replicas.insert(replica);
         Ok(recovery)
     }
 }

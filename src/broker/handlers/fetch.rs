@@ -106,7 +106,7 @@ impl<S: Storage> Broker<S> {
                 .iter()
                 .map(|wanted| {
                     let partition = topic.and_then(|_| {
-                        self.partitions
+                        self.replicas
                             .get(&TopicPartition::new(name.clone(), wanted.partition))
                     });
                     match partition {

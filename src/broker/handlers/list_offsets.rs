@@ -69,7 +69,7 @@ impl<S: Storage> Broker<S> {
                     .with_partition_index(requested.partition_index);
                 let topic_partition =
                     TopicPartition::new(topic.name.to_string(), requested.partition_index);
-                let outcome = match self.partitions.get(&topic_partition) {
+                let outcome = match self.replicas.get(&topic_partition) {
                     None => Err(ErrorCode::UnknownTopicOrPartition),
                     Some(partition) => answer(partition, api_version, requested),
                 };

@@ -116,7 +116,7 @@ impl<S: Storage> Broker<S> {
             .map(|index| {
                 let mut entry = MetadataResponsePartition::default().with_partition_index(index);
                 let Some(partition) = self
-                    .partitions
+                    .replicas
                     .get(&TopicPartition::new(topic.name.clone(), index))
                 else {
                     return entry

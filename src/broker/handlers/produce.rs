@@ -304,10 +304,7 @@ impl<S: Storage> Broker<S> {
             .ok_or_else(unknown)?;
         let max_message_bytes = topic.config.max_message_bytes as usize;
         let min_insync_replicas = topic.config.min_insync_replicas as usize;
-        let partition = self
-            .partitions
-            .get_mut(topic_partition)
-            .ok_or_else(unknown)?;
+        let partition = self.replicas.get_mut(topic_partition).ok_or_else(unknown)?;
         if let Some(reason) = partition.offline() {
             return Err((ErrorCode::KafkaStorageError, reason.to_owned()).into());
         }

@@ -1,0 +1,97 @@
+//! The partitions this broker holds a replica of (Kafka's `ReplicaManager`): lookup, the next
+//! time-based flush among them, and their invariants against the metadata image. Appends,
+//! reads and flush completions go through the [`Partition`]s it hands out; replication
+//! (follower fetch, ISR changes) will live here.
+
+use std::collections::BTreeMap;
+
+use crate::storage::Storage;
+use crate::types::{Millis, TopicPartition};
+
+use super::metadata::MetadataImage;
+use super::partition::Partition;
+
+/// The broker's replicas, by partition.
+#[derive(Debug)]
+pub struct ReplicaManager<S: Storage> {
+    partitions: BTreeMap<TopicPartition, Partition<S>>,
+}
+
+impl<S: Storage> Default for ReplicaManager<S> {
+    fn default() -> Self {
+        ReplicaManager {
+            partitions: BTreeMap::new(),
+        }
+    }
+}
+
+impl<S: Storage> ReplicaManager<S> {
+    /// The replica of `topic_partition`, if this broker holds one.
+    pub fn get(&self, topic_partition: &TopicPartition) -> Option<&Partition<S>> {
+        self.partitions.get(topic_partition)
+    }
+
+    /// The same, to change it.
+    pub fn get_mut(&mut self, topic_partition: &TopicPartition) -> Option<&mut Partition<S>> {
+        self.partitions.get_mut(topic_partition)
+    }
+
+    /// Whether this broker holds a replica of `topic_partition`.
+    pub fn contains(&self, topic_partition: &TopicPartition) -> bool {
+        self.partitions.contains_key(topic_partition)
+    }
+
+    /// Adds a replica (a created or recovered partition).
+    pub fn insert(&mut self, replica: Partition<S>) {
+        let previous = self
+            .partitions
+            .insert(replica.topic_partition.clone(), replica);
+        assert!(previous.is_none(), "a partition is opened once");
+    }
+
+    /// Every replica, in partition order.
+    pub fn iter(&self) -> impl Iterator<Item = (&TopicPartition, &Partition<S>)> {
+        self.partitions.iter()
+    }
+
+    /// Every replica, to change them.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&TopicPartition, &mut Partition<S>)> {
+        self.partitions.iter_mut()
+    }
+
+    /// How many replicas this broker holds.
+    pub fn len(&self) -> usize {
+        self.partitions.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.partitions.is_empty()
+    }
+
+    /// The earliest `flush.ms` deadline among the logs.
+    pub fn next_flush_deadline(&self) -> Option<Millis> {
+        self.partitions
+            .values()
+            .filter_map(|partition| partition.log.next_flush_deadline())
+            .min()
+    }
+
+    /// Each replica's own invariants, and that it belongs to a topic of the image.
+    pub fn check_invariants(&self, metadata: &MetadataImage) {
+        for (topic_partition, partition) in &self.partitions {
+            assert_eq!(
+                topic_partition, &partition.topic_partition,
+                "partition keyed by itself"
+            );
+            partition.check_invariants();
+            let topic = metadata
+                .topic(&topic_partition.topic)
+                .expect("a partition belongs to a known topic");
+            assert!(
+                topic_partition.partition < topic.partitions,
+                "partition index within the topic"
+            );
+        }
+    }
+}
