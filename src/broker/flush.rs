@@ -68,8 +68,8 @@ impl<S: Storage> Broker<S> {
             .collect();
         let mut batch = build_batch(&entries, 0).to_vec();
         let header = validate_batch(&batch).expect("a freshly built batch is valid");
-        self.metadata_log.append(&mut batch, &header, 0)?;
-        let (sync, mark) = self.metadata_log.start_flush(now).expect("just appended");
+        self.controller.log.append(&mut batch, &header, 0)?;
+        let (sync, mark) = self.controller.log.start_flush(now).expect("just appended");
         let target = FlushTarget::Metadata {
             mark,
             records: records.to_vec(),
@@ -99,7 +99,7 @@ impl<S: Storage> Broker<S> {
                 self.on_partition_flushed(now, &topic_partition, mark, result, out);
             }
             (FlushTarget::Metadata { mark, records }, Ok(())) => {
-                self.metadata_log.flush_completed(mark);
+                self.controller.log.flush_completed(mark);
                 self.apply_durable_metadata(now, &records, out);
                 self.complete_topic_creations(flush_id, out);
             }
@@ -171,12 +171,17 @@ impl<S: Storage> Broker<S> {
         out: &mut Vec<Output<S::File>>,
     ) {
         for record in records {
-            if let Err(error) = self.metadata.apply(record, &self.config) {
+            if let Err(error) = self.controller.image.apply(record, &self.config) {
                 panic!("a metadata record that validated on append failed to apply: {error}");
             }
             let MetadataRecord::Topic { name, .. } = record;
-            self.pending_topics.remove(name);
-            let topic = self.metadata.topic(name).expect("just applied").clone();
+            self.controller.pending.remove(name);
+            let topic = self
+                .controller
+                .image
+                .topic(name)
+                .expect("just applied")
+                .clone();
             for partition in 0..topic.partitions {
                 if let Err(error) = self.open_partition(&topic, partition, 0, now) {
                     tracing::error!(topic = %name, partition, %error, "cannot create partition log");
@@ -224,7 +229,7 @@ impl<S: Storage> Broker<S> {
     fn recovery_points(&self) -> RecoveryPoints {
         let metadata = TopicPartition::parse(METADATA_LOG_DIRECTORY).expect("a partition name");
         let mut points = RecoveryPoints::new();
-        points.insert(metadata, self.metadata_log.recovery_point());
+        points.insert(metadata, self.controller.log.recovery_point());
         for (topic_partition, partition) in self.replicas.iter() {
             // An offline partition keeps the recovery point it had: its loaded log may stop short
             // at corruption, and a lower point would let the next start truncate fsynced data.

@@ -9,6 +9,7 @@
 //! Request handlers live one per file in `handlers/`, named `on_<api>_request`.
 
 pub mod checkpoint;
+mod controller;
 mod flush;
 mod handlers;
 pub use checkpoint::{RECOVERY_POINT_CHECKPOINT, RECOVERY_POINT_CHECKPOINT_TMP};
@@ -19,7 +20,7 @@ mod purgatory;
 pub mod replica_manager;
 mod startup;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use kafka_protocol::messages::{ApiKey, ResponseKind};
 use rand_chacha::rand_core::RngCore;
@@ -32,11 +33,11 @@ use crate::storage::Storage;
 use crate::types::{BrokerId, Millis, TopicPartition};
 
 use self::checkpoint::CheckpointWriter;
-use self::metadata::MetadataImage;
+use self::controller::Controller;
 use self::partition::Partition;
 use self::purgatory::{FlushTarget, Purgatory};
 use self::replica_manager::ReplicaManager;
-use crate::log::{FlushSync, LogError, PartitionLog, RecoveryReport};
+use crate::log::{FlushSync, LogError, RecoveryReport};
 
 /// A client connection, numbered by the network layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -277,11 +278,8 @@ pub struct Broker<S: Storage> {
     storage: S,
     cluster_id: String,
     rng: ChaCha8Rng,
-    metadata: MetadataImage,
-    metadata_log: PartitionLog<S>,
+    controller: Controller<S>,
     replicas: ReplicaManager<S>,
-    /// Topics whose record is appended but not yet durable.
-    pending_topics: BTreeSet<String>,
     next_flush_id: u64,
     flushes: BTreeMap<FlushId, FlushTarget>,
     checkpoint: CheckpointWriter,
@@ -372,8 +370,8 @@ impl<S: Storage> Broker<S> {
 
     /// Cross-field invariants over every partition; the driver calls this after every input.
     pub fn check_invariants(&self) {
-        self.metadata_log.check_invariants();
-        self.replicas.check_invariants(&self.metadata);
+        self.controller.check_invariants();
+        self.replicas.check_invariants(&self.controller.image);
         for delayed in &self.purgatory.produces {
             for slot in &delayed.waiting {
                 assert!(
@@ -387,7 +385,7 @@ impl<S: Storage> Broker<S> {
     fn new_topic_id(&mut self) -> uuid::Uuid {
         loop {
             let id = uuid::Uuid::from_u64_pair(self.rng.next_u64(), self.rng.next_u64());
-            if !id.is_nil() && self.metadata.topic_by_id(id).is_none() {
+            if !id.is_nil() && self.controller.image.topic_by_id(id).is_none() {
                 return id;
             }
         }

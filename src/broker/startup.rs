@@ -1,7 +1,7 @@
 //! Start-up: `meta.properties`, the metadata log, stray files, recovery of every partition log,
 //! and the sync that makes what recovery kept durable before the broker serves.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -13,7 +13,8 @@ use crate::storage::{Storage, StorageFile};
 use crate::types::{BrokerId, Millis, TopicPartition};
 
 use super::checkpoint::{self, CheckpointWriter, RecoveryPoints};
-use super::metadata::{MetadataImage, MetadataRecord, TopicMetadata, METADATA_LOG_DIRECTORY};
+use super::controller::Controller;
+use super::metadata::{MetadataRecord, TopicMetadata, METADATA_LOG_DIRECTORY};
 use super::partition::Partition;
 use super::purgatory::Purgatory;
 use super::replica_manager::ReplicaManager;
@@ -97,10 +98,8 @@ impl<S: Storage> Broker<S> {
             storage,
             cluster_id: cluster_id.clone(),
             rng,
-            metadata: MetadataImage::default(),
-            metadata_log,
+            controller: Controller::new(metadata_log),
             replicas: ReplicaManager::default(),
-            pending_topics: BTreeSet::new(),
             next_flush_id: 0,
             flushes: BTreeMap::new(),
             checkpoint: CheckpointWriter::new(interval_ms, now, recovery_points.clone()),
@@ -108,7 +107,8 @@ impl<S: Storage> Broker<S> {
         };
         for record in broker.read_metadata_records()? {
             broker
-                .metadata
+                .controller
+                .image
                 .apply(&record, &broker.config)
                 .map_err(BrokerError::DataDirectory)?;
         }
@@ -128,7 +128,7 @@ impl<S: Storage> Broker<S> {
         now: Millis,
         report: &mut StartupReport<S::File>,
     ) -> Result<usize, BrokerError> {
-        let topics: Vec<TopicMetadata> = self.metadata.topics().cloned().collect();
+        let topics: Vec<TopicMetadata> = self.controller.image.topics().cloned().collect();
         for topic in &topics {
             for partition in 0..topic.partitions {
                 let topic_partition = TopicPartition::new(topic.name.clone(), partition);
@@ -154,9 +154,9 @@ impl<S: Storage> Broker<S> {
                 }
             }
         };
-        if let Some((sync, mark)) = self.metadata_log.start_flush(now) {
+        if let Some((sync, mark)) = self.controller.log.start_flush(now) {
             add(sync);
-            self.metadata_log.flush_completed(mark);
+            self.controller.log.flush_completed(mark);
         }
         for (topic_partition, partition) in self.replicas.iter_mut() {
             if partition.offline().is_some() {
@@ -237,14 +237,14 @@ impl<S: Storage> Broker<S> {
 
     fn read_metadata_records(&self) -> Result<Vec<MetadataRecord>, BrokerError> {
         let mut records = Vec::new();
-        let mut offset = self.metadata_log.log_start_offset();
-        let end = self.metadata_log.log_end_offset();
+        let mut offset = self.controller.log.log_start_offset();
+        let end = self.controller.log.log_end_offset();
         while offset < end {
             let LogRead::Records {
                 file,
                 position,
                 len,
-            } = self.metadata_log.read(offset, end, 1 << 20)?
+            } = self.controller.log.read(offset, end, 1 << 20)?
             else {
                 break;
             };
@@ -271,7 +271,8 @@ impl<S: Storage> Broker<S> {
             };
             let known = directory == METADATA_LOG_DIRECTORY
                 || TopicPartition::parse(directory).is_some_and(|partition| {
-                    self.metadata
+                    self.controller
+                        .image
                         .topic(&partition.topic)
                         .is_some_and(|topic| partition.partition < topic.partitions)
                 });

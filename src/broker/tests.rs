@@ -524,7 +524,7 @@ fn data_survives_a_process_crash_but_unsynced_data_dies_with_the_power() {
         "b was never fsynced: lost with the power; a was synced on the restart"
     );
     assert_eq!(
-        harness.broker.metadata.topics().count(),
+        harness.broker.controller.image.topics().count(),
         1,
         "the topic record itself was fsynced before the ack"
     );

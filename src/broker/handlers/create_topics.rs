@@ -100,7 +100,7 @@ impl<S: Storage> Broker<S> {
                 .topics
                 .push(result_for(request.api_version, topic, &outcome));
             if let (Ok(new_topic), false) = (outcome, body.validate_only) {
-                self.pending_topics.insert(topic.name.to_string());
+                self.controller.pending.insert(topic.name.to_string());
                 records.push(new_topic.record);
             }
         }
@@ -117,7 +117,7 @@ impl<S: Storage> Broker<S> {
             Err(error) => {
                 tracing::error!(%error, "cannot append topic records");
                 for MetadataRecord::Topic { name, .. } in &records {
-                    self.pending_topics.remove(name);
+                    self.controller.pending.remove(name);
                 }
                 for result in response
                     .topics
@@ -175,7 +175,7 @@ impl<S: Storage> Broker<S> {
         let name = topic.name.to_string();
         validate_topic_name(&name)
             .map_err(|message| (ErrorCode::InvalidTopicException, message))?;
-        if self.metadata.topic(&name).is_some() || self.pending_topics.contains(&name) {
+        if self.controller.topic_taken(&name) {
             return Err((
                 ErrorCode::TopicAlreadyExists,
                 format!("Topic '{name}' already exists."),

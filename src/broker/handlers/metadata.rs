@@ -42,7 +42,7 @@ impl<S: Storage> Broker<S> {
             Some(topics) => api_version == 0 && topics.is_empty(),
         };
         if all_topics {
-            let topics: Vec<TopicMetadata> = self.metadata.topics().cloned().collect();
+            let topics: Vec<TopicMetadata> = self.controller.image.topics().cloned().collect();
             response.topics = topics
                 .iter()
                 .map(|topic| self.topic_metadata(api_version, topic))
@@ -54,7 +54,12 @@ impl<S: Storage> Broker<S> {
         for requested in request.topics.iter().flatten() {
             let entry = match &requested.name {
                 Some(name) => self.topic_by_name(now, api_version, name, allow_auto_create, out),
-                None => match self.metadata.topic_by_id(requested.topic_id).cloned() {
+                None => match self
+                    .controller
+                    .image
+                    .topic_by_id(requested.topic_id)
+                    .cloned()
+                {
                     Some(topic) => self.topic_metadata(api_version, &topic),
                     None => MetadataResponseTopic::default()
                         .with_name(None)
@@ -80,10 +85,10 @@ impl<S: Storage> Broker<S> {
                 .with_name(Some(name.clone()))
                 .with_error_code(error.code())
         };
-        if let Some(topic) = self.metadata.topic(name).cloned() {
+        if let Some(topic) = self.controller.image.topic(name).cloned() {
             return self.topic_metadata(api_version, &topic);
         }
-        if self.pending_topics.contains(name.as_str()) {
+        if self.controller.pending.contains(name.as_str()) {
             return error_entry(ErrorCode::LeaderNotAvailable);
         }
         if validate_topic_name(name).is_err() {
@@ -101,7 +106,7 @@ impl<S: Storage> Broker<S> {
         };
         match self.append_metadata(now, &[record], out) {
             Ok(_) => {
-                self.pending_topics.insert(name.to_string());
+                self.controller.pending.insert(name.to_string());
                 error_entry(ErrorCode::LeaderNotAvailable)
             }
             Err(error) => {

@@ -299,7 +299,8 @@ impl<S: Storage> Broker<S> {
             (ErrorCode::UnknownTopicOrPartition, message)
         };
         let topic = self
-            .metadata
+            .controller
+            .image
             .topic(&topic_partition.topic)
             .ok_or_else(unknown)?;
         let max_message_bytes = topic.config.max_message_bytes as usize;
