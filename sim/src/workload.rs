@@ -189,6 +189,9 @@ pub fn finished(progress: &SharedProgress) -> bool {
         .finished
 }
 
+/// The shortest sleep madsim performs (`../shared/notes/madsim.md`: sleeps are at least 1 ms).
+const MIN_SLEEP: Duration = Duration::from_millis(1);
+
 /// One incarnation of a producer node.
 pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: SharedProgress) {
     let process = env.record(|recorder, _| recorder.new_process());
@@ -201,6 +204,10 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
     config.client_id.clone_from(&spec.id);
     let producer = Producer::start(config).expect("the scenario loader validated this config");
     let interval = Duration::from_secs_f64(spec.interval_ms / 1000.0);
+    // madsim's sleeps last at least 1 ms: above 1,000 records a second, pace by a due time and
+    // send the records due in the same millisecond back to back (a sleep per record would cap
+    // the rate at 1,000).
+    let mut due = tokio::time::Instant::now();
     let mut completions = Vec::new();
     let mut sequence = 0u64;
     loop {
@@ -240,7 +247,14 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
             };
             env.record(|recorder, now| recorder.complete(now, invoke, completion));
         }));
-        tokio::time::sleep(interval).await;
+        if interval >= MIN_SLEEP {
+            tokio::time::sleep(interval).await;
+        } else {
+            due += interval;
+            if due > tokio::time::Instant::now() {
+                tokio::time::sleep_until(due).await;
+            }
+        }
     }
     for completion in completions {
         let _ = completion.await;
