@@ -266,7 +266,7 @@ async fn produce(
             partition,
             key,
             value: Some(value),
-            timestamp_ms: 0,
+            timestamp_ms: wall_clock_ms(),
         };
         deliveries.push(producer.send(record).await);
     }
@@ -371,4 +371,13 @@ fn print_records(
         }
     }
     Ok(false)
+}
+
+/// CreateTime for a record from the command line: the wall clock, as kafka-console-producer
+/// stamps it. The CLI is a real-world tool; it never runs under the simulator.
+#[allow(clippy::disallowed_methods)]
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as i64)
 }
