@@ -27,7 +27,26 @@ pub(super) fn check(analysis: &Analysis) -> Vec<CheckResult> {
         CheckResult::new(Check::AtLeastOnce, at_least_once),
         CheckResult::new(Check::AtMostOnce, at_most_once),
         CheckResult::new(Check::ExactlyOnce, exactly_once),
+        CheckResult::new(Check::FailedSend, failed_sends(analysis)),
     ]
+}
+
+/// Sends that ended in a definite failure (`fail`): the producer gave up on a record it knows
+/// was never written. Safety checks pass a producer that fails everything; a scenario whose
+/// faults can exhaust retries or a timeout allows this, saying why.
+fn failed_sends(analysis: &Analysis) -> Vec<String> {
+    analysis
+        .sends
+        .iter()
+        .filter(|(_, send)| send.outcome == Outcome::Fail)
+        .map(|(value, send)| {
+            format!(
+                "{value} to {} failed definitely (op {})",
+                send.partition,
+                send.completed_index.unwrap_or(send.invoke_index)
+            )
+        })
+        .collect()
 }
 
 /// What the final log says about one value at one offset.

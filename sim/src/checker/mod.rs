@@ -62,11 +62,13 @@ pub enum Check {
     Contract,
     /// `stalled`.
     Stalled,
+    /// `failed-send`.
+    FailedSend,
 }
 
 impl Check {
     /// Every check, in report order.
-    pub const ALL: [Check; 15] = [
+    pub const ALL: [Check; 16] = [
         Check::LostWrite,
         Check::Unseen,
         Check::Duplicate,
@@ -82,6 +84,7 @@ impl Check {
         Check::LogStartMonotonic,
         Check::Contract,
         Check::Stalled,
+        Check::FailedSend,
     ];
 
     /// Jepsen's name (or ours, in the same style).
@@ -102,6 +105,7 @@ impl Check {
             Check::LogStartMonotonic => "log-start-monotonic",
             Check::Contract => "contract",
             Check::Stalled => "stalled",
+            Check::FailedSend => "failed-send",
         }
     }
 
