@@ -359,13 +359,14 @@ impl<S: Storage> Broker<S> {
 
     /// The earliest time at which `handle(now, Input::Tick)` must run.
     pub fn next_deadline(&self) -> Option<Millis> {
-        let flushes = self.replicas.next_flush_deadline();
-        let fetches = self.purgatory.next_deadline();
-        flushes
-            .into_iter()
-            .chain(fetches)
-            .chain(self.checkpoint.next_deadline())
-            .min()
+        [
+            self.replicas.next_flush_deadline(),
+            self.purgatory.next_deadline(),
+            self.checkpoint.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Cross-field invariants over every partition; the driver calls this after every input.

@@ -88,8 +88,8 @@ impl Purgatory {
     }
 
     /// The earliest deadline of a parked fetch.
-    pub(super) fn next_deadline(&self) -> impl Iterator<Item = Millis> + '_ {
-        self.fetches.iter().map(|delayed| delayed.deadline)
+    pub(super) fn next_deadline(&self) -> Option<Millis> {
+        self.fetches.iter().map(|delayed| delayed.deadline).min()
     }
 }
 
