@@ -72,7 +72,12 @@ impl MetadataCache {
 
     /// Adds `topic` to what the cache keeps; an unknown topic makes a request due.
     pub fn want(&mut self, topic: &str) {
-        if self.wanted.insert(topic.to_owned()) && !self.topics.contains_key(topic) {
+        // Called on every send: allocate only for a topic not wanted yet.
+        if self.wanted.contains(topic) {
+            return;
+        }
+        self.wanted.insert(topic.to_owned());
+        if !self.topics.contains_key(topic) {
             self.update_requested = true;
         }
     }

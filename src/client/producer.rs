@@ -177,15 +177,11 @@ impl Batch {
         }
     }
 
-    /// Closes the batch to further records and returns its bytes.
-    fn close(&mut self) -> Bytes {
+    /// Closes the batch to further records: its bytes are final.
+    fn close(&mut self) {
         if let Contents::Open(builder) = &mut self.contents {
             let bytes = std::mem::take(builder).finish();
             self.contents = Contents::Closed(bytes);
-        }
-        match &self.contents {
-            Contents::Closed(bytes) => bytes.clone(),
-            Contents::Open(_) => unreachable!("closed above"),
         }
     }
 }
@@ -387,50 +383,63 @@ impl ProducerCore {
             return;
         }
         self.metadata.want(&record.topic);
-        self.unrouted.push_back(Unrouted {
+        // Only a metadata answer changes what the cache knows, and every answer routes all that
+        // waits (`route`): the records still waiting are of topics not known yet, so the new
+        // record is the only one this send can move.
+        let unrouted = Unrouted {
             id,
             record,
             since: now,
-        });
-        self.route(now, out);
+        };
+        if let Some(waiting) = self.route_one(now, unrouted, out) {
+            self.unrouted.push_back(waiting);
+        }
     }
 
     /// Moves every waiting record whose topic's metadata is known to its partition, in send
     /// order; fails those whose topic failed, or whose partition does not exist.
     fn route(&mut self, now: Millis, out: &mut Vec<ProducerOutput>) {
-        let mut waiting = VecDeque::new();
-        while let Some(unrouted) = self.unrouted.pop_front() {
-            let topic = unrouted.record.topic.as_str();
-            let count = match self.metadata.topic(topic) {
-                Some(TopicState::Known(partitions)) => partitions.len() as i32,
-                Some(TopicState::Failed(error)) => {
-                    let error = *error;
-                    let message = format!("metadata for topic {topic} answered {error:?}");
-                    self.complete(
-                        unrouted.id,
-                        Err(ProduceError::Rejected { error, message }),
-                        out,
-                    );
-                    continue;
-                }
-                Some(TopicState::Pending(_)) | None => {
-                    waiting.push_back(unrouted);
-                    continue;
-                }
-            };
-            match self.choose_partition(&unrouted.record, count) {
-                Ok(partition) => self.append(now, unrouted.id, &unrouted.record, partition),
-                Err(message) => self.complete(
-                    unrouted.id,
-                    Err(ProduceError::Rejected {
-                        error: ErrorCode::UnknownTopicOrPartition,
-                        message,
-                    }),
-                    out,
-                ),
+        for unrouted in std::mem::take(&mut self.unrouted) {
+            if let Some(waiting) = self.route_one(now, unrouted, out) {
+                self.unrouted.push_back(waiting);
             }
         }
-        self.unrouted = waiting;
+    }
+
+    /// Routes one record by what the cache says of its topic, or hands it back to wait.
+    fn route_one(
+        &mut self,
+        now: Millis,
+        unrouted: Unrouted,
+        out: &mut Vec<ProducerOutput>,
+    ) -> Option<Unrouted> {
+        let topic = unrouted.record.topic.as_str();
+        let count = match self.metadata.topic(topic) {
+            Some(TopicState::Known(partitions)) => partitions.len() as i32,
+            Some(TopicState::Failed(error)) => {
+                let error = *error;
+                let message = format!("metadata for topic {topic} answered {error:?}");
+                self.complete(
+                    unrouted.id,
+                    Err(ProduceError::Rejected { error, message }),
+                    out,
+                );
+                return None;
+            }
+            Some(TopicState::Pending(_)) | None => return Some(unrouted),
+        };
+        match self.choose_partition(&unrouted.record, count) {
+            Ok(partition) => self.append(now, unrouted.id, &unrouted.record, partition),
+            Err(message) => self.complete(
+                unrouted.id,
+                Err(ProduceError::Rejected {
+                    error: ErrorCode::UnknownTopicOrPartition,
+                    message,
+                }),
+                out,
+            ),
+        }
+        None
     }
 
     /// Kafka's default partitioning: the record's own partition, murmur2 of its key, or the
@@ -671,18 +680,15 @@ impl ProducerCore {
         response: &ProduceResponse,
         out: &mut Vec<ProducerOutput>,
     ) {
-        let batches = match self.in_flight.pop_front() {
-            Some(InFlight {
-                awaited: Awaited::Produce(batches),
-                ..
-            }) => batches,
-            other => {
-                if let Some(in_flight) = other {
-                    self.in_flight.push_front(in_flight);
-                }
-                self.protocol_error(now, "a produce response out of turn", out);
-                return;
-            }
+        let Some(InFlight {
+            awaited: Awaited::Produce(batches),
+            ..
+        }) = self
+            .in_flight
+            .pop_front_if(|in_flight| matches!(in_flight.awaited, Awaited::Produce(_)))
+        else {
+            self.protocol_error(now, "a produce response out of turn", out);
+            return;
         };
         for mut batch in batches {
             let partition = response
@@ -789,18 +795,13 @@ impl ProducerCore {
         response: &MetadataResponse,
         out: &mut Vec<ProducerOutput>,
     ) {
-        match self.in_flight.pop_front() {
-            Some(InFlight {
-                awaited: Awaited::Metadata,
-                ..
-            }) => {}
-            other => {
-                if let Some(in_flight) = other {
-                    self.in_flight.push_front(in_flight);
-                }
-                self.protocol_error(now, "a metadata response out of turn", out);
-                return;
-            }
+        if self
+            .in_flight
+            .pop_front_if(|in_flight| matches!(in_flight.awaited, Awaited::Metadata))
+            .is_none()
+        {
+            self.protocol_error(now, "a metadata response out of turn", out);
+            return;
         }
         self.metadata.on_response(now, response);
         self.route(now, out);
@@ -985,6 +986,13 @@ impl ProducerCore {
                 .map(|batch| batch.ids.len())
                 .sum::<usize>();
             records += self.unrouted.len();
+            assert!(
+                self.unrouted.iter().all(|waiting| matches!(
+                    self.metadata.topic(&waiting.record.topic),
+                    None | Some(TopicState::Pending(_))
+                )),
+                "only records of topics not known yet wait"
+            );
             assert_eq!(
                 records, self.unfinished,
                 "every unfinished record is in a batch"

@@ -323,9 +323,14 @@ fn record_body_bytes(
         + 1
 }
 
+/// A varlong's zigzag encoding: small magnitudes, negative or not, become small numbers.
+fn zigzag(value: i64) -> u64 {
+    ((value << 1) ^ (value >> 63)) as u64
+}
+
 /// Length of a zigzag varlong.
 fn varlong_bytes(value: i64) -> usize {
-    let mut zigzag = ((value << 1) ^ (value >> 63)) as u64;
+    let mut zigzag = zigzag(value);
     let mut bytes = 1;
     while zigzag >= 0x80 {
         zigzag >>= 7;
@@ -433,7 +438,7 @@ impl Cursor<'_> {
 }
 
 fn put_varlong(buf: &mut BytesMut, value: i64) {
-    let mut zigzag = ((value << 1) ^ (value >> 63)) as u64;
+    let mut zigzag = zigzag(value);
     while zigzag >= 0x80 {
         buf.put_u8((zigzag as u8) | 0x80);
         zigzag >>= 7;

@@ -152,6 +152,23 @@ impl Task {
         }
     }
 
+    /// Writes a request; what the core must hear of it: `Written` for a request with no
+    /// response, `Disconnected` if the write broke the connection. Without a connection nothing
+    /// is written: a `Disconnected` input is already queued and covers the request.
+    async fn write(&mut self, body: RequestKind, expects_response: bool) -> Option<ProducerInput> {
+        let connection = self.connection.as_mut()?;
+        let written = if expects_response {
+            connection.send(&body).await
+        } else {
+            connection.send_one_way(&body).await
+        };
+        match written {
+            Ok(()) if expects_response => None,
+            Ok(()) => Some(ProducerInput::Written),
+            Err(error) => Some(self.lost(&error.to_string())),
+        }
+    }
+
     /// Feeds one input, then executes outputs (which may produce further inputs) until quiet.
     async fn step(&mut self, input: ProducerInput) {
         let mut inputs = VecDeque::from([input]);
@@ -181,32 +198,15 @@ impl Task {
                         self.connection = None;
                     }
                     ProducerOutput::MetadataRequest(request) => {
-                        let Some(connection) = self.connection.as_mut() else {
-                            continue;
-                        };
-                        if let Err(error) = connection.send(&RequestKind::Metadata(request)).await {
-                            inputs.push_back(self.lost(&error.to_string()));
-                        }
+                        let body = RequestKind::Metadata(request);
+                        inputs.extend(self.write(body, true).await);
                     }
                     ProducerOutput::Request {
                         request,
                         expects_response,
                     } => {
-                        // No connection: a Disconnected input is already queued and covers this request.
-                        let Some(connection) = self.connection.as_mut() else {
-                            continue;
-                        };
                         let body = RequestKind::Produce(request);
-                        let written = if expects_response {
-                            connection.send(&body).await
-                        } else {
-                            connection.send_one_way(&body).await
-                        };
-                        match written {
-                            Ok(()) if !expects_response => inputs.push_back(ProducerInput::Written),
-                            Ok(()) => {}
-                            Err(error) => inputs.push_back(self.lost(&error.to_string())),
-                        }
+                        inputs.extend(self.write(body, expects_response).await);
                     }
                 }
             }
