@@ -10,6 +10,11 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use seedlog_sim::checker::check_all;
 use seedlog_sim::history::History;
+
+/// Seeds run on short-lived threads that allocate and free millions of small objects; mimalloc
+/// keeps that cheaper than glibc's arenas (measured in docs/BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use seedlog_sim::scenario::load;
 use seedlog_sim::verdict::SeedVerdict;
 

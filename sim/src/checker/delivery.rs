@@ -7,7 +7,7 @@
 //! at the final reader: `at-least-once` asks whether every acknowledged value of a consumer's
 //! assignment reached that consumer, `at-most-once` whether an incarnation consumed a value twice.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::{Analysis, Check, CheckResult, Coverage, Outcome, PollRecord, SendInfo};
@@ -57,26 +57,33 @@ enum Verdict {
     Unjudged,
 }
 
-/// Where each value sits in the final log.
-fn final_positions(analysis: &Analysis) -> BTreeMap<Value, Vec<(Partition, i64)>> {
-    let mut positions: BTreeMap<Value, Vec<(Partition, i64)>> = BTreeMap::new();
-    for (partition, log) in &analysis.final_logs {
-        for (offset, value) in log {
-            positions
-                .entry(*value)
-                .or_default()
-                .push((partition.clone(), *offset));
-        }
-    }
+/// Where each value sits in the final log, sorted by value.
+fn final_positions(analysis: &Analysis) -> Vec<(Value, &Partition, i64)> {
+    let mut positions: Vec<(Value, &Partition, i64)> = analysis
+        .final_logs
+        .iter()
+        .flat_map(|(partition, log)| {
+            log.iter()
+                .map(move |(offset, value)| (*value, partition, *offset))
+        })
+        .collect();
+    positions.sort_unstable();
     positions
 }
 
 struct FinalLog<'a> {
     analysis: &'a Analysis,
-    positions: BTreeMap<Value, Vec<(Partition, i64)>>,
+    positions: Vec<(Value, &'a Partition, i64)>,
 }
 
 impl FinalLog<'_> {
+    /// The places of `value` in the final log, in partition and offset order.
+    fn places(&self, value: Value) -> &[(Value, &Partition, i64)] {
+        let start = self.positions.partition_point(|place| place.0 < value);
+        let end = self.positions.partition_point(|place| place.0 <= value);
+        &self.positions[start..end]
+    }
+
     /// Judges `value`, last known at `partition@offset` (history index `seen`), against the
     /// final log.
     fn judge(&self, value: Value, partition: &Partition, offset: i64, seen: u64) -> Verdict {
@@ -86,7 +93,7 @@ impl FinalLog<'_> {
         };
         if offset < 0 {
             // acks=0: no offset to check, only presence.
-            let present = self.positions.contains_key(&value);
+            let present = !self.places(value).is_empty();
             return match (present, read.reached_end) {
                 (true, _) => Verdict::Present,
                 (false, true) => {
@@ -146,8 +153,9 @@ impl FinalLog<'_> {
             Some(other) => format!("the final log holds {other} at {partition}@{offset}"),
             None => format!("the final log has nothing at {partition}@{offset}"),
         };
-        if let Some(places) = self.positions.get(&value) {
-            let places: Vec<String> = places.iter().map(|(p, o)| format!("{p}@{o}")).collect();
+        let places = self.places(value);
+        if !places.is_empty() {
+            let places: Vec<String> = places.iter().map(|(_, p, o)| format!("{p}@{o}")).collect();
             let _ = write!(text, "; it is at {} instead", places.join(", "));
         }
         text.push_str(&self.truncation_note(partition, offset, seen));
@@ -162,12 +170,13 @@ fn lost_and_unseen(analysis: &Analysis) -> (Vec<String>, Vec<String>) {
         analysis,
         positions: final_positions(analysis),
     };
-    let polled: BTreeSet<Value> = analysis
+    let mut polled: Vec<Value> = analysis
         .polls
         .iter()
         .chain(&analysis.final_polls)
         .map(|poll| poll.value)
         .collect();
+    polled.sort_unstable();
     let mut furthest: BTreeMap<&Partition, i64> = BTreeMap::new();
     for poll in analysis.polls.iter().chain(&analysis.final_polls) {
         let entry = furthest.entry(&poll.partition).or_insert(poll.offset);
@@ -191,7 +200,7 @@ fn lost_and_unseen(analysis: &Analysis) -> (Vec<String>, Vec<String>) {
                 Verdict::Unjudged => {}
             }
         }
-        if !polled.contains(value) {
+        if polled.binary_search(value).is_err() {
             let read_past = offset >= 0
                 && furthest
                     .get(&send.partition)
@@ -250,58 +259,69 @@ fn judged_by_final_read(analysis: &Analysis, send: &SendInfo) -> bool {
         .is_some_and(|(acked, started)| acked < started)
 }
 
-/// Where a value was seen: first and last history index per `(partition, offset)`.
-type Placements = BTreeMap<(Partition, i64), (u64, u64)>;
-
-/// One entry of [`Placements`].
-type Placement<'a> = (&'a (Partition, i64), &'a (u64, u64));
-
-fn placements(analysis: &Analysis) -> BTreeMap<Value, Placements> {
-    let mut placements: BTreeMap<Value, Placements> = BTreeMap::new();
-    let mut see = |value: Value, partition: &Partition, offset: i64, index: u64| {
-        let seen = placements
-            .entry(value)
-            .or_default()
-            .entry((partition.clone(), offset))
-            .or_insert((index, index));
-        seen.0 = seen.0.min(index);
-        seen.1 = seen.1.max(index);
-    };
+/// Every place a value was seen, as `(value, partition, offset, history index)`, sorted: the
+/// observations of one value are adjacent, and within them those of one place.
+fn observations(analysis: &Analysis) -> Vec<(Value, &Partition, i64, u64)> {
+    let mut seen = Vec::with_capacity(analysis.sends.len() + analysis.polls.len());
     for (value, send) in &analysis.sends {
         if let (Outcome::Ok(offset), Some(index)) = (send.outcome, send.completed_index) {
             if offset >= 0 {
-                see(*value, &send.partition, offset, index);
+                seen.push((*value, &send.partition, offset, index));
             }
         }
     }
     for poll in analysis.polls.iter().chain(&analysis.final_polls) {
-        see(poll.value, &poll.partition, poll.offset, poll.index);
+        seen.push((poll.value, &poll.partition, poll.offset, poll.index));
     }
-    placements
+    seen.sort_unstable();
+    seen
+}
+
+/// Where one value was seen: first and last history index per `(partition, offset)`, in
+/// partition and offset order.
+type Placements<'a> = Vec<(&'a Partition, i64, u64, u64)>;
+
+/// Folds one value's sorted observations into its placements.
+fn placements<'a>(observed: &[(Value, &'a Partition, i64, u64)]) -> Placements<'a> {
+    let mut places: Placements<'a> = Vec::new();
+    for &(_, partition, offset, index) in observed {
+        match places.last_mut() {
+            Some(last) if last.0 == partition && last.1 == offset => last.3 = index,
+            _ => places.push((partition, offset, index, index)),
+        }
+    }
+    places
 }
 
 /// A value in two places at once (`duplicate`). Two places did not coexist if a recorded
 /// truncation removed the earlier one before the later one was first seen.
 fn duplicates(analysis: &Analysis) -> Vec<String> {
     let mut violations = Vec::new();
-    for (value, places) in placements(analysis) {
-        if places.len() < 2 {
-            continue;
+    let observed = observations(analysis);
+    for group in observed.chunk_by(|a, b| a.0 == b.0) {
+        let (first, last) = (group[0], group[group.len() - 1]);
+        if (first.1, first.2) == (last.1, last.2) {
+            continue; // one place only
         }
-        let list: Vec<Placement<'_>> = places.iter().collect();
-        let ended_before = |(place, seen): Placement<'_>, (_, later): Placement<'_>| {
-            seen.1 < later.0
+        let value = first.0;
+        let places = placements(group);
+        let ended_before = |place: &(&Partition, i64, u64, u64),
+                            later: &(&Partition, i64, u64, u64)| {
+            place.3 < later.2
                 && analysis
-                    .truncation_between(&place.0, place.1, seen.1, later.0)
+                    .truncation_between(place.0, place.1, place.3, later.2)
                     .is_some()
         };
-        let coexisted = list.iter().enumerate().any(|(at, a)| {
-            list[at + 1..]
+        let coexisted = places.iter().enumerate().any(|(at, a)| {
+            places[at + 1..]
                 .iter()
-                .any(|b| !ended_before(*a, *b) && !ended_before(*b, *a))
+                .any(|b| !ended_before(a, b) && !ended_before(b, a))
         });
         if coexisted {
-            let shown: Vec<String> = places.keys().map(|(p, o)| format!("{p}@{o}")).collect();
+            let shown: Vec<String> = places
+                .iter()
+                .map(|(p, o, _, _)| format!("{p}@{o}"))
+                .collect();
             violations.push(format!("{value} at {}", shown.join(", ")));
         }
     }
@@ -310,29 +330,20 @@ fn duplicates(analysis: &Analysis) -> Vec<String> {
 
 /// One offset holding two values in the same log version (`inconsistent-offsets`).
 fn inconsistent_offsets(analysis: &Analysis) -> Vec<String> {
-    let mut values_at: BTreeMap<(Partition, i64, usize), BTreeSet<Value>> = BTreeMap::new();
-    let mut observe = |partition: &Partition, offset: i64, value: Value, index: u64| {
-        let version = analysis.log_version(partition, offset, index);
-        values_at
-            .entry((partition.clone(), offset, version))
-            .or_default()
-            .insert(value);
-    };
-    for (value, send) in &analysis.sends {
-        if let (Outcome::Ok(offset), Some(index)) = (send.outcome, send.completed_index) {
-            if offset >= 0 {
-                observe(&send.partition, offset, *value, index);
-            }
-        }
-    }
-    for poll in analysis.polls.iter().chain(&analysis.final_polls) {
-        observe(&poll.partition, poll.offset, poll.value, poll.index);
-    }
-    values_at
-        .iter()
-        .filter(|(_, values)| values.len() > 1)
-        .map(|((partition, offset, _), values)| {
-            let values: Vec<String> = values.iter().map(ToString::to_string).collect();
+    let mut held: Vec<(&Partition, i64, usize, Value)> = observations(analysis)
+        .into_iter()
+        .map(|(value, partition, offset, index)| {
+            let version = analysis.log_version(partition, offset, index);
+            (partition, offset, version, value)
+        })
+        .collect();
+    held.sort_unstable();
+    held.dedup();
+    held.chunk_by(|a, b| (a.0, a.1, a.2) == (b.0, b.1, b.2))
+        .filter(|values| values.len() > 1)
+        .map(|values| {
+            let (partition, offset) = (values[0].0, values[0].1);
+            let values: Vec<String> = values.iter().map(|held| held.3.to_string()).collect();
             format!(
                 "{partition}@{offset} held {} with no truncation between",
                 values.join(" and ")
@@ -396,17 +407,21 @@ fn never_consumed(analysis: &Analysis) -> Vec<String> {
 
 /// Values a consumer incarnation consumed more than once (`at-most-once`).
 fn consumed_more_than_once(analysis: &Analysis) -> Vec<String> {
-    let mut consumed: BTreeMap<(u64, Value), Vec<&PollRecord>> = BTreeMap::new();
-    for poll in &analysis.polls {
-        consumed
-            .entry((poll.process, poll.value))
-            .or_default()
-            .push(poll);
-    }
+    let mut consumed: Vec<(u64, Value, usize)> = analysis
+        .polls
+        .iter()
+        .enumerate()
+        .map(|(at, poll)| (poll.process, poll.value, at))
+        .collect();
+    consumed.sort_unstable();
     consumed
-        .values()
+        .chunk_by(|a, b| (a.0, a.1) == (b.0, b.1))
         .filter(|polls| polls.len() > 1)
         .map(|polls| {
+            let polls: Vec<&PollRecord> = polls
+                .iter()
+                .map(|(_, _, at)| &analysis.polls[*at])
+                .collect();
             let places: Vec<String> = polls
                 .iter()
                 .map(|poll| format!("{}@{}", poll.partition, poll.offset))
