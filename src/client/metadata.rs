@@ -44,6 +44,8 @@ pub enum TopicState {
 #[derive(Debug, Clone)]
 pub struct MetadataCache {
     topics: BTreeMap<String, TopicState>,
+    /// The brokers of the last answer: node id → `host:port`.
+    brokers: BTreeMap<i32, String>,
     wanted: BTreeSet<String>,
     update_requested: bool,
     in_flight: bool,
@@ -59,6 +61,7 @@ impl MetadataCache {
     pub fn new(max_age_ms: u64, retry_backoff_ms: u64, allow_auto_topic_creation: bool) -> Self {
         MetadataCache {
             topics: BTreeMap::new(),
+            brokers: BTreeMap::new(),
             wanted: BTreeSet::new(),
             update_requested: false,
             in_flight: false,
@@ -98,6 +101,32 @@ impl MetadataCache {
             Some(TopicState::Known(partitions)) => Some(partitions),
             _ => None,
         }
+    }
+
+    /// The address (`host:port`) of broker `node`, if the last answer named it.
+    pub fn broker(&self, node: i32) -> Option<&str> {
+        self.brokers.get(&node).map(String::as_str)
+    }
+
+    /// The broker at `address`, if the last answer named one there.
+    pub fn broker_at(&self, address: &str) -> Option<i32> {
+        self.brokers
+            .iter()
+            .find(|(_, at)| at.as_str() == address)
+            .map(|(node, _)| *node)
+    }
+
+    /// The brokers the last answer named, by node id.
+    pub fn brokers(&self) -> impl Iterator<Item = i32> + '_ {
+        self.brokers.keys().copied()
+    }
+
+    /// The leader of `partition` of `topic`, if the cache knows one.
+    pub fn leader(&self, topic: &str, partition: i32) -> Option<i32> {
+        let info = self
+            .partitions(topic)?
+            .get(usize::try_from(partition).ok()?)?;
+        (info.leader >= 0).then_some(info.leader)
     }
 
     fn due_at(&self) -> Option<Millis> {
@@ -149,6 +178,18 @@ impl MetadataCache {
         assert!(self.in_flight, "a metadata answer without a request");
         self.in_flight = false;
         self.updated_at = Some(now);
+        if !response.brokers.is_empty() {
+            self.brokers = response
+                .brokers
+                .iter()
+                .map(|broker| {
+                    (
+                        broker.node_id.0,
+                        format!("{}:{}", broker.host.as_str(), broker.port),
+                    )
+                })
+                .collect();
+        }
         for topic in &response.topics {
             let Some(name) = topic.name.as_ref() else {
                 continue;

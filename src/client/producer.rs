@@ -13,6 +13,13 @@
 //! queued, so with more than one request in flight and no idempotence a retry can land after a
 //! later batch of the same partition, exactly as in Kafka.
 //!
+//! Each broker gets its own connection (Kafka's `NetworkClient`): batches go to their
+//! partition's leader as the metadata cache knows it, `max.in.flight.requests.per.connection`
+//! counts per connection, and a partition whose leader is unknown waits for fresh metadata.
+//! Metadata requests go to the least loaded connected broker. The first connection goes to a
+//! bootstrap server ([`BOOTSTRAP`]); once an answer names the broker at that address, the
+//! connection becomes that broker's (as librdkafka does), so one broker means one connection.
+//!
 //! Failures are classified for the history: [`ProduceError::Rejected`] means the broker
 //! definitely did not write the record (a Jepsen `fail`); [`ProduceError::Indeterminate`] means
 //! it may have (an `info`): some attempt was written to a connection that then broke or timed
@@ -96,23 +103,45 @@ pub enum ProducerInput {
     /// for `linger.ms` (Kafka's `close` and `flush`).
     Close,
     /// The connection the core asked for is up.
-    Connected,
+    Connected {
+        /// To which node.
+        node: NodeId,
+        /// The `host:port` it reached.
+        address: String,
+    },
     /// Connecting failed.
     ConnectFailed {
+        /// To which node.
+        node: NodeId,
         /// Why.
         reason: String,
     },
     /// The connection broke (or the core asked to close it).
     Disconnected {
+        /// Which.
+        node: NodeId,
         /// Why.
         reason: String,
     },
     /// A request that expects no response (acks=0) was written.
-    Written,
-    /// The next response, in request order: a Produce response.
-    Response(ProduceResponse),
-    /// The next response, in request order: a Metadata response.
-    Metadata(MetadataResponse),
+    Written {
+        /// On which connection.
+        node: NodeId,
+    },
+    /// The next response of a connection, in request order: a Produce response.
+    Response {
+        /// Which connection.
+        node: NodeId,
+        /// The response.
+        response: ProduceResponse,
+    },
+    /// The next response of a connection, in request order: a Metadata response.
+    Metadata {
+        /// Which connection.
+        node: NodeId,
+        /// The response.
+        response: MetadataResponse,
+    },
     /// A deadline passed.
     Tick,
 }
@@ -120,18 +149,38 @@ pub enum ProducerInput {
 /// Outputs to the shell.
 #[derive(Debug)]
 pub enum ProducerOutput {
-    /// Open a connection.
-    Connect,
-    /// Close the connection (request timeout, protocol error). The core has already treated
-    /// every request in flight as lost: do not feed [`ProducerInput::Disconnected`] back.
+    /// Open a connection to `node`.
+    Connect {
+        /// Which node.
+        node: NodeId,
+        /// Its `host:port`; `None` for [`BOOTSTRAP`]: one of `bootstrap.servers`, the shell's
+        /// choice (the next one after a failure).
+        address: Option<String>,
+    },
+    /// The bootstrap connection turned out to be `node`'s: key it by `node` from now on.
+    Identified {
+        /// The broker at the bootstrap server's address.
+        node: NodeId,
+    },
+    /// Close a connection (request timeout, protocol error). The core has already treated
+    /// every request in flight on it as lost: do not feed [`ProducerInput::Disconnected`] back.
     Disconnect {
+        /// Which.
+        node: NodeId,
         /// Why.
         reason: String,
     },
-    /// Write this Metadata request (a response will come).
-    MetadataRequest(MetadataRequest),
-    /// Write this Produce request.
+    /// Write this Metadata request on `node`'s connection (a response will come).
+    MetadataRequest {
+        /// Which connection.
+        node: NodeId,
+        /// The request.
+        request: MetadataRequest,
+    },
+    /// Write this Produce request on `node`'s connection.
     Request {
+        /// Which connection.
+        node: NodeId,
         /// The request.
         request: ProduceRequest,
         /// Whether a response will come (acks != 0).
@@ -220,7 +269,40 @@ enum ConnectionState {
     Idle,
     Connecting,
     Connected,
-    Backoff { until: Millis, failures: u32 },
+    Backoff { until: Millis },
+}
+
+/// A connection's key: a broker's node id, or [`BOOTSTRAP`].
+pub type NodeId = i32;
+
+/// The key of the connection to a bootstrap server, until an answer shows which broker it is.
+pub const BOOTSTRAP: NodeId = -1;
+
+/// One broker's connection and the requests in flight on it, oldest first.
+#[derive(Debug)]
+struct NodeConnection {
+    state: ConnectionState,
+    /// Connection attempts failed in a row (the reconnect backoff grows with them).
+    failures: u32,
+    in_flight: VecDeque<InFlight>,
+    /// The `host:port` reached, while connected.
+    address: Option<String>,
+}
+
+impl NodeConnection {
+    fn new() -> NodeConnection {
+        NodeConnection {
+            state: ConnectionState::Idle,
+            failures: 0,
+            in_flight: VecDeque::new(),
+            address: None,
+        }
+    }
+
+    /// Connected, with a request slot free.
+    fn has_room(&self, max_in_flight: usize) -> bool {
+        self.state == ConnectionState::Connected && self.in_flight.len() < max_in_flight
+    }
 }
 
 const RECONNECT_BACKOFF_MS: u64 = 50;
@@ -233,7 +315,8 @@ pub struct ProducerCore {
     /// Per partition, its batches not in flight, in creation order (a retried batch goes back
     /// ahead of later ones). Only the last batch of a deque may be open.
     batches: BTreeMap<TopicPartition, VecDeque<Batch>>,
-    in_flight: VecDeque<InFlight>,
+    /// Connections by node.
+    nodes: BTreeMap<NodeId, NodeConnection>,
     /// Records waiting for their topic's metadata, in send order.
     unrouted: VecDeque<Unrouted>,
     metadata: MetadataCache,
@@ -246,8 +329,6 @@ pub struct ProducerCore {
     /// partition waits forever behind others (Kafka's `drainIndex`).
     drain_start: usize,
     closing: bool,
-    connection: ConnectionState,
-    connect_failures: u32,
 }
 
 impl ProducerCore {
@@ -268,12 +349,10 @@ impl ProducerCore {
             metadata,
             sticky: BTreeMap::new(),
             rng: 0x9e37_79b9_7f4a_7c15,
-            in_flight: VecDeque::new(),
+            nodes: BTreeMap::new(),
             unfinished: 0,
             drain_start: 0,
             closing: false,
-            connection: ConnectionState::Idle,
-            connect_failures: 0,
         })
     }
 
@@ -294,25 +373,30 @@ impl ProducerCore {
         match input {
             ProducerInput::Send { id, record } => self.on_send(now, id, record, out),
             ProducerInput::Close => self.closing = true,
-            ProducerInput::Connected => {
+            ProducerInput::Connected { node, address } => {
+                let connection = self.nodes.get_mut(&node).expect("connected without asking");
                 assert_eq!(
-                    self.connection,
+                    connection.state,
                     ConnectionState::Connecting,
                     "connected without asking"
                 );
-                self.connection = ConnectionState::Connected;
-                self.connect_failures = 0;
+                connection.state = ConnectionState::Connected;
+                connection.failures = 0;
+                connection.address = Some(address);
+                self.identify_bootstrap(out);
             }
-            ProducerInput::ConnectFailed { reason } => {
-                tracing::debug!(%reason, "producer connect failed");
-                self.connect_failures += 1;
-                self.backoff(now);
+            ProducerInput::ConnectFailed { node, reason } => {
+                tracing::debug!(node, %reason, "producer connect failed");
+                self.backoff(now, node);
             }
-            ProducerInput::Disconnected { reason } => self.on_disconnected(now, &reason, out),
-            ProducerInput::Written => {
+            ProducerInput::Disconnected { node, reason } => {
+                self.on_disconnected(now, node, &reason, out);
+            }
+            ProducerInput::Written { node } => {
                 let in_flight = self
-                    .in_flight
-                    .pop_front()
+                    .nodes
+                    .get_mut(&node)
+                    .and_then(|connection| connection.in_flight.pop_front())
                     .expect("a write without a request in flight");
                 assert_eq!(
                     self.config.acks,
@@ -336,8 +420,12 @@ impl ProducerCore {
                     }
                 }
             }
-            ProducerInput::Response(response) => self.on_produce_response(now, &response, out),
-            ProducerInput::Metadata(response) => self.on_metadata_response(now, &response, out),
+            ProducerInput::Response { node, response } => {
+                self.on_produce_response(now, node, &response, out);
+            }
+            ProducerInput::Metadata { node, response } => {
+                self.on_metadata_response(now, node, &response, out);
+            }
             ProducerInput::Tick => self.on_tick(now, out),
         }
         self.maybe_connect(out);
@@ -545,22 +633,105 @@ impl ProducerCore {
         deque.insert(at, batch);
     }
 
-    fn backoff(&mut self, now: Millis) {
-        let exponent = self.connect_failures.saturating_sub(1).min(10);
+    /// Another failed attempt on `node`'s connection: wait before the next, longer each time.
+    fn backoff(&mut self, now: Millis, node: NodeId) {
+        let connection = self.nodes.entry(node).or_insert_with(NodeConnection::new);
+        connection.failures += 1;
+        connection.address = None;
+        let exponent = connection.failures.saturating_sub(1).min(10);
         let delay = (RECONNECT_BACKOFF_MS << exponent).min(RECONNECT_BACKOFF_MAX_MS);
-        self.connection = ConnectionState::Backoff {
+        connection.state = ConnectionState::Backoff {
             until: now.plus(delay),
-            failures: self.connect_failures,
         };
     }
 
-    fn maybe_connect(&mut self, out: &mut Vec<ProducerOutput>) {
-        if self.connection == ConnectionState::Idle
-            && !(self.batches.is_empty() && self.unrouted.is_empty())
+    /// The leader of `partition` as the metadata cache knows it.
+    fn leader(&self, partition: &TopicPartition) -> Option<NodeId> {
+        self.metadata.leader(&partition.topic, partition.partition)
+    }
+
+    /// Once an answer names the broker at the bootstrap connection's address, that connection
+    /// is the broker's (unless the broker has one of its own already).
+    fn identify_bootstrap(&mut self, out: &mut Vec<ProducerOutput>) {
+        let Some(address) = self
+            .nodes
+            .get(&BOOTSTRAP)
+            .and_then(|connection| connection.address.as_deref())
+        else {
+            return;
+        };
+        let Some(node) = self.metadata.broker_at(address) else {
+            return;
+        };
+        if self
+            .nodes
+            .get(&node)
+            .is_some_and(|own| own.state != ConnectionState::Idle)
         {
-            self.connection = ConnectionState::Connecting;
-            out.push(ProducerOutput::Connect);
+            return;
         }
+        let connection = self.nodes.remove(&BOOTSTRAP).expect("looked up above");
+        self.nodes.insert(node, connection);
+        out.push(ProducerOutput::Identified { node });
+    }
+
+    /// Opens the connections the queued work needs: each leader with batches waiting, and,
+    /// when records wait for metadata or a batch's leader is unknown and no connection is up or
+    /// coming, one to a known broker (the bootstrap server before any is known).
+    fn maybe_connect(&mut self, out: &mut Vec<ProducerOutput>) {
+        let mut leaderless = false;
+        let mut leaders: Vec<NodeId> = Vec::new();
+        for partition in self.batches.keys() {
+            match self.leader(partition) {
+                Some(node) if !leaders.contains(&node) => leaders.push(node),
+                Some(_) => {}
+                None => leaderless = true,
+            }
+        }
+        for node in leaders {
+            self.connect(node, out);
+        }
+        if leaderless {
+            self.metadata.request_update(); // Kafka's Sender, for `unknownLeaderTopics`
+        }
+        let needs_metadata = leaderless || !self.unrouted.is_empty();
+        let any_up = self.nodes.values().any(|connection| {
+            matches!(
+                connection.state,
+                ConnectionState::Connected | ConnectionState::Connecting
+            )
+        });
+        if needs_metadata && !any_up {
+            let known = self.metadata.brokers().find(|node| {
+                self.nodes
+                    .get(node)
+                    .is_none_or(|connection| connection.state == ConnectionState::Idle)
+            });
+            if let Some(node) = known.or_else(|| {
+                self.metadata
+                    .brokers()
+                    .next()
+                    .is_none()
+                    .then_some(BOOTSTRAP)
+            }) {
+                self.connect(node, out);
+            }
+        }
+    }
+
+    /// Asks for a connection to `node` unless it has one, or one is coming, or it backs off.
+    fn connect(&mut self, node: NodeId, out: &mut Vec<ProducerOutput>) {
+        let connection = self.nodes.entry(node).or_insert_with(NodeConnection::new);
+        if connection.state != ConnectionState::Idle {
+            return;
+        }
+        connection.state = ConnectionState::Connecting;
+        let address = if node == BOOTSTRAP {
+            None
+        } else {
+            self.metadata.broker(node).map(str::to_owned)
+        };
+        out.push(ProducerOutput::Connect { node, address });
     }
 
     /// When the first batch of `deque` becomes sendable (Kafka's `ready`): at once when it is
@@ -580,48 +751,81 @@ impl ProducerCore {
         Some(lingered.max(front.retry_at))
     }
 
-    fn any_sendable(&self, now: Millis) -> bool {
-        self.batches
-            .values()
-            .any(|deque| self.sendable_at(deque).is_some_and(|at| at <= now))
+    /// Whether a batch led by `node` is sendable at `now`.
+    fn any_sendable(&self, now: Millis, node: NodeId) -> bool {
+        self.batches.iter().any(|(partition, deque)| {
+            self.leader(partition) == Some(node)
+                && self.sendable_at(deque).is_some_and(|at| at <= now)
+        })
+    }
+
+    fn max_in_flight(&self) -> usize {
+        self.config.max_in_flight_requests_per_connection as usize
+    }
+
+    /// The connected node with a free slot and the fewest requests in flight (Kafka's
+    /// `leastLoadedNode`), lowest id first on a tie.
+    fn least_loaded(&self) -> Option<NodeId> {
+        let max_in_flight = self.max_in_flight();
+        self.nodes
+            .iter()
+            .filter(|(_, connection)| connection.has_room(max_in_flight))
+            .min_by_key(|(_, connection)| connection.in_flight.len())
+            .map(|(node, _)| *node)
     }
 
     fn maybe_send(&mut self, now: Millis, out: &mut Vec<ProducerOutput>) {
-        let max_in_flight = self.config.max_in_flight_requests_per_connection as usize;
-        if self.connection == ConnectionState::Connected
-            && self.in_flight.len() < max_in_flight
-            && self.metadata.wants_request(now)
-        {
-            out.push(ProducerOutput::MetadataRequest(self.metadata.request()));
-            self.in_flight.push_back(InFlight {
-                awaited: Awaited::Metadata,
-                sent_at: now,
-            });
+        let max_in_flight = self.max_in_flight();
+        if self.metadata.wants_request(now) {
+            if let Some(node) = self.least_loaded() {
+                let request = self.metadata.request();
+                out.push(ProducerOutput::MetadataRequest { node, request });
+                self.nodes
+                    .get_mut(&node)
+                    .expect("chosen above")
+                    .in_flight
+                    .push_back(InFlight {
+                        awaited: Awaited::Metadata,
+                        sent_at: now,
+                    });
+            }
         }
-        while self.connection == ConnectionState::Connected
-            && self.in_flight.len() < max_in_flight
-            && self.any_sendable(now)
-        {
-            let batches = self.drain(now);
-            assert!(!batches.is_empty(), "a sendable batch drains");
-            let request = self.request_for(&batches);
-            let expects_response = self.config.acks != Acks::None;
-            self.in_flight.push_back(InFlight {
-                awaited: Awaited::Produce(batches),
-                sent_at: now,
-            });
-            out.push(ProducerOutput::Request {
-                request,
-                expects_response,
-            });
+        let ready: Vec<NodeId> = self
+            .nodes
+            .iter()
+            .filter(|(_, connection)| connection.has_room(max_in_flight))
+            .map(|(node, _)| *node)
+            .collect();
+        for node in ready {
+            while self.nodes[&node].has_room(max_in_flight) && self.any_sendable(now, node) {
+                let batches = self.drain(now, node);
+                assert!(!batches.is_empty(), "a sendable batch drains");
+                let request = self.request_for(&batches);
+                let expects_response = self.config.acks != Acks::None;
+                let connection = self.nodes.get_mut(&node).expect("listed above");
+                connection.in_flight.push_back(InFlight {
+                    awaited: Awaited::Produce(batches),
+                    sent_at: now,
+                });
+                out.push(ProducerOutput::Request {
+                    node,
+                    request,
+                    expects_response,
+                });
+            }
         }
     }
 
-    /// Kafka's `drainBatchesForOneNode`: the first batch of every partition not backing off,
-    /// lingering or not, starting from a rotating partition, within `max.request.size` (the first
-    /// batch always goes).
-    fn drain(&mut self, now: Millis) -> Vec<Batch> {
-        let partitions: Vec<TopicPartition> = self.batches.keys().cloned().collect();
+    /// Kafka's `drainBatchesForOneNode`: the first batch of every partition `node` leads that is
+    /// not backing off, lingering or not, starting from a rotating partition, within
+    /// `max.request.size` (the first batch always goes).
+    fn drain(&mut self, now: Millis, node: NodeId) -> Vec<Batch> {
+        let partitions: Vec<TopicPartition> = self
+            .batches
+            .keys()
+            .filter(|partition| self.leader(partition) == Some(node))
+            .cloned()
+            .collect();
         let start = self.drain_start % partitions.len().max(1);
         self.drain_start = self.drain_start.wrapping_add(1);
         let mut drained: Vec<Batch> = Vec::new();
@@ -677,17 +881,20 @@ impl ProducerCore {
     fn on_produce_response(
         &mut self,
         now: Millis,
+        node: NodeId,
         response: &ProduceResponse,
         out: &mut Vec<ProducerOutput>,
     ) {
         let Some(InFlight {
             awaited: Awaited::Produce(batches),
             ..
-        }) = self
-            .in_flight
-            .pop_front_if(|in_flight| matches!(in_flight.awaited, Awaited::Produce(_)))
+        }) = self.nodes.get_mut(&node).and_then(|connection| {
+            connection
+                .in_flight
+                .pop_front_if(|in_flight| matches!(in_flight.awaited, Awaited::Produce(_)))
+        })
         else {
-            self.protocol_error(now, "a produce response out of turn", out);
+            self.protocol_error(now, node, "a produce response out of turn", out);
             return;
         };
         for mut batch in batches {
@@ -792,32 +999,56 @@ impl ProducerCore {
     fn on_metadata_response(
         &mut self,
         now: Millis,
+        node: NodeId,
         response: &MetadataResponse,
         out: &mut Vec<ProducerOutput>,
     ) {
         if self
-            .in_flight
-            .pop_front_if(|in_flight| matches!(in_flight.awaited, Awaited::Metadata))
+            .nodes
+            .get_mut(&node)
+            .and_then(|connection| {
+                connection
+                    .in_flight
+                    .pop_front_if(|in_flight| matches!(in_flight.awaited, Awaited::Metadata))
+            })
             .is_none()
         {
-            self.protocol_error(now, "a metadata response out of turn", out);
+            self.protocol_error(now, node, "a metadata response out of turn", out);
             return;
         }
         self.metadata.on_response(now, response);
+        self.identify_bootstrap(out);
         self.route(now, out);
     }
 
-    /// The broker broke the protocol: close the connection and treat everything in flight as
-    /// lost.
-    fn protocol_error(&mut self, now: Millis, reason: &str, out: &mut Vec<ProducerOutput>) {
+    /// The broker broke the protocol: close the connection and treat everything in flight on
+    /// it as lost.
+    fn protocol_error(
+        &mut self,
+        now: Millis,
+        node: NodeId,
+        reason: &str,
+        out: &mut Vec<ProducerOutput>,
+    ) {
         out.push(ProducerOutput::Disconnect {
+            node,
             reason: reason.to_owned(),
         });
-        self.on_disconnected(now, reason, out);
+        self.on_disconnected(now, node, reason, out);
     }
 
-    fn on_disconnected(&mut self, now: Millis, reason: &str, out: &mut Vec<ProducerOutput>) {
-        let lost: Vec<InFlight> = self.in_flight.drain(..).collect();
+    fn on_disconnected(
+        &mut self,
+        now: Millis,
+        node: NodeId,
+        reason: &str,
+        out: &mut Vec<ProducerOutput>,
+    ) {
+        let lost: Vec<InFlight> = self
+            .nodes
+            .get_mut(&node)
+            .map(|connection| connection.in_flight.drain(..).collect())
+            .unwrap_or_default();
         for in_flight in lost {
             match in_flight.awaited {
                 Awaited::Produce(batches) => {
@@ -831,27 +1062,33 @@ impl ProducerCore {
             }
         }
         self.metadata.request_update();
-        self.connect_failures += 1;
-        self.backoff(now);
+        self.backoff(now, node);
     }
 
     fn on_tick(&mut self, now: Millis, out: &mut Vec<ProducerOutput>) {
-        if let ConnectionState::Backoff { until, .. } = self.connection {
-            if now >= until {
-                self.connection = ConnectionState::Idle;
+        let request_timeout_ms = self.config.request_timeout_ms;
+        let mut timed_out = Vec::new();
+        for (node, connection) in &mut self.nodes {
+            if let ConnectionState::Backoff { until } = connection.state {
+                if now >= until {
+                    connection.state = ConnectionState::Idle;
+                }
+            }
+            if connection
+                .in_flight
+                .front()
+                .is_some_and(|oldest| now >= oldest.sent_at.plus(request_timeout_ms))
+            {
+                timed_out.push(*node);
             }
         }
-        if let Some(oldest) = self.in_flight.front() {
-            if now >= oldest.sent_at.plus(self.config.request_timeout_ms) {
-                let reason = format!(
-                    "request timed out after {} ms",
-                    self.config.request_timeout_ms
-                );
-                out.push(ProducerOutput::Disconnect {
-                    reason: reason.clone(),
-                });
-                self.on_disconnected(now, &reason, out);
-            }
+        for node in timed_out {
+            let reason = format!("request timed out after {request_timeout_ms} ms");
+            out.push(ProducerOutput::Disconnect {
+                node,
+                reason: reason.clone(),
+            });
+            self.on_disconnected(now, node, &reason, out);
         }
         // Each deque is in creation order, so its oldest batches are in front: expire from there.
         let delivery_timeout_ms = self.config.delivery_timeout_ms;
@@ -896,14 +1133,20 @@ impl ProducerCore {
 
     /// The earliest time `handle(now, Tick)` must run.
     pub fn next_deadline(&self) -> Option<Millis> {
-        let backoff = match self.connection {
-            ConnectionState::Backoff { until, .. } => Some(until),
-            _ => None,
-        };
+        let backoff = self
+            .nodes
+            .values()
+            .filter_map(|connection| match connection.state {
+                ConnectionState::Backoff { until } => Some(until),
+                _ => None,
+            })
+            .min();
         let request_timeout = self
-            .in_flight
-            .front()
-            .map(|oldest| oldest.sent_at.plus(self.config.request_timeout_ms));
+            .nodes
+            .values()
+            .filter_map(|connection| connection.in_flight.front())
+            .map(|oldest| oldest.sent_at.plus(self.config.request_timeout_ms))
+            .min();
         // Each deque is in creation order: its front expires first.
         let delivery = self
             .batches
@@ -911,16 +1154,23 @@ impl ProducerCore {
             .filter_map(|deque| deque.front())
             .map(|batch| batch.created.plus(self.config.delivery_timeout_ms))
             .min();
-        // A batch becoming sendable matters only when it can go out.
-        let can_send = self.connection == ConnectionState::Connected
-            && self.in_flight.len() < self.config.max_in_flight_requests_per_connection as usize;
+        // A batch becoming sendable matters only when its leader's connection has room.
+        let max_in_flight = self.max_in_flight();
+        let can_send = |node: NodeId| {
+            self.nodes
+                .get(&node)
+                .is_some_and(|connection| connection.has_room(max_in_flight))
+        };
         let sendable = self
             .batches
-            .values()
-            .filter(|_| can_send)
-            .filter_map(|deque| self.sendable_at(deque))
+            .iter()
+            .filter(|(partition, _)| self.leader(partition).is_some_and(can_send))
+            .filter_map(|(_, deque)| self.sendable_at(deque))
             .min();
-        let metadata = self.metadata.next_deadline().filter(|_| can_send);
+        let metadata = self
+            .metadata
+            .next_deadline()
+            .filter(|_| self.least_loaded().is_some());
         let blocked = self
             .unrouted
             .front()
@@ -940,19 +1190,22 @@ impl ProducerCore {
 
     /// Cross-field invariants.
     pub fn check_invariants(&self) {
-        assert!(
-            self.in_flight.len() <= self.config.max_in_flight_requests_per_connection as usize,
-            "too many requests in flight"
-        );
-        if self.connection != ConnectionState::Connected {
+        for connection in self.nodes.values() {
             assert!(
-                self.in_flight.is_empty(),
-                "requests in flight without a connection"
+                connection.in_flight.len() <= self.max_in_flight(),
+                "too many requests in flight on one connection"
             );
+            if connection.state != ConnectionState::Connected {
+                assert!(
+                    connection.in_flight.is_empty(),
+                    "requests in flight without a connection"
+                );
+            }
         }
         let metadata_awaited = self
-            .in_flight
-            .iter()
+            .nodes
+            .values()
+            .flat_map(|connection| &connection.in_flight)
             .filter(|in_flight| matches!(in_flight.awaited, Awaited::Metadata))
             .count();
         assert_eq!(
@@ -976,8 +1229,9 @@ impl ProducerCore {
                 records += deque.iter().map(|batch| batch.ids.len()).sum::<usize>();
             }
             records += self
-                .in_flight
-                .iter()
+                .nodes
+                .values()
+                .flat_map(|connection| &connection.in_flight)
                 .filter_map(|in_flight| match &in_flight.awaited {
                     Awaited::Produce(batches) => Some(batches),
                     Awaited::Metadata => None,
@@ -1078,7 +1332,13 @@ mod tests {
                     )
             })
             .collect();
-        MetadataResponse::default().with_topics(topics)
+        let broker = kafka_protocol::messages::metadata_response::MetadataResponseBroker::default()
+            .with_node_id(kafka_protocol::messages::BrokerId(0))
+            .with_host(StrBytes::from_static_str("b"))
+            .with_port(9092);
+        MetadataResponse::default()
+            .with_brokers(vec![broker])
+            .with_topics(topics)
     }
 
     fn send(core: &mut ProducerCore, now: u64, id: u64) -> Vec<ProducerOutput> {
@@ -1188,15 +1448,28 @@ mod tests {
         let mut core = core(&[("max.in.flight.requests.per.connection", "2")]);
         assert!(matches!(
             send(&mut core, 0, 1).as_slice(),
-            [ProducerOutput::Connect]
+            [ProducerOutput::Connect { .. }]
         ));
         send(&mut core, 0, 2);
         send(&mut core, 0, 3);
-        assert_eq!(requests(&step(&mut core, 1, ProducerInput::Connected)), 2);
+        assert_eq!(
+            requests(&step(
+                &mut core,
+                1,
+                ProducerInput::Connected {
+                    node: 0,
+                    address: "b:9092".into()
+                }
+            )),
+            2
+        );
         let out = step(
             &mut core,
             2,
-            ProducerInput::Response(response(ErrorCode::None, 10)),
+            ProducerInput::Response {
+                node: 0,
+                response: response(ErrorCode::None, 10),
+            },
         );
         assert_eq!(completions(&out), vec![(1, Ok(10))]);
         assert_eq!(requests(&out), 1, "a slot opened for the third");
@@ -1206,22 +1479,41 @@ mod tests {
     fn a_lost_connection_retries_and_marks_the_outcome_indeterminate_when_retries_run_out() {
         let mut core = core(&[("retries", "1"), ("retry.backoff.ms", "10")]);
         send(&mut core, 0, 1);
-        step(&mut core, 0, ProducerInput::Connected);
+        step(
+            &mut core,
+            0,
+            ProducerInput::Connected {
+                node: 0,
+                address: "b:9092".into(),
+            },
+        );
         let out = step(
             &mut core,
             5,
             ProducerInput::Disconnected {
+                node: 0,
                 reason: "reset".into(),
             },
         );
         assert!(completions(&out).is_empty(), "one retry left");
         let out = step(&mut core, 100, ProducerInput::Tick);
-        assert!(matches!(out.as_slice(), [ProducerOutput::Connect]));
-        assert_eq!(requests(&step(&mut core, 101, ProducerInput::Connected)), 1);
+        assert!(matches!(out.as_slice(), [ProducerOutput::Connect { .. }]));
+        assert_eq!(
+            requests(&step(
+                &mut core,
+                101,
+                ProducerInput::Connected {
+                    node: 0,
+                    address: "b:9092".into()
+                }
+            )),
+            1
+        );
         let out = step(
             &mut core,
             102,
             ProducerInput::Disconnected {
+                node: 0,
                 reason: "reset".into(),
             },
         );
@@ -1235,11 +1527,21 @@ mod tests {
     fn a_non_retriable_error_on_the_first_attempt_is_a_definite_failure() {
         let mut core = core(&[]);
         send(&mut core, 0, 1);
-        step(&mut core, 0, ProducerInput::Connected);
+        step(
+            &mut core,
+            0,
+            ProducerInput::Connected {
+                node: 0,
+                address: "b:9092".into(),
+            },
+        );
         let out = step(
             &mut core,
             1,
-            ProducerInput::Response(response(ErrorCode::MessageTooLarge, -1)),
+            ProducerInput::Response {
+                node: 0,
+                response: response(ErrorCode::MessageTooLarge, -1),
+            },
         );
         assert_eq!(rejected(&out), vec![(1, ErrorCode::MessageTooLarge)]);
     }
@@ -1248,11 +1550,21 @@ mod tests {
     fn a_storage_error_without_retries_is_indeterminate() {
         let mut core = core(&[("retries", "0")]);
         send(&mut core, 0, 1);
-        step(&mut core, 0, ProducerInput::Connected);
+        step(
+            &mut core,
+            0,
+            ProducerInput::Connected {
+                node: 0,
+                address: "b:9092".into(),
+            },
+        );
         let out = step(
             &mut core,
             1,
-            ProducerInput::Response(response(ErrorCode::KafkaStorageError, -1)),
+            ProducerInput::Response {
+                node: 0,
+                response: response(ErrorCode::KafkaStorageError, -1),
+            },
         );
         assert!(matches!(
             completions(&out).as_slice(),
@@ -1268,7 +1580,14 @@ mod tests {
             ("linger.ms", "0"),
         ]);
         send(&mut core, 0, 1);
-        step(&mut core, 0, ProducerInput::Connected);
+        step(
+            &mut core,
+            0,
+            ProducerInput::Connected {
+                node: 0,
+                address: "b:9092".into(),
+            },
+        );
         assert_eq!(core.next_deadline(), Some(Millis(1000)));
         let out = step(&mut core, 1000, ProducerInput::Tick);
         assert!(out
@@ -1282,11 +1601,24 @@ mod tests {
         let mut core = core(&[("retry.backoff.ms", "0")]);
         send(&mut core, 0, 1);
         send(&mut core, 0, 2);
-        assert_eq!(requests(&step(&mut core, 0, ProducerInput::Connected)), 2);
+        assert_eq!(
+            requests(&step(
+                &mut core,
+                0,
+                ProducerInput::Connected {
+                    node: 0,
+                    address: "b:9092".into()
+                }
+            )),
+            2
+        );
         let out = step(
             &mut core,
             1,
-            ProducerInput::Response(response(ErrorCode::NotLeaderOrFollower, -1)),
+            ProducerInput::Response {
+                node: 0,
+                response: response(ErrorCode::NotLeaderOrFollower, -1),
+            },
         );
         assert_eq!(
             requests(&out),
@@ -1294,24 +1626,33 @@ mod tests {
             "batch 1 is resent while batch 2 is still in flight"
         );
         assert!(
-            matches!(out.first(), Some(ProducerOutput::MetadataRequest(_))),
+            matches!(out.first(), Some(ProducerOutput::MetadataRequest { .. })),
             "NOT_LEADER_OR_FOLLOWER refreshes the metadata first: {out:?}"
         );
         let out = step(
             &mut core,
             2,
-            ProducerInput::Response(response(ErrorCode::None, 0)),
+            ProducerInput::Response {
+                node: 0,
+                response: response(ErrorCode::None, 0),
+            },
         );
         assert_eq!(completions(&out), vec![(2, Ok(0))]);
         step(
             &mut core,
             2,
-            ProducerInput::Metadata(metadata_answer(&[("t", 3)])),
+            ProducerInput::Metadata {
+                node: 0,
+                response: metadata_answer(&[("t", 3)]),
+            },
         );
         let out = step(
             &mut core,
             3,
-            ProducerInput::Response(response(ErrorCode::None, 1)),
+            ProducerInput::Response {
+                node: 0,
+                response: response(ErrorCode::None, 1),
+            },
         );
         assert_eq!(
             completions(&out),
@@ -1323,9 +1664,16 @@ mod tests {
     fn connected(core: &mut ProducerCore) {
         assert!(matches!(
             send(core, 0, 1).as_slice(),
-            [ProducerOutput::Connect]
+            [ProducerOutput::Connect { .. }]
         ));
-        step(core, 0, ProducerInput::Connected);
+        step(
+            core,
+            0,
+            ProducerInput::Connected {
+                node: 0,
+                address: "b:9092".into(),
+            },
+        );
     }
 
     #[test]
@@ -1340,7 +1688,10 @@ mod tests {
         let out = step(
             &mut core,
             6,
-            ProducerInput::Response(response(ErrorCode::None, 10)),
+            ProducerInput::Response {
+                node: 0,
+                response: response(ErrorCode::None, 10),
+            },
         );
         assert_eq!(
             completions(&out),
@@ -1409,7 +1760,14 @@ mod tests {
         assert_eq!(core.pending(), 0);
         send_to(&mut core, 0, 2, 0);
         send_to(&mut core, 0, 3, 1);
-        let out = step(&mut core, 0, ProducerInput::Connected);
+        let out = step(
+            &mut core,
+            0,
+            ProducerInput::Connected {
+                node: 0,
+                address: "b:9092".into(),
+            },
+        );
         assert_eq!(
             batches(&out),
             vec![vec![(0, 1)], vec![(1, 1)]],
@@ -1439,6 +1797,7 @@ mod tests {
             &mut core,
             0,
             ProducerInput::ConnectFailed {
+                node: 0,
                 reason: "refused".into(),
             },
         );
@@ -1497,10 +1856,17 @@ mod tests {
         let mut core = core(&[]);
         assert!(matches!(
             send_record(&mut core, 0, 1, record("new", None, Some("k"), "v")).as_slice(),
-            [ProducerOutput::Connect]
+            [ProducerOutput::Connect { .. }]
         ));
-        let out = step(&mut core, 1, ProducerInput::Connected);
-        let [ProducerOutput::MetadataRequest(request)] = out.as_slice() else {
+        let out = step(
+            &mut core,
+            1,
+            ProducerInput::Connected {
+                node: 0,
+                address: "b:9092".into(),
+            },
+        );
+        let [ProducerOutput::MetadataRequest { request, .. }] = out.as_slice() else {
             panic!("a metadata request first: {out:?}");
         };
         let asked: Vec<&str> = request
@@ -1513,7 +1879,10 @@ mod tests {
         let out = step(
             &mut core,
             2,
-            ProducerInput::Metadata(metadata_answer(&[("new", 4), ("t", 3)])),
+            ProducerInput::Metadata {
+                node: 0,
+                response: metadata_answer(&[("new", 4), ("t", 3)]),
+            },
         );
         assert_eq!(
             partitions_of(&out),
@@ -1527,12 +1896,26 @@ mod tests {
         use kafka_protocol::messages::metadata_response::MetadataResponseTopic;
         let mut core = core(&[("max.block.ms", "1000")]);
         send_record(&mut core, 0, 1, record("missing", None, None, "v"));
-        step(&mut core, 0, ProducerInput::Connected);
+        step(
+            &mut core,
+            0,
+            ProducerInput::Connected {
+                node: 0,
+                address: "b:9092".into(),
+            },
+        );
         let unknown =
             MetadataResponse::default().with_topics(vec![MetadataResponseTopic::default()
                 .with_name(Some(TopicName(StrBytes::from_static_str("missing"))))
                 .with_error_code(ErrorCode::UnknownTopicOrPartition.code())]);
-        let out = step(&mut core, 5, ProducerInput::Metadata(unknown));
+        let out = step(
+            &mut core,
+            5,
+            ProducerInput::Metadata {
+                node: 0,
+                response: unknown,
+            },
+        );
         assert!(completions(&out).is_empty(), "still waiting");
         assert_eq!(
             core.next_deadline(),
@@ -1542,6 +1925,194 @@ mod tests {
         let out = step(&mut core, 1000, ProducerInput::Tick);
         assert_eq!(rejected(&out), vec![(1, ErrorCode::RequestTimedOut)]);
         assert_eq!(core.pending(), 0);
+    }
+
+    /// A metadata answer for topic `t` whose partition `i` is led by `leaders[i]` (-1: none),
+    /// naming brokers 0 and 1.
+    fn led_by(leaders: &[i32]) -> MetadataResponse {
+        use kafka_protocol::messages::metadata_response::{
+            MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+        };
+        use kafka_protocol::messages::BrokerId;
+        let partitions = leaders
+            .iter()
+            .enumerate()
+            .map(|(index, leader)| {
+                MetadataResponsePartition::default()
+                    .with_partition_index(index as i32)
+                    .with_leader_id(BrokerId(*leader))
+            })
+            .collect();
+        let brokers = [(0, "b"), (1, "c")]
+            .map(|(node, host)| {
+                MetadataResponseBroker::default()
+                    .with_node_id(BrokerId(node))
+                    .with_host(StrBytes::from_static_str(host))
+                    .with_port(9092)
+            })
+            .to_vec();
+        MetadataResponse::default()
+            .with_brokers(brokers)
+            .with_topics(vec![MetadataResponseTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_static_str("t"))))
+                .with_partitions(partitions)])
+    }
+
+    /// Per output request: (node, partitions).
+    fn requests_by_node(outputs: &[ProducerOutput]) -> Vec<(NodeId, Vec<i32>)> {
+        outputs
+            .iter()
+            .filter_map(|output| match output {
+                ProducerOutput::Request { node, request, .. } => Some((
+                    *node,
+                    request
+                        .topic_data
+                        .iter()
+                        .flat_map(|topic| &topic.partition_data)
+                        .map(|data| data.index)
+                        .collect(),
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_leader_gets_its_own_connection_and_requests() {
+        let mut core = core(&[("max.in.flight.requests.per.connection", "1")]);
+        core.metadata.request();
+        core.metadata.on_response(Millis(0), &led_by(&[0, 1, 0]));
+        send_to(&mut core, 0, 1, 0);
+        send_to(&mut core, 0, 2, 1);
+        let out = send_to(&mut core, 0, 3, 2);
+        assert!(out.is_empty(), "connections already asked for: {out:?}");
+        let connect = |node: NodeId, address: &str| ProducerInput::Connected {
+            node,
+            address: address.into(),
+        };
+        assert_eq!(
+            requests_by_node(&step(&mut core, 1, connect(1, "c:9092"))),
+            vec![(1, vec![1])]
+        );
+        let mut drained = requests_by_node(&step(&mut core, 1, connect(0, "b:9092")));
+        drained[0].1.sort_unstable();
+        assert_eq!(
+            drained,
+            vec![(0, vec![0, 2])],
+            "node 0 drains both its partitions into one request"
+        );
+        // max.in.flight counts per connection: node 1 answering frees only node 1's slot.
+        send_to(&mut core, 2, 4, 0);
+        send_to(&mut core, 2, 5, 1);
+        let mut answer = response(ErrorCode::None, 7);
+        answer.responses[0].partition_responses[0].index = 1;
+        let out = step(
+            &mut core,
+            3,
+            ProducerInput::Response {
+                node: 1,
+                response: answer,
+            },
+        );
+        assert_eq!(completions(&out)[0], (2, Ok(7)));
+        assert_eq!(requests_by_node(&out), vec![(1, vec![1])]);
+    }
+
+    #[test]
+    fn the_bootstrap_connection_becomes_the_broker_at_its_address() {
+        let mut config = ProducerConfig::default();
+        config
+            .apply([("enable.idempotence", "false"), ("linger.ms", "0")])
+            .expect("valid");
+        let mut core = ProducerCore::new(config).expect("core");
+        let out = send_to(&mut core, 0, 1, 2);
+        assert!(
+            matches!(
+                out.as_slice(),
+                [ProducerOutput::Connect {
+                    node: BOOTSTRAP,
+                    address: None
+                }]
+            ),
+            "no broker known yet: a bootstrap server: {out:?}"
+        );
+        let out = step(
+            &mut core,
+            1,
+            ProducerInput::Connected {
+                node: BOOTSTRAP,
+                address: "c:9092".into(),
+            },
+        );
+        assert!(matches!(
+            out.as_slice(),
+            [ProducerOutput::MetadataRequest {
+                node: BOOTSTRAP,
+                ..
+            }]
+        ));
+        let out = step(
+            &mut core,
+            2,
+            ProducerInput::Metadata {
+                node: BOOTSTRAP,
+                response: led_by(&[0, 0, 1]),
+            },
+        );
+        assert!(
+            matches!(out.first(), Some(ProducerOutput::Identified { node: 1 })),
+            "c:9092 is broker 1: {out:?}"
+        );
+        assert_eq!(
+            requests_by_node(&out),
+            vec![(1, vec![2])],
+            "partition 2's leader is broker 1, reached already"
+        );
+    }
+
+    #[test]
+    fn a_partition_without_a_leader_waits_for_fresh_metadata() {
+        let mut core = core(&[]);
+        core.metadata.request();
+        core.metadata.on_response(Millis(0), &led_by(&[-1, 0]));
+        let out = send_to(&mut core, 0, 1, 0);
+        assert!(
+            matches!(out.as_slice(), [ProducerOutput::Connect { node: 0, .. }]),
+            "a known broker, for the metadata: {out:?}"
+        );
+        assert!(
+            send_to(&mut core, 0, 2, 1).is_empty(),
+            "the leader's connection is coming"
+        );
+        let out = step(
+            &mut core,
+            1,
+            ProducerInput::Connected {
+                node: 0,
+                address: "b:9092".into(),
+            },
+        );
+        assert_eq!(
+            requests_by_node(&out),
+            vec![(0, vec![1])],
+            "partition 0 waits"
+        );
+        assert!(
+            matches!(
+                out.first(),
+                Some(ProducerOutput::MetadataRequest { node: 0, .. })
+            ),
+            "an unknown leader asks for metadata: {out:?}"
+        );
+        let out = step(
+            &mut core,
+            3,
+            ProducerInput::Metadata {
+                node: 0,
+                response: led_by(&[0, 0]),
+            },
+        );
+        assert_eq!(requests_by_node(&out), vec![(0, vec![0])]);
     }
 
     #[test]
@@ -1580,11 +2151,21 @@ mod tests {
     fn a_response_out_of_turn_breaks_the_connection() {
         let mut core = core(&[]);
         send(&mut core, 0, 1);
-        step(&mut core, 0, ProducerInput::Connected);
+        step(
+            &mut core,
+            0,
+            ProducerInput::Connected {
+                node: 0,
+                address: "b:9092".into(),
+            },
+        );
         let out = step(
             &mut core,
             1,
-            ProducerInput::Metadata(metadata_answer(&[("t", 3)])),
+            ProducerInput::Metadata {
+                node: 0,
+                response: metadata_answer(&[("t", 3)]),
+            },
         );
         assert!(out
             .iter()

@@ -79,6 +79,11 @@ impl Bootstrap {
     }
 
     /// Connects to the current address; on failure the next attempt goes to the next one.
+    /// The server the next [`connect`](Self::connect) tries (after a success: the one reached).
+    pub(crate) fn current(&self) -> &str {
+        &self.servers[self.next]
+    }
+
     pub(crate) async fn connect(
         &mut self,
         client_id: &str,

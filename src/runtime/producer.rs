@@ -1,13 +1,17 @@
 //! The async producer: a background task that owns a [`ProducerCore`] (accumulator and sender)
-//! and one connection, and turns the core's outputs into socket writes and completions.
+//! and its connections, one per broker, and turns the core's outputs into socket writes and
+//! completions.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::client::producer::{
-    ProduceError, ProducerCore, ProducerInput, ProducerOutput, ProducerRecord, RecordId,
+    NodeId, ProduceError, ProducerCore, ProducerInput, ProducerOutput, ProducerRecord, RecordId,
     RecordMetadata,
 };
 use crate::config::{ConfigError, ProducerConfig};
@@ -59,7 +63,7 @@ impl Producer {
             driver: Driver::new(core, Clock::start()),
             bootstrap,
             client_id,
-            connection: None,
+            connections: BTreeMap::new(),
             replies: BTreeMap::new(),
             next_id: 0,
         };
@@ -93,7 +97,7 @@ struct Task {
     driver: Driver<ProducerCore>,
     bootstrap: Bootstrap,
     client_id: String,
-    connection: Option<ClientConnection>,
+    connections: BTreeMap<NodeId, ClientConnection>,
     replies: BTreeMap<RecordId, oneshot::Sender<Result<RecordMetadata, ProduceError>>>,
     next_id: u64,
 }
@@ -112,16 +116,16 @@ impl Task {
             }
             let deadline = self.driver.wake(None);
             let awaiting = self
-                .connection
-                .as_ref()
-                .is_some_and(ClientConnection::has_in_flight);
+                .connections
+                .values()
+                .any(ClientConnection::has_in_flight);
             let input = tokio::select! {
                 biased;
-                response = receive(&mut self.connection), if awaiting => match response {
-                    Ok(ResponseKind::Produce(response)) => ProducerInput::Response(response),
-                    Ok(ResponseKind::Metadata(response)) => ProducerInput::Metadata(response),
-                    Ok(_) => self.lost("a response of another API"),
-                    Err(reason) => self.lost(&reason),
+                (node, response) = receive_any(&mut self.connections), if awaiting => match response {
+                    Ok(ResponseKind::Produce(response)) => ProducerInput::Response { node, response },
+                    Ok(ResponseKind::Metadata(response)) => ProducerInput::Metadata { node, response },
+                    Ok(_) => self.lost(node, "a response of another API"),
+                    Err(reason) => self.lost(node, &reason),
                 },
                 command = inbox.recv(), if !finishing => match command {
                     Some(Command::Send { record, reply }) => {
@@ -145,18 +149,25 @@ impl Task {
         }
     }
 
-    fn lost(&mut self, reason: &str) -> ProducerInput {
-        self.connection = None;
+    fn lost(&mut self, node: NodeId, reason: &str) -> ProducerInput {
+        self.connections.remove(&node);
         ProducerInput::Disconnected {
+            node,
             reason: reason.to_owned(),
         }
     }
 
-    /// Writes a request; what the core must hear of it: `Written` for a request with no
-    /// response, `Disconnected` if the write broke the connection. Without a connection nothing
-    /// is written: a `Disconnected` input is already queued and covers the request.
-    async fn write(&mut self, body: RequestKind, expects_response: bool) -> Option<ProducerInput> {
-        let connection = self.connection.as_mut()?;
+    /// Writes a request on `node`'s connection; what the core must hear of it: `Written` for a
+    /// request with no response, `Disconnected` if the write broke the connection. Without a
+    /// connection nothing is written: a `Disconnected` input is already queued and covers the
+    /// request.
+    async fn write(
+        &mut self,
+        node: NodeId,
+        body: RequestKind,
+        expects_response: bool,
+    ) -> Option<ProducerInput> {
+        let connection = self.connections.get_mut(&node)?;
         let written = if expects_response {
             connection.send(&body).await
         } else {
@@ -164,8 +175,8 @@ impl Task {
         };
         match written {
             Ok(()) if expects_response => None,
-            Ok(()) => Some(ProducerInput::Written),
-            Err(error) => Some(self.lost(&error.to_string())),
+            Ok(()) => Some(ProducerInput::Written { node }),
+            Err(error) => Some(self.lost(node, &error.to_string())),
         }
     }
 
@@ -182,31 +193,48 @@ impl Task {
                             let _ = reply.send(result);
                         }
                     }
-                    ProducerOutput::Connect => {
-                        match self.bootstrap.connect(&self.client_id).await {
+                    ProducerOutput::Connect { node, address } => {
+                        let connected = match &address {
+                            Some(address) => {
+                                ClientConnection::connect(address, &self.client_id).await
+                            }
+                            None => self.bootstrap.connect(&self.client_id).await,
+                        };
+                        match connected {
                             Ok(connection) => {
-                                self.connection = Some(connection);
-                                inputs.push_back(ProducerInput::Connected);
+                                self.connections.insert(node, connection);
+                                let address =
+                                    address.unwrap_or_else(|| self.bootstrap.current().to_owned());
+                                inputs.push_back(ProducerInput::Connected { node, address });
                             }
                             Err(error) => inputs.push_back(ProducerInput::ConnectFailed {
+                                node,
                                 reason: error.to_string(),
                             }),
                         }
                     }
-                    ProducerOutput::Disconnect { reason } => {
-                        tracing::debug!(%reason, "producer closes its connection");
-                        self.connection = None;
+                    ProducerOutput::Identified { node } => {
+                        if let Some(connection) =
+                            self.connections.remove(&crate::client::producer::BOOTSTRAP)
+                        {
+                            self.connections.insert(node, connection);
+                        }
                     }
-                    ProducerOutput::MetadataRequest(request) => {
+                    ProducerOutput::Disconnect { node, reason } => {
+                        tracing::debug!(node, %reason, "producer closes a connection");
+                        self.connections.remove(&node);
+                    }
+                    ProducerOutput::MetadataRequest { node, request } => {
                         let body = RequestKind::Metadata(request);
-                        inputs.extend(self.write(body, true).await);
+                        inputs.extend(self.write(node, body, true).await);
                     }
                     ProducerOutput::Request {
+                        node,
                         request,
                         expects_response,
                     } => {
                         let body = RequestKind::Produce(request);
-                        inputs.extend(self.write(body, expects_response).await);
+                        inputs.extend(self.write(node, body, expects_response).await);
                     }
                 }
             }
@@ -214,12 +242,35 @@ impl Task {
     }
 }
 
-async fn receive(connection: &mut Option<ClientConnection>) -> Result<ResponseKind, String> {
-    let connection = connection
-        .as_mut()
-        .expect("guarded by the select precondition");
-    connection
-        .receive()
-        .await
-        .map_err(|error| error.to_string())
+/// The next response of whichever connection with requests in flight answers first (the
+/// lowest node id first when several are ready).
+async fn receive_any(
+    connections: &mut BTreeMap<NodeId, ClientConnection>,
+) -> (NodeId, Result<ResponseKind, String>) {
+    type Receiving<'a> =
+        Pin<Box<dyn Future<Output = (NodeId, Result<ResponseKind, String>)> + Send + 'a>>;
+    let mut receiving: Vec<Receiving<'_>> = connections
+        .iter_mut()
+        .filter(|(_, connection)| connection.has_in_flight())
+        .map(|(node, connection)| {
+            let node = *node;
+            Box::pin(async move {
+                let response = connection
+                    .receive()
+                    .await
+                    .map_err(|error| error.to_string());
+                (node, response)
+            }) as Receiving<'_>
+        })
+        .collect();
+    assert!(!receiving.is_empty(), "guarded by the select precondition");
+    std::future::poll_fn(|cx| {
+        for future in &mut receiving {
+            if let Poll::Ready(answer) = future.as_mut().poll(cx) {
+                return Poll::Ready(answer);
+            }
+        }
+        Poll::Pending
+    })
+    .await
 }
