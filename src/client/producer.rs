@@ -34,6 +34,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use crate::client::connections::Connections;
+pub use crate::client::connections::{NodeId, BOOTSTRAP};
 use crate::client::metadata::{MetadataCache, TopicState};
 use crate::client::partitioner::partition_for_key;
 use crate::config::{Acks, ConfigError, ProducerConfig};
@@ -264,50 +266,6 @@ struct Sticky {
     bytes: usize,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ConnectionState {
-    Idle,
-    Connecting,
-    Connected,
-    Backoff { until: Millis },
-}
-
-/// A connection's key: a broker's node id, or [`BOOTSTRAP`].
-pub type NodeId = i32;
-
-/// The key of the connection to a bootstrap server, until an answer shows which broker it is.
-pub const BOOTSTRAP: NodeId = -1;
-
-/// One broker's connection and the requests in flight on it, oldest first.
-#[derive(Debug)]
-struct NodeConnection {
-    state: ConnectionState,
-    /// Connection attempts failed in a row (the reconnect backoff grows with them).
-    failures: u32,
-    in_flight: VecDeque<InFlight>,
-    /// The `host:port` reached, while connected.
-    address: Option<String>,
-}
-
-impl NodeConnection {
-    fn new() -> NodeConnection {
-        NodeConnection {
-            state: ConnectionState::Idle,
-            failures: 0,
-            in_flight: VecDeque::new(),
-            address: None,
-        }
-    }
-
-    /// Connected, with a request slot free.
-    fn has_room(&self, max_in_flight: usize) -> bool {
-        self.state == ConnectionState::Connected && self.in_flight.len() < max_in_flight
-    }
-}
-
-const RECONNECT_BACKOFF_MS: u64 = 50;
-const RECONNECT_BACKOFF_MAX_MS: u64 = 1000;
-
 /// The accumulator and sender state machine.
 #[derive(Debug)]
 pub struct ProducerCore {
@@ -315,8 +273,8 @@ pub struct ProducerCore {
     /// Per partition, its batches not in flight, in creation order (a retried batch goes back
     /// ahead of later ones). Only the last batch of a deque may be open.
     batches: BTreeMap<TopicPartition, VecDeque<Batch>>,
-    /// Connections by node.
-    nodes: BTreeMap<NodeId, NodeConnection>,
+    /// Connections by node, with the requests in flight on each.
+    nodes: Connections<InFlight>,
     /// Records waiting for their topic's metadata, in send order.
     unrouted: VecDeque<Unrouted>,
     metadata: MetadataCache,
@@ -349,7 +307,7 @@ impl ProducerCore {
             metadata,
             sticky: BTreeMap::new(),
             rng: 0x9e37_79b9_7f4a_7c15,
-            nodes: BTreeMap::new(),
+            nodes: Connections::default(),
             unfinished: 0,
             drain_start: 0,
             closing: false,
@@ -374,20 +332,12 @@ impl ProducerCore {
             ProducerInput::Send { id, record } => self.on_send(now, id, record, out),
             ProducerInput::Close => self.closing = true,
             ProducerInput::Connected { node, address } => {
-                let connection = self.nodes.get_mut(&node).expect("connected without asking");
-                assert_eq!(
-                    connection.state,
-                    ConnectionState::Connecting,
-                    "connected without asking"
-                );
-                connection.state = ConnectionState::Connected;
-                connection.failures = 0;
-                connection.address = Some(address);
+                self.nodes.on_connected(node, address);
                 self.identify_bootstrap(out);
             }
             ProducerInput::ConnectFailed { node, reason } => {
                 tracing::debug!(node, %reason, "producer connect failed");
-                self.backoff(now, node);
+                self.nodes.on_lost(now, node);
             }
             ProducerInput::Disconnected { node, reason } => {
                 self.on_disconnected(now, node, &reason, out);
@@ -395,7 +345,7 @@ impl ProducerCore {
             ProducerInput::Written { node } => {
                 let in_flight = self
                     .nodes
-                    .get_mut(&node)
+                    .get_mut(node)
                     .and_then(|connection| connection.in_flight.pop_front())
                     .expect("a write without a request in flight");
                 assert_eq!(
@@ -633,46 +583,17 @@ impl ProducerCore {
         deque.insert(at, batch);
     }
 
-    /// Another failed attempt on `node`'s connection: wait before the next, longer each time.
-    fn backoff(&mut self, now: Millis, node: NodeId) {
-        let connection = self.nodes.entry(node).or_insert_with(NodeConnection::new);
-        connection.failures += 1;
-        connection.address = None;
-        let exponent = connection.failures.saturating_sub(1).min(10);
-        let delay = (RECONNECT_BACKOFF_MS << exponent).min(RECONNECT_BACKOFF_MAX_MS);
-        connection.state = ConnectionState::Backoff {
-            until: now.plus(delay),
-        };
-    }
-
     /// The leader of `partition` as the metadata cache knows it.
     fn leader(&self, partition: &TopicPartition) -> Option<NodeId> {
         self.metadata.leader(&partition.topic, partition.partition)
     }
 
     /// Once an answer names the broker at the bootstrap connection's address, that connection
-    /// is the broker's (unless the broker has one of its own already).
+    /// is the broker's.
     fn identify_bootstrap(&mut self, out: &mut Vec<ProducerOutput>) {
-        let Some(address) = self
-            .nodes
-            .get(&BOOTSTRAP)
-            .and_then(|connection| connection.address.as_deref())
-        else {
-            return;
-        };
-        let Some(node) = self.metadata.broker_at(address) else {
-            return;
-        };
-        if self
-            .nodes
-            .get(&node)
-            .is_some_and(|own| own.state != ConnectionState::Idle)
-        {
-            return;
+        if let Some(node) = self.nodes.identify_bootstrap(&self.metadata) {
+            out.push(ProducerOutput::Identified { node });
         }
-        let connection = self.nodes.remove(&BOOTSTRAP).expect("looked up above");
-        self.nodes.insert(node, connection);
-        out.push(ProducerOutput::Identified { node });
     }
 
     /// Opens the connections the queued work needs: each leader with batches waiting, and,
@@ -695,25 +616,8 @@ impl ProducerCore {
             self.metadata.request_update(); // Kafka's Sender, for `unknownLeaderTopics`
         }
         let needs_metadata = leaderless || !self.unrouted.is_empty();
-        let any_up = self.nodes.values().any(|connection| {
-            matches!(
-                connection.state,
-                ConnectionState::Connected | ConnectionState::Connecting
-            )
-        });
-        if needs_metadata && !any_up {
-            let known = self.metadata.brokers().find(|node| {
-                self.nodes
-                    .get(node)
-                    .is_none_or(|connection| connection.state == ConnectionState::Idle)
-            });
-            if let Some(node) = known.or_else(|| {
-                self.metadata
-                    .brokers()
-                    .next()
-                    .is_none()
-                    .then_some(BOOTSTRAP)
-            }) {
+        if needs_metadata && !self.nodes.any_up() {
+            if let Some(node) = self.nodes.metadata_target(&self.metadata) {
                 self.connect(node, out);
             }
         }
@@ -721,17 +625,9 @@ impl ProducerCore {
 
     /// Asks for a connection to `node` unless it has one, or one is coming, or it backs off.
     fn connect(&mut self, node: NodeId, out: &mut Vec<ProducerOutput>) {
-        let connection = self.nodes.entry(node).or_insert_with(NodeConnection::new);
-        if connection.state != ConnectionState::Idle {
-            return;
+        if let Some(address) = self.nodes.start_connect(node, &self.metadata) {
+            out.push(ProducerOutput::Connect { node, address });
         }
-        connection.state = ConnectionState::Connecting;
-        let address = if node == BOOTSTRAP {
-            None
-        } else {
-            self.metadata.broker(node).map(str::to_owned)
-        };
-        out.push(ProducerOutput::Connect { node, address });
     }
 
     /// When the first batch of `deque` becomes sendable (Kafka's `ready`): at once when it is
@@ -766,12 +662,7 @@ impl ProducerCore {
     /// The connected node with a free slot and the fewest requests in flight (Kafka's
     /// `leastLoadedNode`), lowest id first on a tie.
     fn least_loaded(&self) -> Option<NodeId> {
-        let max_in_flight = self.max_in_flight();
-        self.nodes
-            .iter()
-            .filter(|(_, connection)| connection.has_room(max_in_flight))
-            .min_by_key(|(_, connection)| connection.in_flight.len())
-            .map(|(node, _)| *node)
+        self.nodes.least_loaded(self.max_in_flight())
     }
 
     fn maybe_send(&mut self, now: Millis, out: &mut Vec<ProducerOutput>) {
@@ -781,7 +672,7 @@ impl ProducerCore {
                 let request = self.metadata.request();
                 out.push(ProducerOutput::MetadataRequest { node, request });
                 self.nodes
-                    .get_mut(&node)
+                    .get_mut(node)
                     .expect("chosen above")
                     .in_flight
                     .push_back(InFlight {
@@ -794,15 +685,20 @@ impl ProducerCore {
             .nodes
             .iter()
             .filter(|(_, connection)| connection.has_room(max_in_flight))
-            .map(|(node, _)| *node)
+            .map(|(node, _)| node)
             .collect();
         for node in ready {
-            while self.nodes[&node].has_room(max_in_flight) && self.any_sendable(now, node) {
+            while self
+                .nodes
+                .get(node)
+                .is_some_and(|connection| connection.has_room(max_in_flight))
+                && self.any_sendable(now, node)
+            {
                 let batches = self.drain(now, node);
                 assert!(!batches.is_empty(), "a sendable batch drains");
                 let request = self.request_for(&batches);
                 let expects_response = self.config.acks != Acks::None;
-                let connection = self.nodes.get_mut(&node).expect("listed above");
+                let connection = self.nodes.get_mut(node).expect("listed above");
                 connection.in_flight.push_back(InFlight {
                     awaited: Awaited::Produce(batches),
                     sent_at: now,
@@ -888,7 +784,7 @@ impl ProducerCore {
         let Some(InFlight {
             awaited: Awaited::Produce(batches),
             ..
-        }) = self.nodes.get_mut(&node).and_then(|connection| {
+        }) = self.nodes.get_mut(node).and_then(|connection| {
             connection
                 .in_flight
                 .pop_front_if(|in_flight| matches!(in_flight.awaited, Awaited::Produce(_)))
@@ -1005,7 +901,7 @@ impl ProducerCore {
     ) {
         if self
             .nodes
-            .get_mut(&node)
+            .get_mut(node)
             .and_then(|connection| {
                 connection
                     .in_flight
@@ -1044,11 +940,7 @@ impl ProducerCore {
         reason: &str,
         out: &mut Vec<ProducerOutput>,
     ) {
-        let lost: Vec<InFlight> = self
-            .nodes
-            .get_mut(&node)
-            .map(|connection| connection.in_flight.drain(..).collect())
-            .unwrap_or_default();
+        let lost = self.nodes.on_lost(now, node);
         for in_flight in lost {
             match in_flight.awaited {
                 Awaited::Produce(batches) => {
@@ -1062,26 +954,22 @@ impl ProducerCore {
             }
         }
         self.metadata.request_update();
-        self.backoff(now, node);
     }
 
     fn on_tick(&mut self, now: Millis, out: &mut Vec<ProducerOutput>) {
         let request_timeout_ms = self.config.request_timeout_ms;
-        let mut timed_out = Vec::new();
-        for (node, connection) in &mut self.nodes {
-            if let ConnectionState::Backoff { until } = connection.state {
-                if now >= until {
-                    connection.state = ConnectionState::Idle;
-                }
-            }
-            if connection
-                .in_flight
-                .front()
-                .is_some_and(|oldest| now >= oldest.sent_at.plus(request_timeout_ms))
-            {
-                timed_out.push(*node);
-            }
-        }
+        self.nodes.expire_backoffs(now);
+        let timed_out: Vec<NodeId> = self
+            .nodes
+            .iter()
+            .filter(|(_, connection)| {
+                connection
+                    .in_flight
+                    .front()
+                    .is_some_and(|oldest| now >= oldest.sent_at.plus(request_timeout_ms))
+            })
+            .map(|(node, _)| node)
+            .collect();
         for node in timed_out {
             let reason = format!("request timed out after {request_timeout_ms} ms");
             out.push(ProducerOutput::Disconnect {
@@ -1133,18 +1021,11 @@ impl ProducerCore {
 
     /// The earliest time `handle(now, Tick)` must run.
     pub fn next_deadline(&self) -> Option<Millis> {
-        let backoff = self
-            .nodes
-            .values()
-            .filter_map(|connection| match connection.state {
-                ConnectionState::Backoff { until } => Some(until),
-                _ => None,
-            })
-            .min();
+        let backoff = self.nodes.next_backoff_end();
         let request_timeout = self
             .nodes
-            .values()
-            .filter_map(|connection| connection.in_flight.front())
+            .iter()
+            .filter_map(|(_, connection)| connection.in_flight.front())
             .map(|oldest| oldest.sent_at.plus(self.config.request_timeout_ms))
             .min();
         // Each deque is in creation order: its front expires first.
@@ -1158,7 +1039,7 @@ impl ProducerCore {
         let max_in_flight = self.max_in_flight();
         let can_send = |node: NodeId| {
             self.nodes
-                .get(&node)
+                .get(node)
                 .is_some_and(|connection| connection.has_room(max_in_flight))
         };
         let sendable = self
@@ -1190,22 +1071,10 @@ impl ProducerCore {
 
     /// Cross-field invariants.
     pub fn check_invariants(&self) {
-        for connection in self.nodes.values() {
-            assert!(
-                connection.in_flight.len() <= self.max_in_flight(),
-                "too many requests in flight on one connection"
-            );
-            if connection.state != ConnectionState::Connected {
-                assert!(
-                    connection.in_flight.is_empty(),
-                    "requests in flight without a connection"
-                );
-            }
-        }
+        self.nodes.check_invariants(self.max_in_flight());
         let metadata_awaited = self
             .nodes
-            .values()
-            .flat_map(|connection| &connection.in_flight)
+            .in_flight()
             .filter(|in_flight| matches!(in_flight.awaited, Awaited::Metadata))
             .count();
         assert_eq!(
@@ -1230,8 +1099,7 @@ impl ProducerCore {
             }
             records += self
                 .nodes
-                .values()
-                .flat_map(|connection| &connection.in_flight)
+                .in_flight()
                 .filter_map(|in_flight| match &in_flight.awaited {
                     Awaited::Produce(batches) => Some(batches),
                     Awaited::Metadata => None,
