@@ -20,6 +20,14 @@ pub type NodeId = i32;
 /// The key of the connection to a bootstrap server, until an answer shows which broker it is.
 pub const BOOTSTRAP: NodeId = -1;
 
+/// Where to connect to `node`: `host:port` for a broker the cache knows, `None` for a bootstrap
+/// server (the shell's choice among `bootstrap.servers`).
+pub(crate) fn address_of(node: NodeId, metadata: &MetadataCache) -> Option<String> {
+    (node != BOOTSTRAP)
+        .then(|| metadata.broker(node).map(str::to_owned))
+        .flatten()
+}
+
 /// Kafka's `reconnect.backoff.ms` and `reconnect.backoff.max.ms` defaults.
 const RECONNECT_BACKOFF_MS: u64 = 50;
 const RECONNECT_BACKOFF_MAX_MS: u64 = 1000;
@@ -105,23 +113,15 @@ impl<F> Connections<F> {
             .flat_map(|connection| &connection.in_flight)
     }
 
-    /// Starts connecting to `node` unless it is connected, connecting or backing off. Answers
-    /// the address to connect to when it starts: `Some(None)` for a bootstrap server (or a
-    /// broker whose address the cache lost), `Some(Some(host:port))` for a known broker.
-    pub(crate) fn start_connect(
-        &mut self,
-        node: NodeId,
-        metadata: &MetadataCache,
-    ) -> Option<Option<String>> {
+        /// Starts connecting to `node` unless it is connected, connecting or backing off; answers
+    /// whether it started.
+    pub(crate) fn start_connect(&mut self, node: NodeId) -> bool {
         let connection = self.nodes.entry(node).or_insert_with(NodeConnection::new);
         if connection.state != ConnectionState::Idle {
-            return None;
+            return false;
         }
         connection.state = ConnectionState::Connecting;
-        let address = (node != BOOTSTRAP)
-            .then(|| metadata.broker(node).map(str::to_owned))
-            .flatten();
-        Some(address)
+        true
     }
 
     /// The connection asked for is up, at `address`.

@@ -34,7 +34,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::client::connections::Connections;
+use crate::client::connections::{address_of, Connections};
 pub use crate::client::connections::{NodeId, BOOTSTRAP};
 use crate::client::metadata::{MetadataCache, TopicState};
 use crate::client::partitioner::partition_for_key;
@@ -625,7 +625,8 @@ impl ProducerCore {
 
     /// Asks for a connection to `node` unless it has one, or one is coming, or it backs off.
     fn connect(&mut self, node: NodeId, out: &mut Vec<ProducerOutput>) {
-        if let Some(address) = self.nodes.start_connect(node, &self.metadata) {
+                if self.nodes.start_connect(node) {
+            let address = address_of(node, &self.metadata);
             out.push(ProducerOutput::Connect { node, address });
         }
     }
