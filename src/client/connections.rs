@@ -113,7 +113,7 @@ impl<F> Connections<F> {
             .flat_map(|connection| &connection.in_flight)
     }
 
-        /// Starts connecting to `node` unless it is connected, connecting or backing off; answers
+    /// Starts connecting to `node` unless it is connected, connecting or backing off; answers
     /// whether it started.
     pub(crate) fn start_connect(&mut self, node: NodeId) -> bool {
         let connection = self.nodes.entry(node).or_insert_with(NodeConnection::new);

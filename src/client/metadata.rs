@@ -19,6 +19,18 @@ use kafka_protocol::protocol::StrBytes;
 use crate::protocol::ErrorCode;
 use crate::types::Millis;
 
+/// The errors after which Kafka's clients ask for metadata again: the leader moved or the
+/// topic changed.
+pub fn refreshes_metadata(error: ErrorCode) -> bool {
+    matches!(
+        error,
+        ErrorCode::NotLeaderOrFollower
+            | ErrorCode::LeaderNotAvailable
+            | ErrorCode::FencedLeaderEpoch
+            | ErrorCode::UnknownTopicOrPartition
+    )
+}
+
 /// One partition as the last answer described it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PartitionInfo {

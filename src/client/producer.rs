@@ -36,7 +36,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::client::connections::{address_of, Connections};
 pub use crate::client::connections::{NodeId, BOOTSTRAP};
-use crate::client::metadata::{MetadataCache, TopicState};
+use crate::client::metadata::{refreshes_metadata, MetadataCache, TopicState};
 use crate::client::partitioner::partition_for_key;
 use crate::config::{Acks, ConfigError, ProducerConfig};
 use crate::protocol::record_batch::BatchBuilder;
@@ -625,7 +625,7 @@ impl ProducerCore {
 
     /// Asks for a connection to `node` unless it has one, or one is coming, or it backs off.
     fn connect(&mut self, node: NodeId, out: &mut Vec<ProducerOutput>) {
-                if self.nodes.start_connect(node) {
+        if self.nodes.start_connect(node) {
             let address = address_of(node, &self.metadata);
             out.push(ProducerOutput::Connect { node, address });
         }
@@ -1122,18 +1122,6 @@ impl ProducerCore {
             );
         }
     }
-}
-
-/// The errors after which Kafka's clients ask for metadata again: the leader moved or the
-/// topic changed.
-fn refreshes_metadata(error: ErrorCode) -> bool {
-    matches!(
-        error,
-        ErrorCode::NotLeaderOrFollower
-            | ErrorCode::LeaderNotAvailable
-            | ErrorCode::FencedLeaderEpoch
-            | ErrorCode::UnknownTopicOrPartition
-    )
 }
 
 impl crate::state_machine::StateMachine for ProducerCore {

@@ -59,6 +59,8 @@ pub struct ConsumerConfig {
     pub request_timeout_ms: u64,
     /// `retry.backoff.ms` (default 100).
     pub retry_backoff_ms: u64,
+    /// `metadata.max.age.ms` (default 300000): metadata older than this is asked for again.
+    pub metadata_max_age_ms: u64,
 }
 
 impl Default for ConsumerConfig {
@@ -76,6 +78,7 @@ impl Default for ConsumerConfig {
             max_partition_fetch_bytes: 1_048_576,
             request_timeout_ms: 30_000,
             retry_backoff_ms: 100,
+            metadata_max_age_ms: 300_000,
         }
     }
 }
@@ -124,6 +127,7 @@ impl Configurable for ConsumerConfig {
             }
             "request.timeout.ms" => self.request_timeout_ms = parse_at_least(key, value, 0)?,
             "retry.backoff.ms" => self.retry_backoff_ms = parse_at_least(key, value, 0)?,
+            "metadata.max.age.ms" => self.metadata_max_age_ms = parse_at_least(key, value, 0)?,
             "group.id"
             | "group.instance.id"
             | "auto.commit.interval.ms"

@@ -3,6 +3,9 @@
 //! CLI and the simulator's clients.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::Duration;
 
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestKind, ResponseKind};
@@ -253,4 +256,54 @@ impl ClientConnection {
             .await
             .map_err(|_| ClientError::Timeout(timeout))?
     }
+}
+
+/// Connects to `address`, or to a bootstrap server when it is `None`; answers the connection and
+/// the `host:port` it reached.
+pub(crate) async fn connect_node(
+    bootstrap: &mut Bootstrap,
+    client_id: &str,
+    address: Option<String>,
+) -> Result<(ClientConnection, String), ClientError> {
+    if let Some(address) = address {
+        return Ok((
+            ClientConnection::connect(&address, client_id).await?,
+            address,
+        ));
+    }
+    let connection = bootstrap.connect(client_id).await?;
+    Ok((connection, bootstrap.current().to_owned()))
+}
+
+/// The next response of whichever connection with requests in flight answers first (the lowest
+/// key first when several are ready). Cancel-safe as [`ClientConnection::receive`] is.
+pub(crate) async fn receive_any(
+    connections: &mut BTreeMap<i32, ClientConnection>,
+) -> (i32, Result<ResponseKind, String>) {
+    type Receiving<'a> =
+        Pin<Box<dyn Future<Output = (i32, Result<ResponseKind, String>)> + Send + 'a>>;
+    let mut receiving: Vec<Receiving<'_>> = connections
+        .iter_mut()
+        .filter(|(_, connection)| connection.has_in_flight())
+        .map(|(node, connection)| {
+            let node = *node;
+            Box::pin(async move {
+                let response = connection
+                    .receive()
+                    .await
+                    .map_err(|error| error.to_string());
+                (node, response)
+            }) as Receiving<'_>
+        })
+        .collect();
+    assert!(!receiving.is_empty(), "guarded by the select precondition");
+    std::future::poll_fn(|cx| {
+        for future in &mut receiving {
+            if let Poll::Ready(answer) = future.as_mut().poll(cx) {
+                return Poll::Ready(answer);
+            }
+        }
+        Poll::Pending
+    })
+    .await
 }

@@ -1,5 +1,5 @@
-//! The async consumer: a thin shell around [`ConsumerCore`]. It owns the connection and the
-//! clock, feeds the core's inputs (application calls, connection events, responses, ticks) and
+//! The async consumer: a thin shell around [`ConsumerCore`]. It owns the connections (one per
+//! broker) and the clock, feeds the core's inputs (application calls, connection events, responses, ticks) and
 //! executes its outputs, sleeping until `min(next_deadline, poll deadline)`. Assigned partitions
 //! only (consumer groups come later). Like Kafka's consumer it rides out connection failures
 //! until the poll's timeout.
@@ -8,18 +8,18 @@
 //! half-written on the connection (which then breaks and is replaced). The core itself loses
 //! nothing: what an abandoned poll gathered is returned by the next one.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use kafka_protocol::messages::ResponseKind;
-
-use crate::client::consumer::{ConsumerCore, ConsumerInput, ConsumerOutput, ListOffsetsError};
+use crate::client::consumer::{
+    ConsumerCore, ConsumerInput, ConsumerOutput, ListOffsetsError, NodeId, BOOTSTRAP,
+};
 pub use crate::client::consumer::{
     ConsumerError, ConsumerRecord, PartitionError, Polled, PositionReset, ResetReason,
 };
 use crate::config::{ConfigError, ConsumerConfig};
 use crate::protocol::codec::RequestApiKey;
-use crate::runtime::client::{Bootstrap, ClientConnection, ClientError};
+use crate::runtime::client::{connect_node, receive_any, Bootstrap, ClientConnection, ClientError};
 use crate::runtime::clock::Clock;
 use crate::runtime::driver::Driver;
 use crate::types::{Millis, TopicPartition};
@@ -30,7 +30,7 @@ pub struct Consumer {
     driver: Driver<ConsumerCore>,
     bootstrap: Bootstrap,
     client_id: String,
-    connection: Option<ClientConnection>,
+    connections: BTreeMap<NodeId, ClientConnection>,
 }
 
 /// What the core answered the application.
@@ -48,7 +48,7 @@ impl Consumer {
             driver: Driver::new(ConsumerCore::new(config), Clock::start()),
             bootstrap,
             client_id,
-            connection: None,
+            connections: BTreeMap::new(),
         })
     }
 
@@ -133,27 +133,28 @@ impl Consumer {
             }
             let wake = self.driver.wake(deadline);
             let awaiting = self
-                .connection
-                .as_ref()
-                .is_some_and(ClientConnection::has_in_flight);
+                .connections
+                .values()
+                .any(ClientConnection::has_in_flight);
             assert!(
                 awaiting || wake.is_some(),
                 "the core waits for nothing and has not answered"
             );
             input = tokio::select! {
                 biased;
-                response = receive(&mut self.connection), if awaiting => match response {
-                    Ok(response) => ConsumerInput::Response(response),
-                    Err(reason) => self.lost(&reason),
+                                (node, response) = receive_any(&mut self.connections), if awaiting => match response {
+                    Ok(response) => ConsumerInput::Response { node, response },
+                    Err(reason) => self.lost(node, &reason),
                 },
                 () = self.driver.clock().sleep_until(wake), if wake.is_some() => ConsumerInput::Tick,
             };
         }
     }
 
-    fn lost(&mut self, reason: &str) -> ConsumerInput {
-        self.connection = None;
+    fn lost(&mut self, node: NodeId, reason: &str) -> ConsumerInput {
+        self.connections.remove(&node);
         ConsumerInput::Disconnected {
+            node,
             reason: reason.to_owned(),
         }
     }
@@ -167,23 +168,33 @@ impl Consumer {
             self.driver.step(input, &mut outputs);
             for output in outputs {
                 let answered = match output {
-                    ConsumerOutput::Connect => {
-                        inputs.push_back(self.connect().await);
+                    ConsumerOutput::Connect { node, address } => {
+                        inputs.push_back(self.connect(node, address).await);
                         None
                     }
-                    ConsumerOutput::Disconnect { reason } => {
-                        tracing::debug!(%reason, "consumer closes its connection");
-                        self.connection = None;
+                    ConsumerOutput::Identified { node } => {
+                        if let Some(connection) = self.connections.remove(&BOOTSTRAP) {
+                            self.connections.insert(node, connection);
+                        }
                         None
                     }
-                    ConsumerOutput::Request { body, timeout_ms } => {
+                    ConsumerOutput::Disconnect { node, reason } => {
+                        tracing::debug!(node, %reason, "consumer closes a connection");
+                        self.connections.remove(&node);
+                        None
+                    }
+                    ConsumerOutput::Request {
+                        node,
+                        body,
+                        timeout_ms,
+                    } => {
                         // No connection: a Disconnected input is already queued and covers this.
-                        let Some(connection) = self.connection.as_mut() else {
+                        let Some(connection) = self.connections.get_mut(&node) else {
                             continue;
                         };
-                        tracing::trace!(api = ?body.api_key(), timeout_ms, "consumer request");
+                        tracing::trace!(node, api = ?body.api_key(), timeout_ms, "consumer request");
                         if let Err(error) = connection.send(&body).await {
-                            inputs.push_back(self.lost(&error.to_string()));
+                            inputs.push_back(self.lost(node, &error.to_string()));
                         }
                         None
                     }
@@ -199,25 +210,16 @@ impl Consumer {
         answer
     }
 
-    async fn connect(&mut self) -> ConsumerInput {
-        match self.bootstrap.connect(&self.client_id).await {
-            Ok(connection) => {
-                self.connection = Some(connection);
-                ConsumerInput::Connected
+    async fn connect(&mut self, node: NodeId, address: Option<String>) -> ConsumerInput {
+        match connect_node(&mut self.bootstrap, &self.client_id, address).await {
+            Ok((connection, address)) => {
+                self.connections.insert(node, connection);
+                ConsumerInput::Connected { node, address }
             }
             Err(error) => ConsumerInput::ConnectFailed {
+                node,
                 reason: error.to_string(),
             },
         }
     }
-}
-
-async fn receive(connection: &mut Option<ClientConnection>) -> Result<ResponseKind, String> {
-    let connection = connection
-        .as_mut()
-        .expect("guarded by the select precondition");
-    connection
-        .receive()
-        .await
-        .map_err(|error| error.to_string())
 }

@@ -3,9 +3,6 @@
 //! completions.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::future::Future;
-use std::pin::Pin;
-use std::task::Poll;
 
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 use tokio::sync::{mpsc, oneshot};
@@ -15,7 +12,7 @@ use crate::client::producer::{
     RecordMetadata,
 };
 use crate::config::{ConfigError, ProducerConfig};
-use crate::runtime::client::{Bootstrap, ClientConnection};
+use crate::runtime::client::{connect_node, receive_any, Bootstrap, ClientConnection};
 use crate::runtime::clock::Clock;
 use crate::runtime::driver::Driver;
 
@@ -194,17 +191,9 @@ impl Task {
                         }
                     }
                     ProducerOutput::Connect { node, address } => {
-                        let connected = match &address {
-                            Some(address) => {
-                                ClientConnection::connect(address, &self.client_id).await
-                            }
-                            None => self.bootstrap.connect(&self.client_id).await,
-                        };
-                        match connected {
-                            Ok(connection) => {
+                        match connect_node(&mut self.bootstrap, &self.client_id, address).await {
+                            Ok((connection, address)) => {
                                 self.connections.insert(node, connection);
-                                let address =
-                                    address.unwrap_or_else(|| self.bootstrap.current().to_owned());
                                 inputs.push_back(ProducerInput::Connected { node, address });
                             }
                             Err(error) => inputs.push_back(ProducerInput::ConnectFailed {
@@ -240,37 +229,4 @@ impl Task {
             }
         }
     }
-}
-
-/// The next response of whichever connection with requests in flight answers first (the
-/// lowest node id first when several are ready).
-async fn receive_any(
-    connections: &mut BTreeMap<NodeId, ClientConnection>,
-) -> (NodeId, Result<ResponseKind, String>) {
-    type Receiving<'a> =
-        Pin<Box<dyn Future<Output = (NodeId, Result<ResponseKind, String>)> + Send + 'a>>;
-    let mut receiving: Vec<Receiving<'_>> = connections
-        .iter_mut()
-        .filter(|(_, connection)| connection.has_in_flight())
-        .map(|(node, connection)| {
-            let node = *node;
-            Box::pin(async move {
-                let response = connection
-                    .receive()
-                    .await
-                    .map_err(|error| error.to_string());
-                (node, response)
-            }) as Receiving<'_>
-        })
-        .collect();
-    assert!(!receiving.is_empty(), "guarded by the select precondition");
-    std::future::poll_fn(|cx| {
-        for future in &mut receiving {
-            if let Poll::Ready(answer) = future.as_mut().poll(cx) {
-                return Poll::Ready(answer);
-            }
-        }
-        Poll::Pending
-    })
-    .await
 }

@@ -2,11 +2,16 @@
 //! and `OffsetFetcher`), driven by the async shell in `runtime::consumer`.
 //!
 //! The core owns the policy: the positions ([`SubscriptionState`]), which partitions need a
-//! reset (`auto.offset.reset` earliest/latest via ListOffsets at timestamp -2/-1), one request
-//! in flight at a time and its timeout (`request.timeout.ms`, plus the fetch's own
-//! `max_wait_ms`), the reconnect backoff, retry pauses (`retry.backoff.ms`), and the fetch's
-//! `max_wait_ms = min(fetch.max.wait.ms, poll deadline - now)`. The shell owns the connection
-//! and the clock: it feeds [`ConsumerInput`]s and executes [`ConsumerOutput`]s.
+//! reset (`auto.offset.reset` earliest/latest via ListOffsets at timestamp -2/-1), the metadata
+//! cache that says which broker leads each assigned partition, one connection per broker with at
+//! most one fetch or ListOffsets in flight on each (and the metadata request beside it), request
+//! timeouts (`request.timeout.ms`, plus the fetch's own `max_wait_ms`), reconnect backoffs,
+//! retry pauses (`retry.backoff.ms`), and the fetch's
+//! `max_wait_ms = min(fetch.max.wait.ms, poll deadline - now)`. Fetches and resets go to each
+//! partition's leader; a partition whose leader is unknown waits for fresh metadata, which
+//! NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION and a lost connection
+//! also ask for. The shell owns the connections and the clock: it feeds [`ConsumerInput`]s and
+//! executes [`ConsumerOutput`]s.
 //!
 //! Invariants it owns:
 //! * a record is never skipped or delivered twice by the core: each partition of a Fetch
@@ -27,6 +32,10 @@ use std::collections::BTreeMap;
 
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{FetchResponse, ListOffsetsResponse, RequestKind, ResponseKind};
+
+use crate::client::connections::{address_of, Connections};
+pub use crate::client::connections::{NodeId, BOOTSTRAP};
+use crate::client::metadata::MetadataCache;
 
 pub use self::fetcher::{list_offsets_outcomes, list_offsets_request, ConsumerRecord};
 pub use self::subscription::{ResetReason, SubscriptionState};
@@ -150,19 +159,33 @@ pub enum ConsumerInput {
         timestamp: i64,
     },
     /// The connection the core asked for is up.
-    Connected,
+    Connected {
+        /// To which node.
+        node: NodeId,
+        /// The `host:port` it reached.
+        address: String,
+    },
     /// Connecting failed.
     ConnectFailed {
+        /// To which node.
+        node: NodeId,
         /// Why.
         reason: String,
     },
     /// The connection broke.
     Disconnected {
+        /// Which.
+        node: NodeId,
         /// Why.
         reason: String,
     },
-    /// The response to the request in flight.
-    Response(ResponseKind),
+    /// The next response of a connection, in request order.
+    Response {
+        /// Which connection.
+        node: NodeId,
+        /// The response.
+        response: ResponseKind,
+    },
     /// A deadline passed.
     Tick,
 }
@@ -174,16 +197,32 @@ pub enum ConsumerInput {
     reason = "a handful per input, moved once to the shell: a box would only add an allocation"
 )]
 pub enum ConsumerOutput {
-    /// Open a connection.
-    Connect,
-    /// Close the connection (request timeout, protocol error). The core has already treated
-    /// the request in flight as lost: do not feed [`ConsumerInput::Disconnected`] back.
+    /// Open a connection to `node`.
+    Connect {
+        /// Which node.
+        node: NodeId,
+        /// Its `host:port`; `None` for [`BOOTSTRAP`]: one of `bootstrap.servers`, the shell's
+        /// choice.
+        address: Option<String>,
+    },
+    /// The bootstrap connection turned out to be `node`'s: key it by `node` from now on.
+    Identified {
+        /// The broker at the bootstrap server's address.
+        node: NodeId,
+    },
+    /// Close a connection (request timeout, protocol error). The core has already treated
+    /// what was in flight on it as lost: do not feed [`ConsumerInput::Disconnected`] back.
     Disconnect {
+        /// Which.
+        node: NodeId,
         /// Why.
         reason: String,
     },
-    /// Write this request; feed its response back as [`ConsumerInput::Response`].
+    /// Write this request on `node`'s connection; feed its response back as
+    /// [`ConsumerInput::Response`].
     Request {
+        /// Which connection.
+        node: NodeId,
         /// The request.
         body: RequestKind,
         /// How long the core waits for the response (it times out through `next_deadline`).
@@ -198,8 +237,24 @@ pub enum ConsumerOutput {
 /// An application ListOffsets call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct ListOffsetsCall {
+    /// Numbers the calls: an answer to an abandoned call never counts for a later, equal one.
+    id: u64,
     partitions: Vec<TopicPartition>,
     timestamp: i64,
+}
+
+/// An application ListOffsets call on its way: one request per leader.
+#[derive(Debug)]
+struct PendingCall {
+    call: ListOffsetsCall,
+    /// Partitions not asked yet (their leader is unknown, or its connection busy or down).
+    unsent: Vec<TopicPartition>,
+    /// Requests of this call in flight.
+    awaiting: usize,
+    /// The answers so far.
+    answered: BTreeMap<TopicPartition, Result<i64, ErrorCode>>,
+    /// When the call fails if some partition still has no leader to ask.
+    deadline: Millis,
 }
 
 /// What the request in flight is for.
@@ -212,8 +267,10 @@ enum Purpose {
     },
     /// Reset these partitions (`auto.offset.reset`).
     Reset { partitions: Vec<TopicPartition> },
-    /// Answer the application.
+    /// Answer the application's call (a part of it: the partitions one leader leads).
     ListOffsets(ListOffsetsCall),
+    /// Learn the leaders.
+    Metadata,
 }
 
 #[derive(Debug)]
@@ -223,27 +280,18 @@ struct InFlight {
     deadline: Millis,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ConnectionState {
-    Idle,
-    Connecting,
-    Connected,
-    Backoff { until: Millis },
-}
-
-/// Kafka's `reconnect.backoff.ms` and `reconnect.backoff.max.ms` defaults.
-const RECONNECT_BACKOFF_MS: u64 = 50;
-const RECONNECT_BACKOFF_MAX_MS: u64 = 1000;
+/// Per connection: one fetch or ListOffsets, and the metadata request beside it.
+const MAX_IN_FLIGHT: usize = 2;
 
 /// The consumer state machine.
 #[derive(Debug)]
 pub struct ConsumerCore {
     config: ConsumerConfig,
     subscription: SubscriptionState,
-    connection: ConnectionState,
-    connect_failures: u32,
-    /// At most one request at a time, as Kafka's consumer has per broker.
-    in_flight: Option<InFlight>,
+    metadata: MetadataCache,
+    /// Connections by node; on each, at most one fetch or ListOffsets at a time, as Kafka's
+    /// consumer has per broker.
+    nodes: Connections<InFlight>,
     /// No fetch before this (a retry pause after a top-level fetch error).
     fetch_paused_until: Option<Millis>,
     /// The active poll's deadline.
@@ -251,7 +299,9 @@ pub struct ConsumerCore {
     /// What the next poll returns: records, resets and errors gathered since the last one.
     fetched: Polled,
     /// The application's ListOffsets call awaiting its answer.
-    list_offsets: Option<ListOffsetsCall>,
+    list_offsets: Option<PendingCall>,
+    /// ListOffsets calls so far.
+    calls: u64,
 }
 
 impl ConsumerCore {
@@ -259,15 +309,19 @@ impl ConsumerCore {
     pub fn new(config: ConsumerConfig) -> ConsumerCore {
         assert!(config.fetch_max_wait_ms >= 0, "validated config");
         ConsumerCore {
-            config,
+            metadata: MetadataCache::new(
+                config.metadata_max_age_ms,
+                config.retry_backoff_ms,
+                false,
+            ),
             subscription: SubscriptionState::default(),
-            connection: ConnectionState::Idle,
-            connect_failures: 0,
-            in_flight: None,
+            nodes: Connections::default(),
             fetch_paused_until: None,
             poll_deadline: None,
             fetched: Polled::default(),
             list_offsets: None,
+            calls: 0,
+            config,
         }
     }
 
@@ -289,31 +343,33 @@ impl ConsumerCore {
             ConsumerInput::ListOffsets {
                 partitions,
                 timestamp,
-            } => self.on_list_offsets(partitions, timestamp, out),
-            ConsumerInput::Connected => {
-                assert_eq!(
-                    self.connection,
-                    ConnectionState::Connecting,
-                    "connected without asking"
-                );
-                self.connection = ConnectionState::Connected;
-                self.connect_failures = 0;
+            } => self.on_list_offsets(now, partitions, timestamp, out),
+            ConsumerInput::Connected { node, address } => {
+                self.nodes.on_connected(node, address);
+                self.identify_bootstrap(out);
             }
-            ConsumerInput::ConnectFailed { reason } => {
-                tracing::debug!(%reason, "consumer connect failed");
-                self.on_connection_lost(now, &reason, out);
+            ConsumerInput::ConnectFailed { node, reason } => {
+                tracing::debug!(node, %reason, "consumer connect failed");
+                self.on_connection_lost(now, node, &reason, out);
             }
-            ConsumerInput::Disconnected { reason } => self.on_connection_lost(now, &reason, out),
-            ConsumerInput::Response(response) => self.on_response(now, response, out),
+            ConsumerInput::Disconnected { node, reason } => {
+                self.on_connection_lost(now, node, &reason, out);
+            }
+            ConsumerInput::Response { node, response } => {
+                self.on_response(now, node, response, out);
+            }
             ConsumerInput::Tick => self.on_tick(now, out),
         }
         self.maybe_complete_poll(now, out);
-        self.maybe_connect(out);
+        self.maybe_connect(now, out);
         self.maybe_send(now, out);
     }
 
     fn on_assign(&mut self, partitions: &[TopicPartition]) {
         self.subscription.assign(partitions);
+        for partition in partitions {
+            self.metadata.want(&partition.topic);
+        }
         let subscription = &self.subscription;
         let fetched = &mut self.fetched;
         fetched
@@ -354,6 +410,7 @@ impl ConsumerCore {
 
     fn on_list_offsets(
         &mut self,
+        now: Millis,
         partitions: Vec<TopicPartition>,
         timestamp: i64,
         out: &mut Vec<ConsumerOutput>,
@@ -365,9 +422,20 @@ impl ConsumerCore {
             out.push(ConsumerOutput::ListedOffsets(Ok(Vec::new())));
             return;
         }
-        self.list_offsets = Some(ListOffsetsCall {
-            partitions,
-            timestamp,
+        for partition in &partitions {
+            self.metadata.want(&partition.topic);
+        }
+        self.calls += 1;
+        self.list_offsets = Some(PendingCall {
+            unsent: partitions.clone(),
+            call: ListOffsetsCall {
+                id: self.calls,
+                partitions,
+                timestamp,
+            },
+            awaiting: 0,
+            answered: BTreeMap::new(),
+            deadline: now.plus(self.config.request_timeout_ms),
         });
     }
 
@@ -377,59 +445,117 @@ impl ConsumerCore {
         }
     }
 
-    fn on_connection_lost(&mut self, now: Millis, reason: &str, out: &mut Vec<ConsumerOutput>) {
-        if let Some(in_flight) = self.in_flight.take() {
-            tracing::debug!(%reason, purpose = ?in_flight.purpose, "consumer request lost");
-        }
-        let error = ListOffsetsError::ConnectionFailed {
-            reason: reason.to_owned(),
-        };
-        self.fail_list_offsets(error, out);
-        self.connect_failures += 1;
-        let exponent = self.connect_failures.saturating_sub(1).min(10);
-        let delay = (RECONNECT_BACKOFF_MS << exponent).min(RECONNECT_BACKOFF_MAX_MS);
-        self.connection = ConnectionState::Backoff {
-            until: now.plus(delay),
-        };
+    /// Whether `call` is the application's pending call.
+    fn is_pending(&self, call: &ListOffsetsCall) -> bool {
+        self.list_offsets
+            .as_ref()
+            .is_some_and(|pending| pending.call == *call)
     }
 
-    fn on_protocol_error(&mut self, now: Millis, reason: &str, out: &mut Vec<ConsumerOutput>) {
+    fn identify_bootstrap(&mut self, out: &mut Vec<ConsumerOutput>) {
+        if let Some(node) = self.nodes.identify_bootstrap(&self.metadata) {
+            out.push(ConsumerOutput::Identified { node });
+        }
+    }
+
+    /// A connection failed or broke: what was in flight on it is lost (positions stay, so
+    /// fetches and resets are asked again); the application's call fails if it was waiting for
+    /// this connection or for any connection at all; fresh metadata is asked for.
+    fn on_connection_lost(
+        &mut self,
+        now: Millis,
+        node: NodeId,
+        reason: &str,
+        out: &mut Vec<ConsumerOutput>,
+    ) {
+        let mut call_lost = self
+            .list_offsets
+            .as_ref()
+            .is_some_and(|pending| !pending.unsent.is_empty());
+        for in_flight in self.nodes.on_lost(now, node) {
+            tracing::debug!(%reason, purpose = ?in_flight.purpose, "consumer request lost");
+            match &in_flight.purpose {
+                Purpose::Metadata => self.metadata.on_failure(now),
+                Purpose::ListOffsets(call) => call_lost |= self.is_pending(call),
+                Purpose::Fetch { .. } | Purpose::Reset { .. } => {}
+            }
+        }
+        if call_lost {
+            let error = ListOffsetsError::ConnectionFailed {
+                reason: reason.to_owned(),
+            };
+            self.fail_list_offsets(error, out);
+        }
+        self.metadata.request_update();
+    }
+
+    fn on_protocol_error(
+        &mut self,
+        now: Millis,
+        node: NodeId,
+        reason: &str,
+        out: &mut Vec<ConsumerOutput>,
+    ) {
         out.push(ConsumerOutput::Disconnect {
+            node,
             reason: reason.to_owned(),
         });
-        self.on_connection_lost(now, reason, out);
+        self.on_connection_lost(now, node, reason, out);
     }
 
     fn on_tick(&mut self, now: Millis, out: &mut Vec<ConsumerOutput>) {
-        if let ConnectionState::Backoff { until } = self.connection {
-            if now >= until {
-                self.connection = ConnectionState::Idle;
+        self.nodes.expire_backoffs(now);
+        let timed_out: Vec<(NodeId, u64, bool)> = self
+            .nodes
+            .iter()
+            .filter_map(|(node, connection)| {
+                let late = connection
+                    .in_flight
+                    .iter()
+                    .find(|in_flight| now >= in_flight.deadline)?;
+                let answers_the_call = match &late.purpose {
+                    Purpose::ListOffsets(call) => self.is_pending(call),
+                    Purpose::Fetch { .. } | Purpose::Reset { .. } | Purpose::Metadata => false,
+                };
+                Some((node, late.timeout_ms, answers_the_call))
+            })
+            .collect();
+        for (node, timeout_ms, answers_the_call) in timed_out {
+            if answers_the_call {
+                self.fail_list_offsets(ListOffsetsError::TimedOut { timeout_ms }, out);
+            }
+            let reason = format!("request timed out after {timeout_ms} ms");
+            self.on_protocol_error(now, node, &reason, out);
+        }
+        // A call still waiting for a leader to ask gives up after request.timeout.ms.
+        if let Some(pending) = &self.list_offsets {
+            if !pending.unsent.is_empty() && now >= pending.deadline {
+                let timeout_ms = self.config.request_timeout_ms;
+                self.fail_list_offsets(ListOffsetsError::TimedOut { timeout_ms }, out);
             }
         }
-        let Some(in_flight) = &self.in_flight else {
-            return;
-        };
-        if now < in_flight.deadline {
-            return;
-        }
-        let timeout_ms = in_flight.timeout_ms;
-        let answers_the_call = match &in_flight.purpose {
-            Purpose::ListOffsets(call) => self.list_offsets.as_ref() == Some(call),
-            Purpose::Fetch { .. } | Purpose::Reset { .. } => false,
-        };
-        if answers_the_call {
-            self.fail_list_offsets(ListOffsetsError::TimedOut { timeout_ms }, out);
-        }
-        let reason = format!("request timed out after {timeout_ms} ms");
-        self.on_protocol_error(now, &reason, out);
     }
 
-    fn on_response(&mut self, now: Millis, response: ResponseKind, out: &mut Vec<ConsumerOutput>) {
-        let Some(in_flight) = self.in_flight.take() else {
-            self.on_protocol_error(now, "a response with nothing in flight", out);
+    fn on_response(
+        &mut self,
+        now: Millis,
+        node: NodeId,
+        response: ResponseKind,
+        out: &mut Vec<ConsumerOutput>,
+    ) {
+        let Some(in_flight) = self
+            .nodes
+            .get_mut(node)
+            .and_then(|connection| connection.in_flight.pop_front())
+        else {
+            self.on_protocol_error(now, node, "a response with nothing in flight", out);
             return;
         };
         match (in_flight.purpose, response) {
+            (Purpose::Metadata, ResponseKind::Metadata(response)) => {
+                self.metadata.on_response(now, &response);
+                self.identify_bootstrap(out);
+            }
             (Purpose::Fetch { positions, asked }, ResponseKind::Fetch(response)) => {
                 let breaches = fetcher::contract_breaches(&asked, &positions, &response, now);
                 for breach in &breaches {
@@ -445,8 +571,17 @@ impl ConsumerCore {
                 self.on_list_offsets_response(&call, &response, out);
             }
             (purpose, _) => {
+                // What the lost request was for is lost with it, as on a broken connection.
+                match &purpose {
+                    Purpose::Metadata => self.metadata.on_failure(now),
+                    Purpose::ListOffsets(call) if self.is_pending(call) => {
+                        let reason = "the broker answered another API".to_owned();
+                        self.fail_list_offsets(ListOffsetsError::ConnectionFailed { reason }, out);
+                    }
+                    _ => {}
+                }
                 let reason = format!("a response of another API answered {purpose:?}");
-                self.on_protocol_error(now, &reason, out);
+                self.on_protocol_error(now, node, &reason, out);
             }
         }
     }
@@ -519,6 +654,9 @@ impl ConsumerCore {
                 self.subscription.request_reset(&partition, reason);
             }
             error => {
+                if refreshes_metadata(error) {
+                    self.metadata.request_update();
+                }
                 let message =
                     format!("the broker answered {error:?} for a fetch at offset {position}");
                 self.report(
@@ -583,11 +721,18 @@ impl ConsumerCore {
         response: &ListOffsetsResponse,
         out: &mut Vec<ConsumerOutput>,
     ) {
-        if self.list_offsets.as_ref() != Some(call) {
+        if !self.is_pending(call) {
             return; // the application abandoned this call
         }
+        let pending = self.list_offsets.as_mut().expect("pending");
+        pending.awaiting -= 1;
+        pending.answered.extend(list_offsets_outcomes(response));
+        if pending.awaiting > 0 || !pending.unsent.is_empty() {
+            return;
+        }
+        let answered = std::mem::take(&mut pending.answered);
         self.list_offsets = None;
-        let result = list_offsets_outcomes(response)
+        let result = answered
             .into_iter()
             .map(|(partition, outcome)| match outcome {
                 Ok(offset) => Ok((partition, offset)),
@@ -609,60 +754,194 @@ impl ConsumerCore {
         }
     }
 
-    fn maybe_connect(&mut self, out: &mut Vec<ConsumerOutput>) {
-        let polling = self.poll_deadline.is_some() && !self.subscription.is_empty();
-        if self.connection == ConnectionState::Idle && (polling || self.list_offsets.is_some()) {
-            self.connection = ConnectionState::Connecting;
-            out.push(ConsumerOutput::Connect);
+    /// The leader of `partition` as the metadata cache knows it.
+    fn leader(&self, partition: &TopicPartition) -> Option<NodeId> {
+        self.metadata.leader(&partition.topic, partition.partition)
+    }
+
+    /// Partitions the core has work for now: the application's call's unsent partitions, or,
+    /// while polling, those to reset or fetch.
+    fn work(&self) -> Vec<TopicPartition> {
+        if let Some(pending) = &self.list_offsets {
+            return pending.unsent.clone();
+        }
+        if self.poll_deadline.is_none() {
+            return Vec::new();
+        }
+        let mut partitions = self.subscription.resettable();
+        if self.fetch_paused_until.is_none() {
+            partitions.extend(
+                self.subscription
+                    .fetchable()
+                    .into_iter()
+                    .map(|(partition, _)| partition),
+            );
+        }
+        partitions
+    }
+
+    /// Opens the connections the work needs: each leader of a partition with work, and, when
+    /// some such partition has no known leader or metadata is due and no connection is up or
+    /// coming, one to a known broker (a bootstrap server before any is known).
+    fn maybe_connect(&mut self, now: Millis, out: &mut Vec<ConsumerOutput>) {
+        if self.poll_deadline.is_none() && self.list_offsets.is_none() {
+            return; // like Kafka's consumer, it connects only inside a call
+        }
+        let mut leaderless = false;
+        let mut leaders: Vec<NodeId> = Vec::new();
+        for partition in self.work() {
+            match self.leader(&partition) {
+                Some(node) if !leaders.contains(&node) => leaders.push(node),
+                Some(_) => {}
+                None => leaderless = true,
+            }
+        }
+        if leaderless {
+            self.metadata.request_update();
+        }
+        for node in leaders {
+            self.connect(node, out);
+        }
+        let needs_metadata = leaderless || self.metadata.wants_request(now);
+        if needs_metadata && !self.nodes.any_up() {
+            if let Some(node) = self.nodes.metadata_target(&self.metadata) {
+                self.connect(node, out);
+            }
         }
     }
 
-    /// Sends the next request: the application's ListOffsets, then resets, then a fetch.
-    fn maybe_send(&mut self, now: Millis, out: &mut Vec<ConsumerOutput>) {
-        if self.connection != ConnectionState::Connected || self.in_flight.is_some() {
-            return;
+    fn connect(&mut self, node: NodeId, out: &mut Vec<ConsumerOutput>) {
+        if self.nodes.start_connect(node) {
+            let address = address_of(node, &self.metadata);
+            out.push(ConsumerOutput::Connect { node, address });
         }
-        if let Some(call) = &self.list_offsets {
-            let isolation_level = self.config.isolation_level.wire_value();
-            let request = list_offsets_request(&call.partitions, call.timestamp, isolation_level);
-            let purpose = Purpose::ListOffsets(call.clone());
-            let timeout_ms = self.config.request_timeout_ms;
-            self.send(
-                now,
-                purpose,
-                RequestKind::ListOffsets(request),
-                timeout_ms,
-                out,
-            );
+    }
+
+    /// Whether `node` is connected with no fetch or ListOffsets in flight.
+    fn is_free(&self, node: NodeId) -> bool {
+        self.nodes.get(node).is_some_and(|connection| {
+            connection.has_room(MAX_IN_FLIGHT)
+                && connection
+                    .in_flight
+                    .iter()
+                    .all(|in_flight| matches!(in_flight.purpose, Purpose::Metadata))
+        })
+    }
+
+    /// Sends what can go: metadata when due, then per free leader the application's
+    /// ListOffsets, else resets, else a fetch.
+    fn maybe_send(&mut self, now: Millis, out: &mut Vec<ConsumerOutput>) {
+        if self.poll_deadline.is_none() && self.list_offsets.is_none() {
+            return; // nothing goes out between calls: assign and seek need no IO
+        }
+        if self.metadata.wants_request(now) {
+            if let Some(node) = self.nodes.least_loaded(MAX_IN_FLIGHT) {
+                let request = self.metadata.request();
+                let timeout_ms = self.config.request_timeout_ms;
+                self.send(
+                    now,
+                    node,
+                    Purpose::Metadata,
+                    RequestKind::Metadata(request),
+                    timeout_ms,
+                    out,
+                );
+            }
+        }
+        let free: Vec<NodeId> = self
+            .nodes
+            .iter()
+            .map(|(node, _)| node)
+            .filter(|node| self.is_free(*node))
+            .collect();
+        for node in free {
+            self.send_to(now, node, out);
+        }
+    }
+
+    /// The next request for `node`, a free leader: the application's ListOffsets, then resets,
+    /// then a fetch, each for the partitions `node` leads.
+    fn send_to(&mut self, now: Millis, node: NodeId, out: &mut Vec<ConsumerOutput>) {
+        if self.list_offsets.is_some() {
+            self.send_call_part(now, node, out);
             return;
         }
         let Some(deadline) = self.poll_deadline else {
             return;
         };
-        let timestamp = match self.config.auto_offset_reset {
-            AutoOffsetReset::Earliest => Some(-2),
-            AutoOffsetReset::Latest => Some(-1),
-            AutoOffsetReset::None => None,
-        };
-        let resettable = self.subscription.resettable();
-        if let (Some(timestamp), false) = (timestamp, resettable.is_empty()) {
-            let isolation_level = self.config.isolation_level.wire_value();
-            let request = list_offsets_request(&resettable, timestamp, isolation_level);
-            let purpose = Purpose::Reset {
-                partitions: resettable,
-            };
-            let timeout_ms = self.config.request_timeout_ms;
-            self.send(
-                now,
-                purpose,
-                RequestKind::ListOffsets(request),
-                timeout_ms,
-                out,
-            );
+        if !self.send_reset(now, node, out) {
+            self.send_fetch(now, deadline, node, out);
+        }
+    }
+
+    /// The part of the application's call that `node` leads, if not asked yet.
+    fn send_call_part(&mut self, now: Millis, node: NodeId, out: &mut Vec<ConsumerOutput>) {
+        let pending = self.list_offsets.as_ref().expect("a call is pending");
+        let (asked, unsent): (Vec<TopicPartition>, Vec<TopicPartition>) = pending
+            .unsent
+            .iter()
+            .cloned()
+            .partition(|partition| self.leader(partition) == Some(node));
+        if asked.is_empty() {
             return;
         }
-        let ordered = self.subscription.fetchable();
-        if self.fetch_paused_until.is_some() || ordered.is_empty() {
+        let isolation_level = self.config.isolation_level.wire_value();
+        let request = list_offsets_request(&asked, pending.call.timestamp, isolation_level);
+        let pending = self.list_offsets.as_mut().expect("a call is pending");
+        pending.unsent = unsent;
+        pending.awaiting += 1;
+        // The purpose names the whole call: an answer counts only for the call still pending.
+        let purpose = Purpose::ListOffsets(pending.call.clone());
+        let timeout_ms = self.config.request_timeout_ms;
+        let body = RequestKind::ListOffsets(request);
+        self.send(now, node, purpose, body, timeout_ms, out);
+    }
+
+    /// Resets (`auto.offset.reset`) of the partitions `node` leads; whether one went.
+    fn send_reset(&mut self, now: Millis, node: NodeId, out: &mut Vec<ConsumerOutput>) -> bool {
+        let timestamp = match self.config.auto_offset_reset {
+            AutoOffsetReset::Earliest => -2,
+            AutoOffsetReset::Latest => -1,
+            AutoOffsetReset::None => return false,
+        };
+        let resettable: Vec<TopicPartition> = self
+            .subscription
+            .resettable()
+            .into_iter()
+            .filter(|partition| self.leader(partition) == Some(node))
+            .collect();
+        if resettable.is_empty() {
+            return false;
+        }
+        let isolation_level = self.config.isolation_level.wire_value();
+        let request = list_offsets_request(&resettable, timestamp, isolation_level);
+        let purpose = Purpose::Reset {
+            partitions: resettable,
+        };
+        let timeout_ms = self.config.request_timeout_ms;
+        let body = RequestKind::ListOffsets(request);
+        self.send(now, node, purpose, body, timeout_ms, out);
+        true
+    }
+
+    /// A fetch of the partitions `node` leads, for a poll ending at `deadline`.
+    fn send_fetch(
+        &mut self,
+        now: Millis,
+        deadline: Millis,
+        node: NodeId,
+        out: &mut Vec<ConsumerOutput>,
+    ) {
+        if self.fetch_paused_until.is_some() {
+            return;
+        }
+        let ordered: Vec<(TopicPartition, i64)> = self
+            .subscription
+            .fetchable()
+            .into_iter()
+            .filter(|(partition, _)| self.leader(partition) == Some(node))
+            .collect();
+        if ordered.is_empty() {
             return;
         }
         assert!(
@@ -677,43 +956,68 @@ impl ConsumerCore {
         let timeout_ms = self.config.request_timeout_ms.saturating_add(max_wait_ms);
         let asked = fetcher::FetchAsked::of(&request, now);
         let purpose = Purpose::Fetch { positions, asked };
-        self.send(now, purpose, RequestKind::Fetch(request), timeout_ms, out);
+        self.send(
+            now,
+            node,
+            purpose,
+            RequestKind::Fetch(request),
+            timeout_ms,
+            out,
+        );
     }
 
     fn send(
         &mut self,
         now: Millis,
+        node: NodeId,
         purpose: Purpose,
         body: RequestKind,
         timeout_ms: u64,
         out: &mut Vec<ConsumerOutput>,
     ) {
-        assert!(self.in_flight.is_none(), "one request in flight at a time");
-        self.in_flight = Some(InFlight {
+        let connection = self.nodes.get_mut(node).expect("sent on a connection");
+        connection.in_flight.push_back(InFlight {
             purpose,
             timeout_ms,
             deadline: now.plus(timeout_ms),
         });
-        out.push(ConsumerOutput::Request { body, timeout_ms });
+        out.push(ConsumerOutput::Request {
+            node,
+            body,
+            timeout_ms,
+        });
     }
 
     /// The earliest time `handle(now, Tick)` must run.
     pub fn next_deadline(&self) -> Option<Millis> {
-        let backoff = match self.connection {
-            ConnectionState::Backoff { until } => Some(until),
-            _ => None,
-        };
-        let request_timeout = self.in_flight.as_ref().map(|in_flight| in_flight.deadline);
+        let backoff = self.nodes.next_backoff_end();
+        let request_timeout = self
+            .nodes
+            .in_flight()
+            .map(|in_flight| in_flight.deadline)
+            .min();
         // Pauses only matter to a poll: nothing else fetches or resets.
         let polling = self.poll_deadline.is_some();
         let unpause = self.subscription.next_unpause().filter(|_| polling);
         let fetch_pause = self.fetch_paused_until.filter(|_| polling);
+        let in_a_call = polling || self.list_offsets.is_some();
+        let metadata = self
+            .metadata
+            .next_deadline()
+            .filter(|_| in_a_call && self.nodes.least_loaded(MAX_IN_FLIGHT).is_some());
+        let call = self
+            .list_offsets
+            .as_ref()
+            .filter(|pending| !pending.unsent.is_empty())
+            .map(|pending| pending.deadline);
         [
             backoff,
             request_timeout,
             self.poll_deadline,
             unpause,
             fetch_pause,
+            metadata,
+            call,
         ]
         .into_iter()
         .flatten()
@@ -723,12 +1027,18 @@ impl ConsumerCore {
     /// Cross-field invariants.
     pub fn check_invariants(&self) {
         self.subscription.check_invariants();
-        if let Some(in_flight) = &self.in_flight {
-            assert_eq!(
-                self.connection,
-                ConnectionState::Connected,
-                "a request in flight without a connection"
-            );
+        self.nodes.check_invariants(MAX_IN_FLIGHT);
+        for (_, connection) in self.nodes.iter() {
+            let data = connection
+                .in_flight
+                .iter()
+                .filter(|in_flight| !matches!(in_flight.purpose, Purpose::Metadata))
+                .count();
+            assert!(data <= 1, "one fetch or ListOffsets per connection");
+        }
+        let mut metadata_awaited = 0;
+        let mut call_awaited = 0;
+        for in_flight in self.nodes.in_flight() {
             match &in_flight.purpose {
                 Purpose::Fetch { positions, .. } => {
                     assert!(!positions.is_empty(), "a fetch asks for some partition");
@@ -746,11 +1056,21 @@ impl ConsumerCore {
                         !call.partitions.is_empty(),
                         "an empty call is answered at once"
                     );
+                    call_awaited += usize::from(self.is_pending(call));
                 }
+                Purpose::Metadata => metadata_awaited += 1,
             }
         }
-        if let ConnectionState::Backoff { .. } = self.connection {
-            assert!(self.connect_failures > 0, "a backoff follows a failure");
+        assert_eq!(
+            metadata_awaited,
+            usize::from(self.metadata.in_flight()),
+            "the cache knows whether its request is in flight"
+        );
+        if let Some(pending) = &self.list_offsets {
+            assert_eq!(
+                pending.awaiting, call_awaited,
+                "the pending call counts its requests in flight"
+            );
         }
         if self.poll_deadline.is_some() {
             assert!(
@@ -774,6 +1094,12 @@ impl ConsumerCore {
             "gathered records belong to assigned partitions"
         );
     }
+}
+
+/// The errors after which Kafka's clients ask for metadata again: the leader moved or the
+/// topic changed.
+fn refreshes_metadata(error: ErrorCode) -> bool {
+    crate::client::metadata::refreshes_metadata(error)
 }
 
 impl crate::state_machine::StateMachine for ConsumerCore {

@@ -4,17 +4,74 @@ use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, Partition
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
-use kafka_protocol::messages::{FetchRequest, ListOffsetsRequest, TopicName};
+use kafka_protocol::messages::{FetchRequest, ListOffsetsRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 use super::fetcher::tests::batch_at;
 use super::*;
 use crate::config::Configurable;
 
+/// A core whose metadata already says broker 0 (`b:9092`), the only one, leads every partition
+/// of `t`.
 fn core(pairs: &[(&str, &str)]) -> ConsumerCore {
     let mut config = ConsumerConfig::default();
     config.apply(pairs.iter().copied()).expect("valid");
-    ConsumerCore::new(config)
+    let mut core = ConsumerCore::new(config);
+    core.metadata.want("t");
+    core.metadata.request();
+    core.metadata.on_response(Millis(0), &one_broker());
+    core
+}
+
+/// Broker 0 alone, leading the three partitions of `t`.
+fn one_broker() -> MetadataResponse {
+    let mut answer = led_by(&[0, 0, 0]);
+    answer.brokers.truncate(1);
+    answer
+}
+
+/// A metadata answer for topic `t` whose partition `i` is led by `leaders[i]` (-1: none),
+/// naming brokers 0 (`b:9092`) and 1 (`c:9092`).
+fn led_by(leaders: &[i32]) -> MetadataResponse {
+    use kafka_protocol::messages::metadata_response::{
+        MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+    };
+    use kafka_protocol::messages::BrokerId;
+    let partitions = leaders
+        .iter()
+        .enumerate()
+        .map(|(index, leader)| {
+            MetadataResponsePartition::default()
+                .with_partition_index(index as i32)
+                .with_leader_id(BrokerId(*leader))
+        })
+        .collect();
+    let brokers = [(0, "b"), (1, "c")]
+        .map(|(node, host)| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(node))
+                .with_host(StrBytes::from_static_str(host))
+                .with_port(9092)
+        })
+        .to_vec();
+    MetadataResponse::default()
+        .with_brokers(brokers)
+        .with_topics(vec![MetadataResponseTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_static_str("t"))))
+            .with_partitions(partitions)])
+}
+
+/// Broker 0's connection is up.
+fn connected() -> ConsumerInput {
+    ConsumerInput::Connected {
+        node: 0,
+        address: "b:9092".into(),
+    }
+}
+
+/// Broker 0 answers.
+fn answer(response: ResponseKind) -> ConsumerInput {
+    ConsumerInput::Response { node: 0, response }
 }
 
 fn step(core: &mut ConsumerCore, now: u64, input: ConsumerInput) -> Vec<ConsumerOutput> {
@@ -31,9 +88,20 @@ fn partition(index: i32) -> TopicPartition {
 /// A core with `positions` assigned and seeked, polling until `deadline`, connected at 0.
 fn polling(pairs: &[(&str, &str)], positions: &[(i32, i64)], deadline: u64) -> ConsumerCore {
     let mut core = core(pairs);
+    let out = start_polling(&mut core, positions, deadline);
+    assert!(matches!(out.as_slice(), [ConsumerOutput::Connect { .. }]));
+    core
+}
+
+/// Assigns and seeks `positions`, then polls until `deadline`: what the poll asked for.
+fn start_polling(
+    core: &mut ConsumerCore,
+    positions: &[(i32, i64)],
+    deadline: u64,
+) -> Vec<ConsumerOutput> {
     let assigned: Vec<TopicPartition> = positions.iter().map(|(p, _)| partition(*p)).collect();
     step(
-        &mut core,
+        core,
         0,
         ConsumerInput::Assign {
             partitions: assigned,
@@ -41,17 +109,15 @@ fn polling(pairs: &[(&str, &str)], positions: &[(i32, i64)], deadline: u64) -> C
     );
     for (index, offset) in positions {
         let (partition, offset) = (partition(*index), *offset);
-        assert!(step(&mut core, 0, ConsumerInput::Seek { partition, offset }).is_empty());
+        assert!(step(core, 0, ConsumerInput::Seek { partition, offset }).is_empty());
     }
-    let out = step(
-        &mut core,
+    step(
+        core,
         0,
         ConsumerInput::Poll {
             deadline: Millis(deadline),
         },
-    );
-    assert!(matches!(out.as_slice(), [ConsumerOutput::Connect]));
-    core
+    )
 }
 
 fn fetch_response(partitions: Vec<(i32, ErrorCode, Vec<u8>)>) -> ResponseKind {
@@ -96,6 +162,7 @@ fn fetch(out: &[ConsumerOutput]) -> (&FetchRequest, u64) {
             ConsumerOutput::Request {
                 body: RequestKind::Fetch(request),
                 timeout_ms,
+                ..
             } => Some((request, *timeout_ms)),
             _ => None,
         })
@@ -150,14 +217,14 @@ fn corrupt_batch_at(offset: i64, values: &[&str]) -> Vec<u8> {
 #[test]
 fn a_corrupt_batch_in_one_partition_does_not_lose_or_skip_the_records_of_another_partition() {
     let mut core = polling(&[], &[(0, 0), (1, 0)], 1000);
-    let out = step(&mut core, 0, ConsumerInput::Connected);
+    let out = step(&mut core, 0, connected());
     assert_eq!(fetched_from(fetch(&out).0), vec![(0, 0), (1, 0)]);
     let good = batch_at(0, &["a", "b", "c"]);
     let mut bad = batch_at(0, &["x", "y"]);
     bad.extend(corrupt_batch_at(2, &["z", "w"]));
     bad.extend(batch_at(4, &["v"]));
     let response = fetch_response(vec![(0, ErrorCode::None, good), (1, ErrorCode::None, bad)]);
-    let out = step(&mut core, 10, ConsumerInput::Response(response));
+    let out = step(&mut core, 10, answer(response));
     let polled = polled(out).expect("records end the poll").expect("ok");
     assert_eq!(
         offsets(&polled, 0),
@@ -200,11 +267,11 @@ fn a_corrupt_batch_in_one_partition_does_not_lose_or_skip_the_records_of_another
 #[test]
 fn a_corrupt_batch_is_fetched_again_from_its_first_offset_after_the_retry_pause() {
     let mut core = polling(&[("retry.backoff.ms", "100")], &[(0, 0)], 1000);
-    step(&mut core, 0, ConsumerInput::Connected);
+    step(&mut core, 0, connected());
     let mut bytes = batch_at(0, &["a"]);
     bytes.extend(corrupt_batch_at(1, &["b"]));
     let response = fetch_response(vec![(0, ErrorCode::None, bytes)]);
-    let out = step(&mut core, 10, ConsumerInput::Response(response));
+    let out = step(&mut core, 10, answer(response));
     let polled = polled(out).expect("done").expect("ok");
     assert_eq!(offsets(&polled, 0), vec![0]);
     let out = step(
@@ -227,9 +294,9 @@ fn a_corrupt_batch_is_fetched_again_from_its_first_offset_after_the_retry_pause(
 #[test]
 fn offset_out_of_range_records_a_reset_with_its_reason_then_asks_list_offsets() {
     let mut core = polling(&[("auto.offset.reset", "earliest")], &[(0, 100)], 1000);
-    step(&mut core, 0, ConsumerInput::Connected);
+    step(&mut core, 0, connected());
     let response = fetch_response(vec![(0, ErrorCode::OffsetOutOfRange, Vec::new())]);
-    let out = step(&mut core, 5, ConsumerInput::Response(response));
+    let out = step(&mut core, 5, answer(response));
     let request = list_offsets(&out).expect("a reset asks ListOffsets");
     let asked = &request.topics[0].partitions[0];
     assert_eq!(
@@ -240,7 +307,7 @@ fn offset_out_of_range_records_a_reset_with_its_reason_then_asks_list_offsets() 
     assert_eq!(core.position(&partition(0)), None);
     assert!(polled(out).is_none(), "a reset alone does not end the poll");
     let response = list_offsets_response(&[(0, ErrorCode::None, 40)]);
-    let out = step(&mut core, 6, ConsumerInput::Response(response));
+    let out = step(&mut core, 6, answer(response));
     assert_eq!(fetched_from(fetch(&out).0), vec![(0, 40)]);
     let polled = polled(step(&mut core, 1000, ConsumerInput::Tick))
         .expect("the deadline ends the poll")
@@ -264,16 +331,16 @@ fn a_new_assignment_is_reset_to_the_log_end_before_any_fetch() {
     let deadline = Millis(1000);
     assert!(matches!(
         step(&mut core, 0, ConsumerInput::Poll { deadline }).as_slice(),
-        [ConsumerOutput::Connect]
+        [ConsumerOutput::Connect { .. }]
     ));
-    let out = step(&mut core, 1, ConsumerInput::Connected);
+    let out = step(&mut core, 1, connected());
     let request = list_offsets(&out).expect("reset first");
     assert_eq!(request.topics[0].partitions[0].timestamp, -1, "latest");
     let response = list_offsets_response(&[(0, ErrorCode::None, 7)]);
-    let out = step(&mut core, 2, ConsumerInput::Response(response));
+    let out = step(&mut core, 2, answer(response));
     assert_eq!(fetched_from(fetch(&out).0), vec![(0, 7)]);
     let response = fetch_response(vec![(0, ErrorCode::None, batch_at(7, &["seven"]))]);
-    let polled = polled(step(&mut core, 3, ConsumerInput::Response(response)))
+    let polled = polled(step(&mut core, 3, answer(response)))
         .expect("done")
         .expect("ok");
     assert_eq!(offsets(&polled, 0), vec![7]);
@@ -300,9 +367,9 @@ fn auto_offset_reset_none_fails_a_poll_on_a_partition_without_a_position() {
 #[test]
 fn offset_out_of_range_without_a_reset_policy_is_a_partition_error_at_the_kept_position() {
     let mut core = polling(&[("auto.offset.reset", "none")], &[(0, 100)], 1000);
-    step(&mut core, 0, ConsumerInput::Connected);
+    step(&mut core, 0, connected());
     let response = fetch_response(vec![(0, ErrorCode::OffsetOutOfRange, Vec::new())]);
-    let polled = polled(step(&mut core, 5, ConsumerInput::Response(response)))
+    let polled = polled(step(&mut core, 5, answer(response)))
         .expect("an error ends the poll")
         .expect("ok");
     assert_eq!(polled.errors[0].error, ErrorCode::OffsetOutOfRange);
@@ -313,12 +380,12 @@ fn offset_out_of_range_without_a_reset_policy_is_a_partition_error_at_the_kept_p
 #[test]
 fn a_broker_partition_error_is_reported_and_the_partition_retried_after_the_backoff() {
     let mut core = polling(&[("retry.backoff.ms", "50")], &[(0, 3), (1, 4)], 1000);
-    step(&mut core, 0, ConsumerInput::Connected);
+    step(&mut core, 0, connected());
     let response = fetch_response(vec![
         (0, ErrorCode::NotLeaderOrFollower, Vec::new()),
         (1, ErrorCode::None, batch_at(4, &["four"])),
     ]);
-    let polled = polled(step(&mut core, 10, ConsumerInput::Response(response)))
+    let polled = polled(step(&mut core, 10, answer(response)))
         .expect("done")
         .expect("ok");
     assert_eq!(offsets(&polled, 1), vec![4]);
@@ -332,33 +399,27 @@ fn a_broker_partition_error_is_reported_and_the_partition_retried_after_the_back
         vec![(1, 5)],
         "partition 0 waits"
     );
-    let out = step(
-        &mut core,
-        30,
-        ConsumerInput::Response(fetch_response(vec![])),
-    );
+    // NOT_LEADER_OR_FOLLOWER asked for fresh metadata, which went before this fetch.
+    step(&mut core, 20, answer(ResponseKind::Metadata(one_broker())));
+    let out = step(&mut core, 30, answer(fetch_response(vec![])));
     assert_eq!(fetched_from(fetch(&out).0), vec![(1, 5)], "paused until 60");
     assert_eq!(core.next_deadline(), Some(Millis(60)));
     assert!(
         step(&mut core, 60, ConsumerInput::Tick).is_empty(),
         "a fetch is in flight"
     );
-    let out = step(
-        &mut core,
-        70,
-        ConsumerInput::Response(fetch_response(vec![])),
-    );
+    let out = step(&mut core, 70, answer(fetch_response(vec![])));
     assert_eq!(fetched_from(fetch(&out).0), vec![(0, 3), (1, 5)]);
 }
 
 #[test]
 fn a_top_level_fetch_error_pauses_fetching_for_the_backoff() {
     let mut core = polling(&[("retry.backoff.ms", "100")], &[(0, 0)], 1000);
-    step(&mut core, 0, ConsumerInput::Connected);
+    step(&mut core, 0, connected());
     let response = ResponseKind::Fetch(
         FetchResponse::default().with_error_code(ErrorCode::UnknownServerError.code()),
     );
-    let out = step(&mut core, 10, ConsumerInput::Response(response));
+    let out = step(&mut core, 10, answer(response));
     assert!(out.is_empty(), "a retry, not an error of the poll: {out:?}");
     assert_eq!(core.next_deadline(), Some(Millis(110)));
     let out = step(&mut core, 110, ConsumerInput::Tick);
@@ -369,7 +430,7 @@ fn a_top_level_fetch_error_pauses_fetching_for_the_backoff() {
 fn a_request_timeout_disconnects_and_retries_after_the_reconnect_backoff() {
     let pairs = [("request.timeout.ms", "1000"), ("fetch.max.wait.ms", "500")];
     let mut core = polling(&pairs, &[(0, 0)], 10_000);
-    let out = step(&mut core, 0, ConsumerInput::Connected);
+    let out = step(&mut core, 0, connected());
     assert_eq!(
         fetch(&out).1,
         1500,
@@ -387,8 +448,8 @@ fn a_request_timeout_disconnects_and_retries_after_the_reconnect_backoff() {
         "reconnect backoff"
     );
     let out = step(&mut core, 1550, ConsumerInput::Tick);
-    assert!(matches!(out.as_slice(), [ConsumerOutput::Connect]));
-    let out = step(&mut core, 1551, ConsumerInput::Connected);
+    assert!(matches!(out.as_slice(), [ConsumerOutput::Connect { .. }]));
+    let out = step(&mut core, 1551, connected());
     assert_eq!(
         fetched_from(fetch(&out).0),
         vec![(0, 0)],
@@ -402,15 +463,24 @@ fn failed_connects_back_off_exponentially_up_to_the_maximum() {
     let mut now = 0;
     for expected_delay in [50, 100, 200, 400, 800, 1000, 1000] {
         let reason = "refused".to_owned();
-        assert!(step(&mut core, now, ConsumerInput::ConnectFailed { reason }).is_empty());
+        assert!(step(
+            &mut core,
+            now,
+            ConsumerInput::ConnectFailed { node: 0, reason }
+        )
+        .is_empty());
         assert_eq!(core.next_deadline(), Some(Millis(now + expected_delay)));
         now += expected_delay;
         let out = step(&mut core, now, ConsumerInput::Tick);
-        assert!(matches!(out.as_slice(), [ConsumerOutput::Connect]));
+        assert!(matches!(out.as_slice(), [ConsumerOutput::Connect { .. }]));
     }
-    step(&mut core, now, ConsumerInput::Connected);
+    step(&mut core, now, connected());
     let reason = "reset".to_owned();
-    step(&mut core, now, ConsumerInput::Disconnected { reason });
+    step(
+        &mut core,
+        now,
+        ConsumerInput::Disconnected { node: 0, reason },
+    );
     assert_eq!(
         core.next_deadline(),
         Some(Millis(now + 50)),
@@ -421,15 +491,11 @@ fn failed_connects_back_off_exponentially_up_to_the_maximum() {
 #[test]
 fn fetch_max_wait_is_bounded_by_the_poll_deadline() {
     let mut core = polling(&[("fetch.max.wait.ms", "500")], &[(0, 0)], 200);
-    let out = step(&mut core, 50, ConsumerInput::Connected);
+    let out = step(&mut core, 50, connected());
     let (request, timeout_ms) = fetch(&out);
     assert_eq!(request.max_wait_ms, 150, "what is left of the poll");
     assert_eq!(timeout_ms, 30_000 + 150);
-    let out = step(
-        &mut core,
-        200,
-        ConsumerInput::Response(fetch_response(vec![])),
-    );
+    let out = step(&mut core, 200, answer(fetch_response(vec![])));
     let polled = polled(out)
         .expect("the deadline ends the poll")
         .expect("ok");
@@ -442,14 +508,14 @@ fn fetch_max_wait_is_bounded_by_the_poll_deadline() {
 #[test]
 fn a_fetch_in_flight_when_the_poll_ends_is_delivered_to_the_next_poll() {
     let mut core = polling(&[], &[(0, 0)], 100);
-    step(&mut core, 0, ConsumerInput::Connected);
+    step(&mut core, 0, connected());
     let polled_empty = polled(step(&mut core, 100, ConsumerInput::Tick)).expect("deadline");
     assert!(polled_empty.expect("ok").is_empty());
     let deadline = Millis(1000);
     let out = step(&mut core, 100, ConsumerInput::Poll { deadline });
     assert!(out.is_empty(), "the old fetch is still in flight");
     let response = fetch_response(vec![(0, ErrorCode::None, batch_at(0, &["zero"]))]);
-    let polled = polled(step(&mut core, 120, ConsumerInput::Response(response)))
+    let polled = polled(step(&mut core, 120, answer(response)))
         .expect("done")
         .expect("ok");
     assert_eq!(offsets(&polled, 0), vec![0]);
@@ -458,14 +524,14 @@ fn a_fetch_in_flight_when_the_poll_ends_is_delivered_to_the_next_poll() {
 #[test]
 fn a_response_for_a_partition_seeked_meanwhile_is_ignored() {
     let mut core = polling(&[], &[(0, 0)], 100);
-    step(&mut core, 0, ConsumerInput::Connected);
+    step(&mut core, 0, connected());
     step(&mut core, 100, ConsumerInput::Tick);
     let (partition, offset) = (partition(0), 50);
     step(&mut core, 100, ConsumerInput::Seek { partition, offset });
     let deadline = Millis(1000);
     step(&mut core, 100, ConsumerInput::Poll { deadline });
     let response = fetch_response(vec![(0, ErrorCode::None, batch_at(0, &["zero"]))]);
-    let out = step(&mut core, 120, ConsumerInput::Response(response));
+    let out = step(&mut core, 120, answer(response));
     assert_eq!(fetched_from(fetch(&out).0), vec![(0, 50)]);
     assert!(polled(out).is_none(), "stale records are dropped");
 }
@@ -480,12 +546,12 @@ fn list_offsets_answers_the_application_and_fails_when_the_connection_breaks() {
     };
     assert!(matches!(
         step(&mut core, 0, call).as_slice(),
-        [ConsumerOutput::Connect]
+        [ConsumerOutput::Connect { .. }]
     ));
-    let out = step(&mut core, 0, ConsumerInput::Connected);
+    let out = step(&mut core, 0, connected());
     assert!(list_offsets(&out).is_some());
     let response = list_offsets_response(&[(0, ErrorCode::None, 5), (1, ErrorCode::None, 9)]);
-    let out = step(&mut core, 1, ConsumerInput::Response(response));
+    let out = step(&mut core, 1, answer(response));
     assert!(matches!(
         out.as_slice(),
         [ConsumerOutput::ListedOffsets(Ok(offsets))]
@@ -497,7 +563,11 @@ fn list_offsets_answers_the_application_and_fails_when_the_connection_breaks() {
     };
     assert!(list_offsets(&step(&mut core, 2, call)).is_some());
     let reason = "reset".to_owned();
-    let out = step(&mut core, 3, ConsumerInput::Disconnected { reason });
+    let out = step(
+        &mut core,
+        3,
+        ConsumerInput::Disconnected { node: 0, reason },
+    );
     assert!(matches!(
         out.as_slice(),
         [ConsumerOutput::ListedOffsets(Err(
@@ -509,10 +579,10 @@ fn list_offsets_answers_the_application_and_fails_when_the_connection_breaks() {
 #[test]
 fn a_partition_that_delivered_goes_to_the_end_of_the_next_fetch() {
     let mut core = polling(&[], &[(0, 0), (1, 0), (2, 0)], 1000);
-    let out = step(&mut core, 0, ConsumerInput::Connected);
+    let out = step(&mut core, 0, connected());
     assert_eq!(fetched_from(fetch(&out).0), vec![(0, 0), (1, 0), (2, 0)]);
     let response = fetch_response(vec![(0, ErrorCode::None, batch_at(0, &["zero"]))]);
-    step(&mut core, 10, ConsumerInput::Response(response));
+    step(&mut core, 10, answer(response));
     let out = step(
         &mut core,
         10,
@@ -525,4 +595,121 @@ fn a_partition_that_delivered_goes_to_the_end_of_the_next_fetch() {
         vec![(1, 0), (2, 0), (0, 1)],
         "partition 0 delivered, so it waits behind the others (Kafka's movePartitionToEnd)"
     );
+}
+
+/// `(node, partitions)` of every fetch in `out`.
+fn fetches_by_node(out: &[ConsumerOutput]) -> Vec<(NodeId, Vec<i32>)> {
+    out.iter()
+        .filter_map(|output| match output {
+            ConsumerOutput::Request {
+                node,
+                body: RequestKind::Fetch(request),
+                ..
+            } => Some((
+                *node,
+                fetched_from(request).into_iter().map(|(p, _)| p).collect(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_fresh_consumer_asks_the_bootstrap_server_for_leaders_then_fetches_from_each() {
+    let mut core = ConsumerCore::new(ConsumerConfig::default());
+    let out = start_polling(&mut core, &[(0, 0), (1, 0), (2, 0)], 1000);
+    assert!(
+        matches!(
+            out.as_slice(),
+            [ConsumerOutput::Connect {
+                node: BOOTSTRAP,
+                address: None
+            }]
+        ),
+        "no leader known: a bootstrap server: {out:?}"
+    );
+    let up = ConsumerInput::Connected {
+        node: BOOTSTRAP,
+        address: "c:9092".into(),
+    };
+    let out = step(&mut core, 1, up);
+    assert!(matches!(
+        out.as_slice(),
+        [ConsumerOutput::Request {
+            node: BOOTSTRAP,
+            body: RequestKind::Metadata(_),
+            ..
+        }]
+    ));
+    let metadata = ResponseKind::Metadata(led_by(&[0, 1, 1]));
+    let out = step(
+        &mut core,
+        2,
+        ConsumerInput::Response {
+            node: BOOTSTRAP,
+            response: metadata,
+        },
+    );
+    assert!(
+        matches!(out.first(), Some(ConsumerOutput::Identified { node: 1 })),
+        "c:9092 is broker 1: {out:?}"
+    );
+    assert!(
+        out.iter().any(|output| matches!(
+            output,
+            ConsumerOutput::Connect { node: 0, address: Some(address) } if address == "b:9092"
+        )),
+        "broker 0 leads partition 0: {out:?}"
+    );
+    assert_eq!(fetches_by_node(&out), vec![(1, vec![1, 2])]);
+    let out = step(&mut core, 3, connected());
+    assert_eq!(fetches_by_node(&out), vec![(0, vec![0])]);
+    // Each leader answers on its own connection; a record from broker 1 completes the poll.
+    let response = fetch_response(vec![(1, ErrorCode::None, batch_at(0, &["x"]))]);
+    let out = step(&mut core, 4, ConsumerInput::Response { node: 1, response });
+    let polled = polled(out).expect("done").expect("ok");
+    assert_eq!(offsets(&polled, 1), vec![0]);
+}
+
+#[test]
+fn a_list_offsets_call_over_two_leaders_answers_once_both_did() {
+    let mut core = core(&[]);
+    core.metadata.request();
+    core.metadata.on_response(Millis(0), &led_by(&[0, 1]));
+    let call = ConsumerInput::ListOffsets {
+        partitions: vec![partition(0), partition(1)],
+        timestamp: -1,
+    };
+    let out = step(&mut core, 0, call);
+    assert_eq!(out.len(), 2, "a connection to each leader: {out:?}");
+    step(&mut core, 1, connected());
+    let out = step(
+        &mut core,
+        1,
+        ConsumerInput::Connected {
+            node: 1,
+            address: "c:9092".into(),
+        },
+    );
+    let asked = list_offsets(&out).expect("broker 1's part");
+    assert_eq!(asked.topics[0].partitions[0].partition_index, 1);
+    let part = list_offsets_response(&[(0, ErrorCode::None, 5)]);
+    assert!(
+        step(&mut core, 2, answer(part)).is_empty(),
+        "broker 1 has not answered"
+    );
+    let part = list_offsets_response(&[(1, ErrorCode::None, 9)]);
+    let out = step(
+        &mut core,
+        3,
+        ConsumerInput::Response {
+            node: 1,
+            response: part,
+        },
+    );
+    assert!(matches!(
+        out.as_slice(),
+        [ConsumerOutput::ListedOffsets(Ok(offsets))]
+            if offsets == &vec![(partition(0), 5), (partition(1), 9)]
+    ));
 }
