@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::client::metadata::MetadataCache;
-use crate::types::Millis;
+use crate::types::{Millis, TopicPartition};
 
 /// A connection's key: a broker's node id, or [`BOOTSTRAP`].
 pub type NodeId = i32;
@@ -22,7 +22,7 @@ pub const BOOTSTRAP: NodeId = -1;
 
 /// Where to connect to `node`: `host:port` for a broker the cache knows, `None` for a bootstrap
 /// server (the shell's choice among `bootstrap.servers`).
-pub(crate) fn address_of(node: NodeId, metadata: &MetadataCache) -> Option<String> {
+fn address_of(node: NodeId, metadata: &MetadataCache) -> Option<String> {
     (node != BOOTSTRAP)
         .then(|| metadata.broker(node).map(str::to_owned))
         .flatten()
@@ -189,6 +189,45 @@ impl<F> Connections<F> {
         let connection = self.nodes.remove(&BOOTSTRAP).expect("looked up above");
         self.nodes.insert(node, connection);
         Some(node)
+    }
+
+    /// Starts the connections that work on `partitions` needs: each one's leader, and, when
+    /// some partition has no known leader or `needs_metadata` and no connection is up or
+    /// coming, one to ask for metadata ([`metadata_target`](Self::metadata_target)). Answers the
+    /// connections to open, as `(node, address)` ([`address_of`]), and whether some partition
+    /// had no known leader (the caller asks for fresh metadata, as Kafka's Sender does for its
+    /// `unknownLeaderTopics`).
+    pub(crate) fn open_for<'a>(
+        &mut self,
+        partitions: impl IntoIterator<Item = &'a TopicPartition>,
+        metadata: &MetadataCache,
+        needs_metadata: bool,
+    ) -> (Vec<(NodeId, Option<String>)>, bool) {
+        let mut leaderless = false;
+        let mut leaders: Vec<NodeId> = Vec::new();
+        for partition in partitions {
+            match metadata.leader(&partition.topic, partition.partition) {
+                Some(node) if !leaders.contains(&node) => leaders.push(node),
+                Some(_) => {}
+                None => leaderless = true,
+            }
+        }
+        let mut opened: Vec<NodeId> = leaders
+            .into_iter()
+            .filter(|node| self.start_connect(*node))
+            .collect();
+        if (leaderless || needs_metadata) && !self.any_up() {
+            if let Some(node) = self.metadata_target(metadata) {
+                if self.start_connect(node) {
+                    opened.push(node);
+                }
+            }
+        }
+        let opened = opened
+            .into_iter()
+            .map(|node| (node, address_of(node, metadata)))
+            .collect();
+        (opened, leaderless)
     }
 
     /// Whether some connection is up or coming.

@@ -267,6 +267,38 @@ impl MetadataCache {
     }
 }
 
+/// A metadata answer for tests: topic `topic` whose partition `i` is led by `leaders[i]` (-1:
+/// none), naming brokers 0 (`b:9092`) and 1 (`c:9092`).
+#[cfg(test)]
+pub(crate) fn answer_led_by(topic: &str, leaders: &[i32]) -> MetadataResponse {
+    use kafka_protocol::messages::metadata_response::{
+        MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+    };
+    use kafka_protocol::messages::BrokerId;
+    let partitions = leaders
+        .iter()
+        .enumerate()
+        .map(|(index, leader)| {
+            MetadataResponsePartition::default()
+                .with_partition_index(index as i32)
+                .with_leader_id(BrokerId(*leader))
+        })
+        .collect();
+    let brokers = [(0, "b"), (1, "c")]
+        .map(|(node, host)| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(node))
+                .with_host(StrBytes::from_static_str(host))
+                .with_port(9092)
+        })
+        .to_vec();
+    MetadataResponse::default()
+        .with_brokers(brokers)
+        .with_topics(vec![MetadataResponseTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(topic.to_owned()))))
+            .with_partitions(partitions)])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

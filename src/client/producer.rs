@@ -34,7 +34,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::client::connections::{address_of, Connections};
+use crate::client::connections::Connections;
 pub use crate::client::connections::{NodeId, BOOTSTRAP};
 use crate::client::metadata::{refreshes_metadata, MetadataCache, TopicState};
 use crate::client::partitioner::partition_for_key;
@@ -600,35 +600,18 @@ impl ProducerCore {
     /// when records wait for metadata or a batch's leader is unknown and no connection is up or
     /// coming, one to a known broker (the bootstrap server before any is known).
     fn maybe_connect(&mut self, out: &mut Vec<ProducerOutput>) {
-        let mut leaderless = false;
-        let mut leaders: Vec<NodeId> = Vec::new();
-        for partition in self.batches.keys() {
-            match self.leader(partition) {
-                Some(node) if !leaders.contains(&node) => leaders.push(node),
-                Some(_) => {}
-                None => leaderless = true,
-            }
-        }
-        for node in leaders {
-            self.connect(node, out);
-        }
+        let needs_metadata = !self.unrouted.is_empty();
+        let (opened, leaderless) =
+            self.nodes
+                .open_for(self.batches.keys(), &self.metadata, needs_metadata);
         if leaderless {
             self.metadata.request_update(); // Kafka's Sender, for `unknownLeaderTopics`
         }
-        let needs_metadata = leaderless || !self.unrouted.is_empty();
-        if needs_metadata && !self.nodes.any_up() {
-            if let Some(node) = self.nodes.metadata_target(&self.metadata) {
-                self.connect(node, out);
-            }
-        }
-    }
-
-    /// Asks for a connection to `node` unless it has one, or one is coming, or it backs off.
-    fn connect(&mut self, node: NodeId, out: &mut Vec<ProducerOutput>) {
-        if self.nodes.start_connect(node) {
-            let address = address_of(node, &self.metadata);
-            out.push(ProducerOutput::Connect { node, address });
-        }
+        out.extend(
+            opened
+                .into_iter()
+                .map(|(node, address)| ProducerOutput::Connect { node, address }),
+        );
     }
 
     /// When the first batch of `deque` becomes sendable (Kafka's `ready`): at once when it is
@@ -1784,35 +1767,9 @@ mod tests {
         assert_eq!(core.pending(), 0);
     }
 
-    /// A metadata answer for topic `t` whose partition `i` is led by `leaders[i]` (-1: none),
-    /// naming brokers 0 and 1.
+    /// Topic `t` led as `leaders` says, by brokers 0 (`b:9092`) and 1 (`c:9092`).
     fn led_by(leaders: &[i32]) -> MetadataResponse {
-        use kafka_protocol::messages::metadata_response::{
-            MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
-        };
-        use kafka_protocol::messages::BrokerId;
-        let partitions = leaders
-            .iter()
-            .enumerate()
-            .map(|(index, leader)| {
-                MetadataResponsePartition::default()
-                    .with_partition_index(index as i32)
-                    .with_leader_id(BrokerId(*leader))
-            })
-            .collect();
-        let brokers = [(0, "b"), (1, "c")]
-            .map(|(node, host)| {
-                MetadataResponseBroker::default()
-                    .with_node_id(BrokerId(node))
-                    .with_host(StrBytes::from_static_str(host))
-                    .with_port(9092)
-            })
-            .to_vec();
-        MetadataResponse::default()
-            .with_brokers(brokers)
-            .with_topics(vec![MetadataResponseTopic::default()
-                .with_name(Some(TopicName(StrBytes::from_static_str("t"))))
-                .with_partitions(partitions)])
+        crate::client::metadata::answer_led_by("t", leaders)
     }
 
     /// Per output request: (node, partitions).

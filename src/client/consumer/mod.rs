@@ -33,7 +33,7 @@ use std::collections::BTreeMap;
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{FetchResponse, ListOffsetsResponse, RequestKind, ResponseKind};
 
-use crate::client::connections::{address_of, Connections};
+use crate::client::connections::Connections;
 pub use crate::client::connections::{NodeId, BOOTSTRAP};
 use crate::client::metadata::MetadataCache;
 
@@ -787,34 +787,17 @@ impl ConsumerCore {
         if self.poll_deadline.is_none() && self.list_offsets.is_none() {
             return; // like Kafka's consumer, it connects only inside a call
         }
-        let mut leaderless = false;
-        let mut leaders: Vec<NodeId> = Vec::new();
-        for partition in self.work() {
-            match self.leader(&partition) {
-                Some(node) if !leaders.contains(&node) => leaders.push(node),
-                Some(_) => {}
-                None => leaderless = true,
-            }
-        }
+        let work = self.work();
+        let due = self.metadata.wants_request(now);
+        let (opened, leaderless) = self.nodes.open_for(&work, &self.metadata, due);
         if leaderless {
             self.metadata.request_update();
         }
-        for node in leaders {
-            self.connect(node, out);
-        }
-        let needs_metadata = leaderless || self.metadata.wants_request(now);
-        if needs_metadata && !self.nodes.any_up() {
-            if let Some(node) = self.nodes.metadata_target(&self.metadata) {
-                self.connect(node, out);
-            }
-        }
-    }
-
-    fn connect(&mut self, node: NodeId, out: &mut Vec<ConsumerOutput>) {
-        if self.nodes.start_connect(node) {
-            let address = address_of(node, &self.metadata);
-            out.push(ConsumerOutput::Connect { node, address });
-        }
+        out.extend(
+            opened
+                .into_iter()
+                .map(|(node, address)| ConsumerOutput::Connect { node, address }),
+        );
     }
 
     /// Whether `node` is connected with no fetch or ListOffsets in flight.

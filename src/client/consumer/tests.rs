@@ -30,35 +30,9 @@ fn one_broker() -> MetadataResponse {
     answer
 }
 
-/// A metadata answer for topic `t` whose partition `i` is led by `leaders[i]` (-1: none),
-/// naming brokers 0 (`b:9092`) and 1 (`c:9092`).
+/// Topic `t` led as `leaders` says, by brokers 0 (`b:9092`) and 1 (`c:9092`).
 fn led_by(leaders: &[i32]) -> MetadataResponse {
-    use kafka_protocol::messages::metadata_response::{
-        MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
-    };
-    use kafka_protocol::messages::BrokerId;
-    let partitions = leaders
-        .iter()
-        .enumerate()
-        .map(|(index, leader)| {
-            MetadataResponsePartition::default()
-                .with_partition_index(index as i32)
-                .with_leader_id(BrokerId(*leader))
-        })
-        .collect();
-    let brokers = [(0, "b"), (1, "c")]
-        .map(|(node, host)| {
-            MetadataResponseBroker::default()
-                .with_node_id(BrokerId(node))
-                .with_host(StrBytes::from_static_str(host))
-                .with_port(9092)
-        })
-        .to_vec();
-    MetadataResponse::default()
-        .with_brokers(brokers)
-        .with_topics(vec![MetadataResponseTopic::default()
-            .with_name(Some(TopicName(StrBytes::from_static_str("t"))))
-            .with_partitions(partitions)])
+    crate::client::metadata::answer_led_by("t", leaders)
 }
 
 /// Broker 0's connection is up.
