@@ -233,7 +233,8 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
             partition: Some(index),
             key: None,
             value: Some(Bytes::from(value.to_string())),
-            timestamp_ms: (env.now_ns() / 1_000_000) as i64,
+            // CreateTime from the (simulated) wall clock, as a Kafka producer stamps it.
+            timestamp_ms: seedlog::runtime::clock::wall_clock_ms(),
         };
         let delivery = producer.send(record).await;
         let env = env.clone();
@@ -439,6 +440,13 @@ pub async fn final_read(env: Env, partitions: Vec<TopicPartition>, deadline: tok
         }
         for error in &polled.errors {
             on_final_read_error(&mut reader, &mut consumer, &mut progress, error);
+        }
+        // OFFSET_OUT_OF_RANGE moved the read to a later log start: retention deleted what lay
+        // below it during the read, and the final log starts there.
+        for reset in &polled.resets {
+            if let Some(read) = progress.get_mut(&reset.partition) {
+                read.start = read.start.max(reset.offset.min(read.end));
+            }
         }
     }
     probe_timestamps(&mut reader, &mut consumer, &progress, &timestamps, deadline).await;

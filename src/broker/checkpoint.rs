@@ -19,6 +19,41 @@ const VERSION: &str = "0";
 /// Recovery points by partition.
 pub type RecoveryPoints = BTreeMap<TopicPartition, i64>;
 
+/// `log-start-offset-checkpoint`: every log's start after retention, in the same format and
+/// written the same way. A log start is published only once this file holds it durably, so a
+/// crash can never bring back segments retention deleted (on start-up, segments below the
+/// checkpointed start are deleted again).
+pub const LOG_START_CHECKPOINT: &str = "log-start-offset-checkpoint";
+/// Where a new log-start checkpoint is written before it replaces the old one.
+pub const LOG_START_CHECKPOINT_TMP: &str = "log-start-offset-checkpoint.tmp";
+
+/// Which checkpoint file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CheckpointKind {
+    /// `recovery-point-offset-checkpoint`, written every `log.flush.offset.checkpoint.interval.ms`.
+    RecoveryPoints,
+    /// `log-start-offset-checkpoint`, written when retention moves a log start.
+    LogStarts,
+}
+
+impl CheckpointKind {
+    /// The file's name, at the root of the data directory.
+    pub(crate) fn file(self) -> &'static str {
+        match self {
+            CheckpointKind::RecoveryPoints => RECOVERY_POINT_CHECKPOINT,
+            CheckpointKind::LogStarts => LOG_START_CHECKPOINT,
+        }
+    }
+
+    /// Where a new version is written first.
+    pub(crate) fn temporary(self) -> &'static str {
+        match self {
+            CheckpointKind::RecoveryPoints => RECOVERY_POINT_CHECKPOINT_TMP,
+            CheckpointKind::LogStarts => LOG_START_CHECKPOINT_TMP,
+        }
+    }
+}
+
 /// The file's text.
 pub fn format(points: &RecoveryPoints) -> String {
     use std::fmt::Write as _;

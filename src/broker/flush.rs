@@ -1,6 +1,6 @@
 //! Flushes and what their completions release: a partition's recovery point and high
 //! watermark move, parked produces are answered, parked fetches see new data, durable metadata
-//! records apply, and the recovery-point checkpoint advances step by step.
+//! records apply, and the checkpoints (recovery points, log starts) advance step by step.
 //!
 //! A failed fsync of a partition takes it offline: everything parked on it is answered
 //! KAFKA_STORAGE_ERROR, and no later completion moves it again (Kafka marks the log directory
@@ -12,12 +12,10 @@ use crate::protocol::record_batch::{build_batch, validate_batch, KeyValue};
 use crate::storage::{Storage, StorageFile};
 use crate::types::{Millis, TopicPartition};
 
-use super::checkpoint::{self, CheckpointStage, RecoveryPoints};
+use super::checkpoint::{self, CheckpointKind, CheckpointStage, CheckpointWriter, RecoveryPoints};
 use super::metadata::{MetadataRecord, METADATA_LOG_DIRECTORY};
 use super::purgatory::FlushTarget;
-use super::{
-    Broker, BrokerEvent, FlushId, Output, RECOVERY_POINT_CHECKPOINT, RECOVERY_POINT_CHECKPOINT_TMP,
-};
+use super::{Broker, BrokerEvent, FlushId, Output};
 use crate::log::{FlushMark, FlushSync, LogError};
 
 impl<S: Storage> Broker<S> {
@@ -110,7 +108,9 @@ impl<S: Storage> Broker<S> {
                     records.len()
                 );
             }
-            (FlushTarget::Checkpoint, result) => self.on_checkpoint_step(now, result, out),
+            (FlushTarget::Checkpoint(kind), result) => {
+                self.on_checkpoint_step(now, kind, result, out);
+            }
         }
     }
 
@@ -221,7 +221,15 @@ impl<S: Storage> Broker<S> {
             .next_deadline()
             .is_some_and(|deadline| deadline <= now)
         {
-            self.maybe_write_checkpoint(now, out);
+            let points = self.recovery_points();
+            self.maybe_write_checkpoint(now, CheckpointKind::RecoveryPoints, points, out);
+        }
+        if self
+            .log_starts
+            .next_deadline()
+            .is_some_and(|deadline| deadline <= now)
+        {
+            self.check_retention(now, out);
         }
     }
 
@@ -242,70 +250,82 @@ impl<S: Storage> Broker<S> {
         points
     }
 
+    /// The writer of a checkpoint file.
+    fn writer(&mut self, kind: CheckpointKind) -> &mut CheckpointWriter {
+        match kind {
+            CheckpointKind::RecoveryPoints => &mut self.checkpoint,
+            CheckpointKind::LogStarts => &mut self.log_starts,
+        }
+    }
+
     /// Step one of a checkpoint: write the `.tmp` file and fsync it (if anything changed).
-    fn maybe_write_checkpoint(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
-        let points = self.recovery_points();
-        if points == self.checkpoint.written {
-            self.checkpoint.rest(now);
+    pub(super) fn maybe_write_checkpoint(
+        &mut self,
+        now: Millis,
+        kind: CheckpointKind,
+        points: RecoveryPoints,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        if points == self.writer(kind).written {
+            self.writer(kind).rest(now);
             return;
         }
         let text = checkpoint::format(&points);
-        let written = self
-            .storage
-            .open(RECOVERY_POINT_CHECKPOINT_TMP)
-            .and_then(|file| {
-                file.set_len(0)?;
-                file.write_all_at(text.as_bytes(), 0)?;
-                Ok(file)
-            });
+        let written = self.storage.open(kind.temporary()).and_then(|file| {
+            file.set_len(0)?;
+            file.write_all_at(text.as_bytes(), 0)?;
+            Ok(file)
+        });
         match written {
             Ok(file) => {
-                self.checkpoint.stage = CheckpointStage::SyncingTemporary(points);
+                self.writer(kind).stage = CheckpointStage::SyncingTemporary(points);
                 let sync = FlushSync {
                     files: vec![file],
                     directories: Vec::new(),
                 };
-                self.start(FlushTarget::Checkpoint, sync, out);
+                self.start(FlushTarget::Checkpoint(kind), sync, out);
             }
             Err(error) => {
-                tracing::error!(%error, "cannot write {RECOVERY_POINT_CHECKPOINT_TMP}");
-                self.checkpoint.rest(now);
+                tracing::error!(%error, "cannot write {}", kind.temporary());
+                self.writer(kind).rest(now);
             }
         }
     }
 
-    /// Steps two and three: rename over the checkpoint and fsync the directory; then done.
+    /// Steps two and three: rename over the checkpoint and fsync the directory; then done (a
+    /// durable log-start checkpoint then deletes the segments below the new starts).
     fn on_checkpoint_step(
         &mut self,
         now: Millis,
+        kind: CheckpointKind,
         result: Result<(), String>,
         out: &mut Vec<Output<S::File>>,
     ) {
         if let Err(error) = result {
-            tracing::error!(%error, "checkpointing the recovery points failed; retrying later");
-            self.checkpoint.rest(now);
+            tracing::error!(%error, file = kind.file(), "checkpointing failed; retrying later");
+            self.writer(kind).rest(now);
             return;
         }
-        match std::mem::replace(&mut self.checkpoint.stage, CheckpointStage::Idle) {
+        match std::mem::replace(&mut self.writer(kind).stage, CheckpointStage::Idle) {
             CheckpointStage::SyncingTemporary(points) => {
-                if let Err(error) = self
-                    .storage
-                    .rename(RECOVERY_POINT_CHECKPOINT_TMP, RECOVERY_POINT_CHECKPOINT)
-                {
-                    tracing::error!(%error, "cannot rename the recovery-point checkpoint");
-                    self.checkpoint.rest(now);
+                if let Err(error) = self.storage.rename(kind.temporary(), kind.file()) {
+                    tracing::error!(%error, "cannot rename {}", kind.temporary());
+                    self.writer(kind).rest(now);
                     return;
                 }
-                self.checkpoint.stage = CheckpointStage::SyncingDirectory(points);
+                self.writer(kind).stage = CheckpointStage::SyncingDirectory(points);
                 let sync = FlushSync {
                     files: Vec::new(),
                     directories: vec![String::new()],
                 };
-                self.start(FlushTarget::Checkpoint, sync, out);
+                self.start(FlushTarget::Checkpoint(kind), sync, out);
             }
             CheckpointStage::SyncingDirectory(points) => {
-                self.checkpoint.written = points;
-                self.checkpoint.rest(now);
+                self.writer(kind).written = points;
+                self.writer(kind).rest(now);
+                if kind == CheckpointKind::LogStarts {
+                    self.apply_log_starts(now, out);
+                }
             }
             CheckpointStage::Idle => unreachable!("a checkpoint step completed while idle"),
         }

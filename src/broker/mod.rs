@@ -12,7 +12,11 @@ pub mod checkpoint;
 mod controller;
 mod flush;
 mod handlers;
-pub use checkpoint::{RECOVERY_POINT_CHECKPOINT, RECOVERY_POINT_CHECKPOINT_TMP};
+mod retention;
+pub use checkpoint::{
+    LOG_START_CHECKPOINT, LOG_START_CHECKPOINT_TMP, RECOVERY_POINT_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT_TMP,
+};
 pub use handlers::produce_rejection;
 pub mod metadata;
 pub mod partition;
@@ -283,6 +287,12 @@ pub struct Broker<S: Storage> {
     next_flush_id: u64,
     flushes: BTreeMap<FlushId, FlushTarget>,
     checkpoint: CheckpointWriter,
+    /// The log-start checkpoint, written when a retention check (every
+    /// `log.retention.check.interval.ms`) moves some log start.
+    log_starts: CheckpointWriter,
+    /// Wall-clock milliseconds since the epoch at `now = 0` (retention compares record
+    /// timestamps with wall-clock time); set by the shell.
+    wall_clock_at_zero: i64,
     purgatory: Purgatory,
 }
 
@@ -295,6 +305,17 @@ impl<S: Storage> Broker<S> {
     /// The cluster id.
     pub fn cluster_id(&self) -> &str {
         &self.cluster_id
+    }
+
+    /// Tells the broker the wall-clock time (milliseconds since the epoch) at `now`: retention
+    /// compares record timestamps with it. Until then the broker takes `now` itself for it.
+    pub fn set_wall_clock(&mut self, now: Millis, epoch_ms: i64) {
+        self.wall_clock_at_zero = epoch_ms - now.0 as i64;
+    }
+
+    /// Wall-clock milliseconds since the epoch at `now`.
+    fn wall_clock(&self, now: Millis) -> i64 {
+        self.wall_clock_at_zero + now.0 as i64
     }
 
     /// A partition's replica state (for tests and the simulator's invariant checks).
@@ -363,6 +384,7 @@ impl<S: Storage> Broker<S> {
             self.replicas.next_flush_deadline(),
             self.purgatory.next_deadline(),
             self.checkpoint.next_deadline(),
+            self.log_starts.next_deadline(),
         ]
         .into_iter()
         .flatten()

@@ -27,8 +27,8 @@ pub(super) enum FlushTarget {
         mark: FlushMark,
         records: Vec<MetadataRecord>,
     },
-    /// A step of writing the recovery-point checkpoint.
-    Checkpoint,
+    /// A step of writing a checkpoint file.
+    Checkpoint(super::checkpoint::CheckpointKind),
 }
 
 /// A produce response waiting for its appends to be durable (the appends crossed

@@ -12,13 +12,13 @@ use crate::protocol::record_batch::decode_records;
 use crate::storage::{Storage, StorageFile};
 use crate::types::{BrokerId, Millis, TopicPartition};
 
-use super::checkpoint::{self, CheckpointWriter, RecoveryPoints};
+use super::checkpoint::{self, CheckpointKind, CheckpointWriter, RecoveryPoints};
 use super::controller::Controller;
 use super::metadata::{MetadataRecord, TopicMetadata, METADATA_LOG_DIRECTORY};
 use super::partition::Partition;
 use super::purgatory::Purgatory;
 use super::replica_manager::ReplicaManager;
-use super::{Broker, BrokerError, BrokerEvent, StartupReport, RECOVERY_POINT_CHECKPOINT};
+use super::{Broker, BrokerError, BrokerEvent, StartupReport};
 
 const META_PROPERTIES: &str = "meta.properties";
 
@@ -72,7 +72,8 @@ impl<S: Storage> Broker<S> {
             events: Vec::new(),
         };
         let cluster_id = Self::load_meta_properties(&config, &storage, &mut rng, &mut report)?;
-        let recovery_points = Self::load_recovery_points(&storage)?;
+        let recovery_points = Self::load_checkpoint(&storage, CheckpointKind::RecoveryPoints)?;
+        let log_starts = Self::load_checkpoint(&storage, CheckpointKind::LogStarts)?;
         let metadata_partition =
             TopicPartition::parse(METADATA_LOG_DIRECTORY).expect("a partition directory name");
         let (metadata_log, recovery) = PartitionLog::open(
@@ -93,6 +94,7 @@ impl<S: Storage> Broker<S> {
         }
         add_recovery(&mut report.recovery, &recovery);
         let interval_ms = config.log_flush_offset_checkpoint_interval_ms as u64;
+        let config_retention_check_interval_ms = config.log_retention_check_interval_ms as u64;
         let mut broker = Broker {
             config,
             storage,
@@ -103,6 +105,12 @@ impl<S: Storage> Broker<S> {
             next_flush_id: 0,
             flushes: BTreeMap::new(),
             checkpoint: CheckpointWriter::new(interval_ms, now, recovery_points.clone()),
+            log_starts: CheckpointWriter::new(
+                config_retention_check_interval_ms,
+                now,
+                log_starts.clone(),
+            ),
+            wall_clock_at_zero: 0,
             purgatory: Purgatory::default(),
         };
         for record in broker.read_metadata_records()? {
@@ -113,7 +121,7 @@ impl<S: Storage> Broker<S> {
                 .map_err(BrokerError::DataDirectory)?;
         }
         report.stray_files_removed = broker.remove_stray_files()?;
-        report.topics = broker.open_partitions(&recovery_points, now, &mut report)?;
+        report.topics = broker.open_partitions(&recovery_points, &log_starts, now, &mut report)?;
         broker.sync_recovered_logs(now, &mut report);
         report.cluster_id = cluster_id;
         report.partitions = broker.replicas.len();
@@ -125,6 +133,7 @@ impl<S: Storage> Broker<S> {
     fn open_partitions(
         &mut self,
         recovery_points: &RecoveryPoints,
+        log_starts: &RecoveryPoints,
         now: Millis,
         report: &mut StartupReport<S::File>,
     ) -> Result<usize, BrokerError> {
@@ -135,6 +144,11 @@ impl<S: Storage> Broker<S> {
                 let recovery_point = recovery_points.get(&topic_partition).copied().unwrap_or(0);
                 let recovery = self.open_partition(topic, partition, recovery_point, now)?;
                 add_recovery(&mut report.recovery, &recovery);
+                // Segments retention deleted come back if a crash lost their removal: delete
+                // them again (the checkpointed start is durable, their removal was not).
+                if let Some(start) = log_starts.get(&topic_partition) {
+                    self.delete_below(&topic_partition, *start);
+                }
                 let opened = self.replicas.get(&topic_partition).expect("just opened");
                 report.events.extend(startup_events(opened, &recovery));
             }
@@ -174,22 +188,19 @@ impl<S: Storage> Broker<S> {
         }
     }
 
-    /// The recovery points of the last checkpoint (none: recover everything).
-    fn load_recovery_points(storage: &S) -> Result<RecoveryPoints, BrokerError> {
-        let names = storage
-            .list(RECOVERY_POINT_CHECKPOINT)
-            .map_err(LogError::from)?;
-        if !names.iter().any(|name| name == RECOVERY_POINT_CHECKPOINT) {
+    /// The offsets of a checkpoint file (none without the file: recover everything, keep every
+    /// segment).
+    fn load_checkpoint(storage: &S, kind: CheckpointKind) -> Result<RecoveryPoints, BrokerError> {
+        let name = kind.file();
+        let names = storage.list(name).map_err(LogError::from)?;
+        if !names.iter().any(|listed| listed == name) {
             return Ok(RecoveryPoints::new());
         }
-        let file = storage
-            .open(RECOVERY_POINT_CHECKPOINT)
-            .map_err(LogError::from)?;
+        let file = storage.open(name).map_err(LogError::from)?;
         let mut bytes = vec![0; file.len().map_err(LogError::from)? as usize];
         file.read_exact_at(&mut bytes, 0).map_err(LogError::from)?;
-        checkpoint::parse(&String::from_utf8_lossy(&bytes)).map_err(|error| {
-            BrokerError::DataDirectory(format!("{RECOVERY_POINT_CHECKPOINT}: {error}"))
-        })
+        checkpoint::parse(&String::from_utf8_lossy(&bytes))
+            .map_err(|error| BrokerError::DataDirectory(format!("{name}: {error}")))
     }
 
     fn load_meta_properties(

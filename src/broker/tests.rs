@@ -758,3 +758,90 @@ fn corruption_below_the_recovery_point_takes_the_partition_offline_and_keeps_the
         "still nothing truncated after a checkpoint and a second restart"
     );
 }
+
+#[test]
+fn retention_deletes_expired_segments_once_their_new_log_start_is_checkpointed() {
+    let storage = MemoryStorage::new();
+    let config = BrokerConfig {
+        log_retention_check_interval_ms: 1000,
+        log_segment_bytes: 200,
+        ..BrokerConfig::default()
+    };
+    let mut harness = Harness::with_config(storage.clone(), config.clone());
+    // Records carry timestamp 1; the wall clock reads 1,000 at the first check.
+    harness.create_topic("t", 1, &[("flush.messages", "1"), ("retention.ms", "500")]);
+    for index in 0..8 {
+        let outputs = harness.produce("t", 0, 1, value(&format!("value-{index}")));
+        harness.flush_all(outputs, true);
+    }
+    let t0 = TopicPartition::new("t", 0);
+    let segments = harness
+        .broker
+        .partition(&t0)
+        .expect("t-0")
+        .log
+        .segment_count();
+    assert!(segments > 2, "small segments rolled: {segments}");
+    harness.now = Millis(1000);
+    let outputs = harness.input(Input::Tick);
+    assert!(
+        matches!(outputs.as_slice(), [Output::Flush { .. }]),
+        "first the checkpoint's temporary file is synced: {outputs:?}"
+    );
+    let log = &harness.broker.partition(&t0).expect("t-0").log;
+    assert_eq!(
+        log.log_start_offset(),
+        0,
+        "nothing deleted before the checkpoint is durable"
+    );
+    assert!(harness.flush_all(outputs, true).is_empty());
+    let log = &harness.broker.partition(&t0).expect("t-0").log;
+    let start = log.log_start_offset();
+    assert_eq!(log.segment_count(), 1, "every closed segment expired");
+    assert!(
+        start > 0 && start < log.log_end_offset(),
+        "only the active segment is left"
+    );
+    assert!(harness.events.iter().any(|event| matches!(
+        event,
+        BrokerEvent::LogStartOffset { offset, .. } if *offset == start
+    )));
+    // The removals were never synced: a power loss brings the files back, and the checkpointed
+    // start deletes them again on the next start.
+    storage.crash(CrashLevel::PowerLoss, &mut |_| 0);
+    let (broker, _) = Broker::open(config, storage, 7, Millis(0)).expect("reopen");
+    let log = &broker.partition(&t0).expect("t-0").log;
+    assert_eq!(log.log_start_offset(), start);
+    assert_eq!(log.segment_count(), 1);
+}
+
+#[test]
+fn retention_by_size_keeps_at_least_retention_bytes_and_nothing_past_the_high_watermark() {
+    let config = BrokerConfig {
+        log_retention_check_interval_ms: 1000,
+        log_segment_bytes: 200,
+        ..BrokerConfig::default()
+    };
+    let mut harness = Harness::with_config(MemoryStorage::new(), config);
+    harness.create_topic(
+        "t",
+        1,
+        &[("flush.messages", "1"), ("retention.bytes", "300")],
+    );
+    for index in 0..8 {
+        let outputs = harness.produce("t", 0, 1, value(&format!("value-{index}")));
+        harness.flush_all(outputs, true);
+    }
+    let t0 = TopicPartition::new("t", 0);
+    harness.now = Millis(1000);
+    let outputs = harness.input(Input::Tick);
+    harness.flush_all(outputs, true);
+    let partition = harness.broker.partition(&t0).expect("t-0");
+    assert!(
+        partition.log.log_start_offset() > 0,
+        "the oldest segments went"
+    );
+    // What is left is at least retention.bytes: one more deletion would go below it.
+    assert!(partition.log.segment_count() >= 2);
+    assert!(partition.log.log_start_offset() <= partition.high_watermark());
+}

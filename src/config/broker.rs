@@ -68,6 +68,18 @@ pub struct BrokerConfig {
     /// `log.flush.offset.checkpoint.interval.ms`: how often the recovery points are written to
     /// `recovery-point-offset-checkpoint` (start-up scans only what lies past them).
     pub log_flush_offset_checkpoint_interval_ms: i64,
+    /// `log.retention.hours` (default 168): default of `retention.ms`, unless
+    /// `log.retention.minutes` or `log.retention.ms` is set.
+    pub log_retention_hours: i64,
+    /// `log.retention.minutes`: takes precedence over the hours.
+    pub log_retention_minutes: Option<i64>,
+    /// `log.retention.ms`: takes precedence over the minutes (-1: keep for ever).
+    pub log_retention_ms: Option<i64>,
+    /// `log.retention.bytes` (default -1: no limit): default of `retention.bytes`.
+    pub log_retention_bytes: i64,
+    /// `log.retention.check.interval.ms` (default 300000): how often logs are checked for
+    /// segments to delete.
+    pub log_retention_check_interval_ms: i64,
     /// `log.segment.bytes`: default of `segment.bytes`.
     pub log_segment_bytes: i32,
     /// `log.index.interval.bytes`: default of `index.interval.bytes`.
@@ -101,6 +113,11 @@ impl Default for BrokerConfig {
             log_flush_interval_messages: i64::MAX,
             log_flush_interval_ms: None,
             log_flush_offset_checkpoint_interval_ms: 60_000,
+            log_retention_hours: 168,
+            log_retention_minutes: None,
+            log_retention_ms: None,
+            log_retention_bytes: -1,
+            log_retention_check_interval_ms: 300_000,
             log_segment_bytes: 1024 * 1024 * 1024,
             log_index_interval_bytes: 4096,
             message_max_bytes: 1_048_588,
@@ -118,6 +135,23 @@ impl Default for BrokerConfig {
 pub const SEGMENT_BYTES_MIN: i32 = 14;
 
 impl BrokerConfig {
+    /// The default `retention.ms`: `log.retention.ms`, else the minutes, else the hours (Kafka's
+    /// precedence); -1 keeps segments for ever.
+    pub fn retention_ms(&self) -> i64 {
+        let minutes = || {
+            self.log_retention_minutes
+                .map(|minutes| if minutes < 0 { -1 } else { minutes * 60_000 })
+        };
+        let hours = || {
+            if self.log_retention_hours < 0 {
+                -1
+            } else {
+                self.log_retention_hours * 3_600_000
+            }
+        };
+        self.log_retention_ms.or_else(minutes).unwrap_or_else(hours)
+    }
+
     /// The listener clients are told about.
     pub fn advertised(&self) -> Listener {
         let listener = self
@@ -161,6 +195,15 @@ impl Configurable for BrokerConfig {
             "log.flush.interval.ms" => {
                 self.log_flush_interval_ms = Some(parse_at_least(key, value, 0)?)
             }
+            "log.retention.hours" => self.log_retention_hours = parse_at_least(key, value, -1)?,
+            "log.retention.minutes" => {
+                self.log_retention_minutes = Some(parse_at_least(key, value, -1)?);
+            }
+            "log.retention.ms" => self.log_retention_ms = Some(parse_at_least(key, value, -1)?),
+            "log.retention.bytes" => self.log_retention_bytes = parse_at_least(key, value, -1)?,
+            "log.retention.check.interval.ms" => {
+                self.log_retention_check_interval_ms = parse_at_least(key, value, 1)?;
+            }
             "log.flush.offset.checkpoint.interval.ms" => {
                 self.log_flush_offset_checkpoint_interval_ms = parse_at_least(key, value, 1)?
             }
@@ -186,9 +229,6 @@ impl Configurable for BrokerConfig {
             "process.roles"
             | "controller.quorum.voters"
             | "controller.listener.names"
-            | "log.retention.hours"
-            | "log.retention.ms"
-            | "log.retention.bytes"
             | "num.network.threads"
             | "num.io.threads" => {
                 return Err(ConfigError::not_implemented(key, ""));
@@ -213,6 +253,21 @@ impl Configurable for BrokerConfig {
 mod tests {
     use super::*;
     use crate::config::{apply_properties, parse_properties};
+
+    #[test]
+    fn retention_follows_kafkas_precedence_ms_then_minutes_then_hours() {
+        let mut config = BrokerConfig::default();
+        assert_eq!(config.retention_ms(), 168 * 3_600_000, "a week by default");
+        config.apply([("log.retention.hours", "2")]).expect("valid");
+        assert_eq!(config.retention_ms(), 2 * 3_600_000);
+        config
+            .apply([("log.retention.minutes", "3")])
+            .expect("valid");
+        assert_eq!(config.retention_ms(), 3 * 60_000);
+        config.apply([("log.retention.ms", "-1")]).expect("valid");
+        assert_eq!(config.retention_ms(), -1, "-1 keeps segments for ever");
+        assert!(config.apply([("log.retention.bytes", "-2")]).is_err());
+    }
 
     #[test]
     fn a_server_properties_file_sets_kafka_named_fields() {

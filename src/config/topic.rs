@@ -23,6 +23,10 @@ pub struct TopicConfig {
     pub min_insync_replicas: i32,
     /// `unclean.leader.election.enable`.
     pub unclean_leader_election_enable: bool,
+    /// `retention.ms`: segments whose newest record is older than this are deleted (-1: never).
+    pub retention_ms: i64,
+    /// `retention.bytes`: the oldest segments are deleted while the log is larger (-1: no limit).
+    pub retention_bytes: i64,
     /// The overrides as given (persisted with the topic and echoed by CreateTopics).
     pub overrides: BTreeMap<String, String>,
 }
@@ -38,6 +42,8 @@ impl TopicConfig {
             max_message_bytes: broker.message_max_bytes,
             min_insync_replicas: broker.min_insync_replicas,
             unclean_leader_election_enable: broker.unclean_leader_election_enable,
+            retention_ms: broker.retention_ms(),
+            retention_bytes: broker.log_retention_bytes,
             overrides: BTreeMap::new(),
         }
     }
@@ -77,9 +83,9 @@ impl Configurable for TopicConfig {
                     ));
                 }
             }
-            "retention.ms"
-            | "retention.bytes"
-            | "segment.ms"
+            "retention.ms" => self.retention_ms = parse_at_least(key, value, -1)?,
+            "retention.bytes" => self.retention_bytes = parse_at_least(key, value, -1)?,
+            "segment.ms"
             | "segment.index.bytes"
             | "compression.type"
             | "message.timestamp.type"
@@ -131,10 +137,10 @@ mod tests {
         );
         assert_eq!(
             config
-                .set("retention.ms", "1")
+                .set("segment.ms", "1")
                 .expect_err("later")
                 .to_string(),
-            "'retention.ms' is a Kafka config that seedlog does not implement yet"
+            "'segment.ms' is a Kafka config that seedlog does not implement yet"
         );
         assert!(config.set("min.insync.replicas", "0").is_err());
     }

@@ -325,6 +325,101 @@ impl<S: Storage> PartitionLog<S> {
         &self.config
     }
 
+    /// Where the log should start under a retention policy (Kafka's
+    /// `deleteRetentionMsBreachedSegments` then `deleteRetentionSizeBreachedSegments`): past
+    /// every leading segment whose newest record is older than `now_ms - retention_ms`, or whose
+    /// deletion keeps the log at least `retention_bytes` long; -1 disables either rule. Only
+    /// whole segments go, never the active one, and none reaching past `limit` (the high
+    /// watermark, or anything not yet durable). The answer is always a segment's base offset.
+    pub fn retention_start(
+        &self,
+        now_ms: i64,
+        retention_ms: i64,
+        retention_bytes: i64,
+        limit: i64,
+    ) -> Result<i64, LogError> {
+        let closed: Vec<&LogSegment<S::File>> = self
+            .segments
+            .values()
+            .take(self.segments.len() - 1)
+            .take_while(|segment| segment.next_offset() <= limit)
+            .collect();
+        let mut by_time = 0;
+        if retention_ms >= 0 {
+            for segment in &closed {
+                if segment.max_timestamp()? >= now_ms.saturating_sub(retention_ms) {
+                    break;
+                }
+                by_time += 1;
+            }
+        }
+        let mut by_size = 0;
+        if retention_bytes >= 0 {
+            let total: u64 = self.segments.values().map(LogSegment::size_bytes).sum();
+            let mut excess = total.saturating_sub(retention_bytes.unsigned_abs());
+            for segment in &closed {
+                if segment.size_bytes() > excess {
+                    break;
+                }
+                excess -= segment.size_bytes();
+                by_size += 1;
+            }
+        }
+        let keep = by_time.max(by_size);
+        Ok(*self
+            .segments
+            .keys()
+            .nth(keep)
+            .expect("the active segment stays"))
+    }
+
+    /// Deletes every segment wholly below `start` (never the active one) and moves the log
+    /// start to the first segment kept; answers how many went. The files' removal becomes
+    /// durable with the next flush's directory sync: the caller records the new log start
+    /// durably first (Kafka's `log-start-offset-checkpoint`).
+    ///
+    /// A start at or past the log end (on start-up, after a power loss took back the records
+    /// past a start that retention had checkpointed) replaces the whole log with an empty
+    /// segment at `start`, as Kafka's loader does when the checkpointed start is ahead of the
+    /// log end.
+    pub fn delete_segments_below(&mut self, start: i64) -> Result<usize, LogError> {
+        if start >= self.log_end_offset && start > self.log_start_offset {
+            let all: Vec<i64> = self.segments.keys().copied().collect();
+            for base in &all {
+                self.storage
+                    .remove(&super::segment::segment_name(&self.directory, *base))?;
+            }
+            self.segments.clear();
+            self.create_segment(start)?;
+            self.log_start_offset = start;
+            self.log_end_offset = start;
+            self.recovery_point = start;
+            self.unflushed_messages = 0;
+            return Ok(all.len());
+        }
+        let doomed: Vec<i64> = self
+            .segments
+            .iter()
+            .take(self.segments.len() - 1)
+            .take_while(|(_, segment)| segment.next_offset() <= start)
+            .map(|(base, _)| *base)
+            .collect();
+        for base in &doomed {
+            self.segments.remove(base);
+            self.storage
+                .remove(&super::segment::segment_name(&self.directory, *base))?;
+            self.directory_changes += 1;
+        }
+        let first = *self
+            .segments
+            .keys()
+            .next()
+            .expect("the active segment stays");
+        self.log_start_offset = first;
+        self.recovery_point = self.recovery_point.max(first);
+        Ok(doomed.len())
+    }
+
     /// Number of segments.
     pub fn segment_count(&self) -> usize {
         self.segments.len()

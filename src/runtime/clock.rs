@@ -5,6 +5,17 @@ use std::time::Duration;
 
 use crate::types::Millis;
 
+/// Wall-clock milliseconds since the Unix epoch, for the clock-time parts of Kafka's contract
+/// (record CreateTime, retention by time). Under madsim `SystemTime` is simulated (it starts at
+/// a date drawn from the seed), so a run still replays byte for byte; state machines take it as
+/// an input, never read it.
+#[allow(clippy::disallowed_methods)]
+pub fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as i64)
+}
+
 /// Milliseconds since the shell started.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Clock {

@@ -2,7 +2,7 @@
 
 pub mod admin;
 pub mod client;
-mod clock;
+pub mod clock;
 pub mod consumer;
 mod driver;
 pub mod net;

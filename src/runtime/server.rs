@@ -105,7 +105,8 @@ pub async fn run_broker<S: DurableStorage>(
     let clock = Clock::start();
     let max_request_bytes = config.socket_request_max_bytes as usize;
     let bind_address = config.listeners.bind_address();
-    let (broker, report) = Broker::open(config, storage.clone(), options.seed, clock.now())?;
+    let (mut broker, report) = Broker::open(config, storage.clone(), options.seed, clock.now())?;
+    broker.set_wall_clock(clock.now(), crate::runtime::clock::wall_clock_ms());
     run_flush(&storage, report.to_sync)
         .await
         .map_err(std::io::Error::other)?;

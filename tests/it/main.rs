@@ -8,4 +8,5 @@ mod decoder_hardening;
 mod produce_validation;
 mod real_tcp;
 mod recovery;
+mod retention;
 mod sendfile;

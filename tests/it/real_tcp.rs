@@ -76,13 +76,8 @@ pub(crate) async fn produce(
     offsets
 }
 
-/// Reads every partition from the start until `expected` records arrived (or 20 s passed).
-pub(crate) async fn consume_all(
-    address: &str,
-    topic: &str,
-    partitions: i32,
-    expected: usize,
-) -> BTreeMap<i32, Vec<(i64, String)>> {
+/// A consumer of `address` that starts at the earliest offset.
+pub(crate) fn earliest_consumer(address: &str) -> Consumer {
     let mut config = ConsumerConfig::default();
     config
         .apply([
@@ -90,7 +85,17 @@ pub(crate) async fn consume_all(
             ("auto.offset.reset", "earliest"),
         ])
         .expect("config");
-    let mut consumer = Consumer::new(config).expect("consumer");
+    Consumer::new(config).expect("consumer")
+}
+
+/// Reads every partition from the start until `expected` records arrived (or 20 s passed).
+pub(crate) async fn consume_all(
+    address: &str,
+    topic: &str,
+    partitions: i32,
+    expected: usize,
+) -> BTreeMap<i32, Vec<(i64, String)>> {
+    let mut consumer = earliest_consumer(address);
     let assigned: Vec<TopicPartition> = (0..partitions)
         .map(|partition| TopicPartition::new(topic, partition))
         .collect();

@@ -374,10 +374,7 @@ fn print_records(
 }
 
 /// CreateTime for a record from the command line: the wall clock, as kafka-console-producer
-/// stamps it. The CLI is a real-world tool; it never runs under the simulator.
-#[allow(clippy::disallowed_methods)]
+/// stamps it.
 fn wall_clock_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_millis() as i64)
+    seedlog::runtime::clock::wall_clock_ms()
 }
