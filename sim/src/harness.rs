@@ -344,6 +344,30 @@ impl Cluster {
     }
 }
 
+/// For each topic with `retention.ms`, how long after its last write every record must be gone:
+/// `retention.ms`, plus the broker's `log.retention.check.interval.ms`, plus its `flush.ms` (a
+/// segment goes only once durable), plus a second of slack. None while producers still write.
+fn retention_waits(scenario: &Scenario, producers_unfinished: bool) -> BTreeMap<String, u64> {
+    if producers_unfinished {
+        return BTreeMap::new();
+    }
+    let broker = broker_config(scenario, 0);
+    let check = broker.log_retention_check_interval_ms.max(0) as u64;
+    scenario
+        .topics
+        .iter()
+        .filter_map(|topic| {
+            let retention: u64 = topic.configs.get("retention.ms")?.parse().ok()?;
+            let flush: u64 = topic
+                .configs
+                .get("flush.ms")
+                .and_then(|ms| ms.parse().ok())
+                .unwrap_or(0);
+            Some((topic.name.clone(), retention + check + flush + 1_000))
+        })
+        .collect()
+}
+
 fn broker_config(scenario: &Scenario, index: u32) -> BrokerConfig {
     let mut config = BrokerConfig::default();
     let listener = format!("PLAINTEXT://{}:{BROKER_PORT}", broker_ip(index));
@@ -494,8 +518,14 @@ async fn liveness_phase(
         .name(FINAL_READER)
         .ip(IpAddr::from([10, 0, 2, 2]))
         .build();
+    let retention = retention_waits(scenario, !unfinished.is_empty());
     reader
-        .spawn(final_read(env.clone(), partitions, healed + liveness))
+        .spawn(final_read(
+            env.clone(),
+            partitions,
+            retention,
+            healed + liveness,
+        ))
         .await
         .expect("final read task");
 }

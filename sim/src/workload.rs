@@ -407,7 +407,12 @@ struct FinalProgress {
 /// After healing: read every partition from its start to its end offset, skipping corrupt
 /// batches it can step over, then record for each partition how far the read got (the
 /// checkers' evidence for `lost-write`).
-pub async fn final_read(env: Env, partitions: Vec<TopicPartition>, deadline: tokio::time::Instant) {
+pub async fn final_read(
+    env: Env,
+    partitions: Vec<TopicPartition>,
+    retention: BTreeMap<String, u64>,
+    deadline: tokio::time::Instant,
+) {
     let process = env.record(|recorder, _| recorder.new_process());
     let mut reader = Reader {
         env: &env,
@@ -450,6 +455,14 @@ pub async fn final_read(env: Env, partitions: Vec<TopicPartition>, deadline: tok
         }
     }
     probe_timestamps(&mut reader, &mut consumer, &progress, &timestamps, deadline).await;
+    probe_retention(
+        &mut reader,
+        &mut consumer,
+        &partitions,
+        &retention,
+        deadline,
+    )
+    .await;
     for partition in &partitions {
         let name = partition.to_string().into();
         let read = match progress.remove(partition) {
@@ -482,6 +495,49 @@ pub async fn final_read(env: Env, partitions: Vec<TopicPartition>, deadline: tok
             }
         };
         env.event(FINAL_READER, Body::FinalRead(read));
+    }
+}
+
+/// Retention's contract (Kafka's `deleteOldSegments`): once `retention.ms` has passed since a
+/// topic's last write (plus the check interval, the flush interval and a second of slack),
+/// every record has expired, the active segment is rolled, and the whole log goes: ListOffsets
+/// earliest must equal latest. Producers have finished by now; a log that still holds records is
+/// a breach. Skipped when the wait would outlast the liveness phase.
+async fn probe_retention(
+    reader: &mut Reader<'_>,
+    consumer: &mut Consumer,
+    partitions: &[TopicPartition],
+    retention: &BTreeMap<String, u64>,
+    deadline: tokio::time::Instant,
+) {
+    let Some(wait) = retention.values().max() else {
+        return;
+    };
+    let until = tokio::time::Instant::now() + Duration::from_millis(*wait);
+    if until + Duration::from_secs(5) >= deadline {
+        return;
+    }
+    tokio::time::sleep_until(until).await;
+    let asked: Vec<TopicPartition> = partitions
+        .iter()
+        .filter(|partition| retention.contains_key(&partition.topic))
+        .cloned()
+        .collect();
+    let (Ok(starts), Ok(ends)) = (
+        consumer.list_offsets(&asked, -2).await,
+        consumer.list_offsets(&asked, -1).await,
+    ) else {
+        return; // no answer says nothing about retention
+    };
+    for ((partition, start), (_, end)) in starts.iter().zip(&ends) {
+        if start < end {
+            reader.event(Body::Breach {
+                detail: format!(
+                    "{partition} still holds offsets {start}..{end} {wait} ms after its last write, \
+                     past retention.ms, the check interval and the flush interval"
+                ),
+            });
+        }
     }
 }
 
@@ -535,6 +591,15 @@ async fn probe_timestamps(
             let Ok(answer) = consumer.list_offsets(asked, target).await else {
                 continue; // a failed call says nothing about the log
             };
+            // Retention may have moved the log start past the records read: the read no longer
+            // says what the answer must be.
+            let start = consumer.list_offsets(asked, -2).await;
+            let start = start
+                .ok()
+                .and_then(|starts| starts.first().map(|(_, offset)| *offset));
+            if start != Some(read.start) {
+                break;
+            }
             let answered = answer.first().map(|(_, offset)| *offset);
             if answered != Some(expected) {
                 reader.event(Body::Breach {

@@ -20,6 +20,7 @@ impl<S: Storage> Broker<S> {
         let wall_clock = self.wall_clock(now);
         let mut starts = RecoveryPoints::new();
         let mut moved = false;
+        let mut to_roll = Vec::new();
         for (topic_partition, partition) in self.replicas.iter() {
             let current = partition.log.log_start_offset();
             let mut start = current;
@@ -36,7 +37,12 @@ impl<S: Storage> Broker<S> {
                     topic.config.retention_bytes,
                     limit,
                 ) {
-                    Ok(target) => start = start.max(target),
+                    Ok(target) => {
+                        if target == partition.log.log_end_offset() && target > current {
+                            to_roll.push(topic_partition.clone()); // every record expired
+                        }
+                        start = start.max(target);
+                    }
                     Err(error) => {
                         tracing::warn!(%topic_partition, %error, "retention check failed");
                     }
@@ -44,6 +50,18 @@ impl<S: Storage> Broker<S> {
             }
             moved |= start > current;
             starts.insert(topic_partition.clone(), start);
+        }
+        // A log whose every record expired rolls now, so that later appends go to the new
+        // segment and the old active one can go with the rest (Kafka's `deleteOldSegments`).
+        for topic_partition in to_roll {
+            let partition = self
+                .replicas
+                .get_mut(&topic_partition)
+                .expect("listed above");
+            if let Err(error) = partition.log.roll() {
+                tracing::warn!(%topic_partition, %error, "rolling for retention failed");
+                starts.insert(topic_partition.clone(), partition.log.log_start_offset());
+            }
         }
         if moved {
             self.maybe_write_checkpoint(now, CheckpointKind::LogStarts, starts, out);

@@ -329,8 +329,10 @@ impl<S: Storage> PartitionLog<S> {
     /// `deleteRetentionMsBreachedSegments` then `deleteRetentionSizeBreachedSegments`): past
     /// every leading segment whose newest record is older than `now_ms - retention_ms`, or whose
     /// deletion keeps the log at least `retention_bytes` long; -1 disables either rule. Only
-    /// whole segments go, never the active one, and none reaching past `limit` (the high
-    /// watermark, or anything not yet durable). The answer is always a segment's base offset.
+    /// whole segments go, none reaching past `limit` (the high watermark, or anything not yet
+    /// durable). The answer is a segment's base offset, or the log end when every record has
+    /// expired, the active segment's too: the caller then [rolls](Self::roll) first, as Kafka
+    /// does, so that the whole log can go.
     pub fn retention_start(
         &self,
         now_ms: i64,
@@ -365,12 +367,29 @@ impl<S: Storage> PartitionLog<S> {
                 by_size += 1;
             }
         }
+        let expired_whole_log = retention_ms >= 0
+            && by_time == closed.len()
+            && closed.len() == self.segments.len() - 1
+            && self.log_end_offset <= limit
+            && self.active_segment().size_bytes() > 0
+            && self.active_segment().max_timestamp()? < now_ms.saturating_sub(retention_ms);
+        if expired_whole_log {
+            return Ok(self.log_end_offset);
+        }
         let keep = by_time.max(by_size);
         Ok(*self
             .segments
             .keys()
             .nth(keep)
             .expect("the active segment stays"))
+    }
+
+    /// Starts a new, empty active segment at the log end (unless the active one is empty).
+    pub fn roll(&mut self) -> Result<(), LogError> {
+        if self.active_segment().size_bytes() == 0 {
+            return Ok(());
+        }
+        self.create_segment(self.log_end_offset)
     }
 
     /// Deletes every segment wholly below `start` (never the active one) and moves the log
