@@ -16,7 +16,7 @@
 //! | `exactly-once` | either of the two above |
 //! | `hw-monotonic` | a broker's high watermark of a partition went backwards (across restarts included) |
 //! | `log-start-monotonic` | a broker's log start offset of a partition went backwards |
-//! | `contract` | an answer a client received broke its request's contract: a Fetch partition above `max.partition.fetch.bytes` or the whole above `fetch.max.bytes` (beyond KIP-74's one whole batch in the first partition with records), an empty Fetch answer before `fetch.max.wait.ms` with no error and no truncated log, or a ListOffsets by timestamp (or -3, the largest timestamp) that disagrees with the final read |
+//! | `contract` | an answer a client received broke its request's contract: a Fetch partition above `max.partition.fetch.bytes` or the whole above `fetch.max.bytes` (beyond KIP-74's one whole batch in the first partition with records), an empty Fetch answer before `fetch.max.wait.ms` with no error and no truncated log, or a ListOffsets by timestamp (or -3, the largest timestamp) that disagrees with the final read, or a log that still holds records once `retention.ms` has passed with no writes |
 //! | `stalled` | the faults were healed, yet a producer had not finished its sends three quarters of the way through the liveness phase (a cluster that never acknowledges passes every safety check; this one it fails) |
 
 mod broker;
