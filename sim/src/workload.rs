@@ -464,37 +464,44 @@ pub async fn final_read(
     )
     .await;
     for partition in &partitions {
-        let name = partition.to_string().into();
-        let read = match progress.remove(partition) {
-            // The broker never answered the end offsets (the partition stayed offline, say):
-            // the final read says nothing about this partition's log.
-            None => FinalRead {
-                partition: name,
-                log_start_offset: 0,
-                end_offset: 0,
-                read_to: 0,
-                reached_end: false,
-                error: Some("no end offsets before the deadline".to_owned()),
-                skipped: Vec::new(),
-            },
-            Some(read) => {
-                let position = consumer.position(partition).unwrap_or(read.start);
-                let (read_to, error) = match read.stopped {
-                    Some((at, why)) => (at, Some(why)),
-                    None => (position.min(read.end.max(read.start)), read.last_error),
-                };
-                FinalRead {
-                    partition: name,
-                    log_start_offset: read.start,
-                    end_offset: read.end,
-                    read_to,
-                    reached_end: read_to >= read.end,
-                    error,
-                    skipped: read.skipped,
-                }
-            }
-        };
+        let read = final_read_of(partition, progress.remove(partition), &consumer);
         env.event(FINAL_READER, Body::FinalRead(read));
+    }
+}
+
+/// What the final read found in one partition: how far it got, and why it stopped short.
+fn final_read_of(
+    partition: &TopicPartition,
+    progress: Option<FinalProgress>,
+    consumer: &Consumer,
+) -> FinalRead {
+    let name = partition.to_string().into();
+    let Some(read) = progress else {
+        // The broker never answered the end offsets (the partition stayed offline, say): the
+        // final read says nothing about this partition's log.
+        return FinalRead {
+            partition: name,
+            log_start_offset: 0,
+            end_offset: 0,
+            read_to: 0,
+            reached_end: false,
+            error: Some("no end offsets before the deadline".to_owned()),
+            skipped: Vec::new(),
+        };
+    };
+    let position = consumer.position(partition).unwrap_or(read.start);
+    let (read_to, error) = match read.stopped {
+        Some((at, why)) => (at, Some(why)),
+        None => (position.min(read.end.max(read.start)), read.last_error),
+    };
+    FinalRead {
+        partition: name,
+        log_start_offset: read.start,
+        end_offset: read.end,
+        read_to,
+        reached_end: read_to >= read.end,
+        error,
+        skipped: read.skipped,
     }
 }
 
