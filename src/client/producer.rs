@@ -1206,6 +1206,15 @@ mod tests {
         out
     }
 
+    /// Broker `node`'s connection is up (broker 0 at `b:9092`, broker 1 at `c:9092`).
+    fn up(node: NodeId) -> ProducerInput {
+        let host = if node == 1 { "c" } else { "b" };
+        ProducerInput::Connected {
+            node,
+            address: format!("{host}:9092"),
+        }
+    }
+
     fn step(core: &mut ProducerCore, now: u64, input: ProducerInput) -> Vec<ProducerOutput> {
         let mut out = Vec::new();
         core.handle(Millis(now), input, &mut out);
@@ -1292,17 +1301,7 @@ mod tests {
         ));
         send(&mut core, 0, 2);
         send(&mut core, 0, 3);
-        assert_eq!(
-            requests(&step(
-                &mut core,
-                1,
-                ProducerInput::Connected {
-                    node: 0,
-                    address: "b:9092".into()
-                }
-            )),
-            2
-        );
+        assert_eq!(requests(&step(&mut core, 1, up(0))), 2);
         let out = step(
             &mut core,
             2,
@@ -1319,14 +1318,7 @@ mod tests {
     fn a_lost_connection_retries_and_marks_the_outcome_indeterminate_when_retries_run_out() {
         let mut core = core(&[("retries", "1"), ("retry.backoff.ms", "10")]);
         send(&mut core, 0, 1);
-        step(
-            &mut core,
-            0,
-            ProducerInput::Connected {
-                node: 0,
-                address: "b:9092".into(),
-            },
-        );
+        step(&mut core, 0, up(0));
         let out = step(
             &mut core,
             5,
@@ -1338,17 +1330,7 @@ mod tests {
         assert!(completions(&out).is_empty(), "one retry left");
         let out = step(&mut core, 100, ProducerInput::Tick);
         assert!(matches!(out.as_slice(), [ProducerOutput::Connect { .. }]));
-        assert_eq!(
-            requests(&step(
-                &mut core,
-                101,
-                ProducerInput::Connected {
-                    node: 0,
-                    address: "b:9092".into()
-                }
-            )),
-            1
-        );
+        assert_eq!(requests(&step(&mut core, 101, up(0))), 1);
         let out = step(
             &mut core,
             102,
@@ -1367,14 +1349,7 @@ mod tests {
     fn a_non_retriable_error_on_the_first_attempt_is_a_definite_failure() {
         let mut core = core(&[]);
         send(&mut core, 0, 1);
-        step(
-            &mut core,
-            0,
-            ProducerInput::Connected {
-                node: 0,
-                address: "b:9092".into(),
-            },
-        );
+        step(&mut core, 0, up(0));
         let out = step(
             &mut core,
             1,
@@ -1390,14 +1365,7 @@ mod tests {
     fn a_storage_error_without_retries_is_indeterminate() {
         let mut core = core(&[("retries", "0")]);
         send(&mut core, 0, 1);
-        step(
-            &mut core,
-            0,
-            ProducerInput::Connected {
-                node: 0,
-                address: "b:9092".into(),
-            },
-        );
+        step(&mut core, 0, up(0));
         let out = step(
             &mut core,
             1,
@@ -1420,14 +1388,7 @@ mod tests {
             ("linger.ms", "0"),
         ]);
         send(&mut core, 0, 1);
-        step(
-            &mut core,
-            0,
-            ProducerInput::Connected {
-                node: 0,
-                address: "b:9092".into(),
-            },
-        );
+        step(&mut core, 0, up(0));
         assert_eq!(core.next_deadline(), Some(Millis(1000)));
         let out = step(&mut core, 1000, ProducerInput::Tick);
         assert!(out
@@ -1441,17 +1402,7 @@ mod tests {
         let mut core = core(&[("retry.backoff.ms", "0")]);
         send(&mut core, 0, 1);
         send(&mut core, 0, 2);
-        assert_eq!(
-            requests(&step(
-                &mut core,
-                0,
-                ProducerInput::Connected {
-                    node: 0,
-                    address: "b:9092".into()
-                }
-            )),
-            2
-        );
+        assert_eq!(requests(&step(&mut core, 0, up(0))), 2);
         let out = step(
             &mut core,
             1,
@@ -1506,14 +1457,7 @@ mod tests {
             send(core, 0, 1).as_slice(),
             [ProducerOutput::Connect { .. }]
         ));
-        step(
-            core,
-            0,
-            ProducerInput::Connected {
-                node: 0,
-                address: "b:9092".into(),
-            },
-        );
+        step(core, 0, up(0));
     }
 
     #[test]
@@ -1600,14 +1544,7 @@ mod tests {
         assert_eq!(core.pending(), 0);
         send_to(&mut core, 0, 2, 0);
         send_to(&mut core, 0, 3, 1);
-        let out = step(
-            &mut core,
-            0,
-            ProducerInput::Connected {
-                node: 0,
-                address: "b:9092".into(),
-            },
-        );
+        let out = step(&mut core, 0, up(0));
         assert_eq!(
             batches(&out),
             vec![vec![(0, 1)], vec![(1, 1)]],
@@ -1698,14 +1635,7 @@ mod tests {
             send_record(&mut core, 0, 1, record("new", None, Some("k"), "v")).as_slice(),
             [ProducerOutput::Connect { .. }]
         ));
-        let out = step(
-            &mut core,
-            1,
-            ProducerInput::Connected {
-                node: 0,
-                address: "b:9092".into(),
-            },
-        );
+        let out = step(&mut core, 1, up(0));
         let [ProducerOutput::MetadataRequest { request, .. }] = out.as_slice() else {
             panic!("a metadata request first: {out:?}");
         };
@@ -1736,14 +1666,7 @@ mod tests {
         use kafka_protocol::messages::metadata_response::MetadataResponseTopic;
         let mut core = core(&[("max.block.ms", "1000")]);
         send_record(&mut core, 0, 1, record("missing", None, None, "v"));
-        step(
-            &mut core,
-            0,
-            ProducerInput::Connected {
-                node: 0,
-                address: "b:9092".into(),
-            },
-        );
+        step(&mut core, 0, up(0));
         let unknown =
             MetadataResponse::default().with_topics(vec![MetadataResponseTopic::default()
                 .with_name(Some(TopicName(StrBytes::from_static_str("missing"))))
@@ -1898,14 +1821,7 @@ mod tests {
             send_to(&mut core, 0, 2, 1).is_empty(),
             "the leader's connection is coming"
         );
-        let out = step(
-            &mut core,
-            1,
-            ProducerInput::Connected {
-                node: 0,
-                address: "b:9092".into(),
-            },
-        );
+        let out = step(&mut core, 1, up(0));
         assert_eq!(
             requests_by_node(&out),
             vec![(0, vec![1])],
@@ -1965,14 +1881,7 @@ mod tests {
     fn a_response_out_of_turn_breaks_the_connection() {
         let mut core = core(&[]);
         send(&mut core, 0, 1);
-        step(
-            &mut core,
-            0,
-            ProducerInput::Connected {
-                node: 0,
-                address: "b:9092".into(),
-            },
-        );
+        step(&mut core, 0, up(0));
         let out = step(
             &mut core,
             1,
