@@ -367,9 +367,9 @@ impl<S: Storage> PartitionLog<S> {
                 by_size += 1;
             }
         }
+        // With the log end within the limit every closed segment is in `closed`.
         let expired_whole_log = retention_ms >= 0
             && by_time == closed.len()
-            && closed.len() == self.segments.len() - 1
             && self.log_end_offset <= limit
             && self.active_segment().size_bytes() > 0
             && self.active_segment().max_timestamp()? < now_ms.saturating_sub(retention_ms);
@@ -397,38 +397,29 @@ impl<S: Storage> PartitionLog<S> {
     /// durable with the next flush's directory sync: the caller records the new log start
     /// durably first (Kafka's `log-start-offset-checkpoint`).
     ///
-    /// A start at or past the log end (on start-up, after a power loss took back the records
-    /// past a start that retention had checkpointed) replaces the whole log with an empty
-    /// segment at `start`, as Kafka's loader does when the checkpointed start is ahead of the
-    /// log end.
+    /// A start past the active segment's base (on start-up, after a power loss took back the
+    /// records past a start that retention had checkpointed, so the log ends at or before it)
+    /// replaces the whole log with an empty segment at `start`, as Kafka's loader does when the
+    /// checkpointed start is ahead of the log end. (Retention rolls first, so at run time the
+    /// start is at most the active segment's base.)
     pub fn delete_segments_below(&mut self, start: i64) -> Result<usize, LogError> {
-        if start >= self.log_end_offset && start > self.log_start_offset {
-            let all: Vec<i64> = self.segments.keys().copied().collect();
-            for base in &all {
-                self.storage
-                    .remove(&super::segment::segment_name(&self.directory, *base))?;
-            }
-            self.segments.clear();
+        let past_the_active = start > self.active_segment().base_offset;
+        if past_the_active && start >= self.log_end_offset {
+            let all = self.remove_segments(self.segments.len())?;
             self.create_segment(start)?;
             self.log_start_offset = start;
             self.log_end_offset = start;
             self.recovery_point = start;
             self.unflushed_messages = 0;
-            return Ok(all.len());
+            return Ok(all);
         }
-        let doomed: Vec<i64> = self
+        let doomed = self
             .segments
-            .iter()
+            .values()
             .take(self.segments.len() - 1)
-            .take_while(|(_, segment)| segment.next_offset() <= start)
-            .map(|(base, _)| *base)
-            .collect();
-        for base in &doomed {
-            self.segments.remove(base);
-            self.storage
-                .remove(&super::segment::segment_name(&self.directory, *base))?;
-            self.directory_changes += 1;
-        }
+            .take_while(|segment| segment.next_offset() <= start)
+            .count();
+        self.remove_segments(doomed)?;
         let first = *self
             .segments
             .keys()
@@ -436,7 +427,18 @@ impl<S: Storage> PartitionLog<S> {
             .expect("the active segment stays");
         self.log_start_offset = first;
         self.recovery_point = self.recovery_point.max(first);
-        Ok(doomed.len())
+        Ok(doomed)
+    }
+
+    /// Removes the first `count` segments and their files; answers `count`.
+    fn remove_segments(&mut self, count: usize) -> Result<usize, LogError> {
+        for _ in 0..count {
+            let (base, _) = self.segments.pop_first().expect("counted");
+            self.storage
+                .remove(&super::segment::segment_name(&self.directory, base))?;
+            self.directory_changes += 1;
+        }
+        Ok(count)
     }
 
     /// Number of segments.

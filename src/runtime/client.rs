@@ -12,6 +12,7 @@ use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestKind, Response
 use kafka_protocol::protocol::StrBytes;
 use tokio::net::TcpStream;
 
+use crate::client::connections::NodeId;
 use crate::protocol::codec::{decode_response, encode_request, CodecError, RequestApiKey};
 use crate::protocol::ErrorCode;
 use crate::runtime::net::{Connection, ConnectionError};
@@ -278,10 +279,10 @@ pub(crate) async fn connect_node(
 /// The next response of whichever connection with requests in flight answers first (the lowest
 /// key first when several are ready). Cancel-safe as [`ClientConnection::receive`] is.
 pub(crate) async fn receive_any(
-    connections: &mut BTreeMap<i32, ClientConnection>,
-) -> (i32, Result<ResponseKind, String>) {
+    connections: &mut BTreeMap<NodeId, ClientConnection>,
+) -> (NodeId, Result<ResponseKind, String>) {
     type Receiving<'a> =
-        Pin<Box<dyn Future<Output = (i32, Result<ResponseKind, String>)> + Send + 'a>>;
+        Pin<Box<dyn Future<Output = (NodeId, Result<ResponseKind, String>)> + Send + 'a>>;
     let mut receiving: Vec<Receiving<'_>> = connections
         .iter_mut()
         .filter(|(_, connection)| connection.has_in_flight())
