@@ -20,6 +20,7 @@ use seedlog::runtime::server::{run_broker, BrokerObserver, ServerOptions};
 use seedlog::storage::memory::{CrashLevel, DiskFaults, FsyncFailure};
 use seedlog::types::TopicPartition;
 use serde_json::json;
+use tokio::sync::Notify;
 
 use crate::checker::FINAL_READER;
 use crate::connection_faults::ConnectionRules;
@@ -139,7 +140,12 @@ struct Cluster {
     env: Env,
     nodes: BTreeMap<String, NodeId>,
     rules: BTreeMap<String, ConnectionRules>,
+    /// Each broker's clean-shutdown request (its SIGTERM), new at every start.
+    stops: BTreeMap<String, StopSlot>,
     down: Mutex<BTreeSet<String>>,
+    /// Brokers stopped cleanly and not killed since: a restart kills them first (the process
+    /// still holds its port).
+    stopped: Mutex<BTreeSet<String>>,
     clogged: Mutex<BTreeSet<(NodeId, NodeId)>>,
     /// The safety phase is over: timers started by faults do nothing more.
     healed: AtomicBool,
@@ -157,6 +163,10 @@ impl Cluster {
         let id = self.id(target);
         madsim::plugin::simulator::<SimDisks>().set_next_crash(id, level);
         self.handle.kill(id);
+        self.stopped
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(target);
         self.down
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -184,6 +194,28 @@ impl Cluster {
         restart
     }
 
+    /// Asks a running broker to stop cleanly; it counts as down (restarted later or at the end
+    /// of the safety phase). A broker already down is left alone.
+    fn stop(&self, target: &str) {
+        let newly_down = self
+            .down
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(target.to_owned());
+        if newly_down {
+            self.stops[target]
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .notify_one();
+            self.stopped
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(target.to_owned());
+        }
+        self.env
+            .nemesis("stop", &json!({"node": target, "running": newly_down}));
+    }
+
     fn restart(&self, target: &str) {
         let id = self.id(target);
         let was_down = self
@@ -191,7 +223,12 @@ impl Cluster {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(target);
-        if !was_down {
+        let was_stopped = self
+            .stopped
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(target);
+        if !was_down || was_stopped {
             madsim::plugin::simulator::<SimDisks>().set_next_crash(id, CrashLevel::Process);
             self.handle.kill(id);
         }
@@ -221,6 +258,7 @@ impl Cluster {
         match action {
             FaultAction::Crash { target, level, .. } => self.crash(target, *level),
             FaultAction::Restart { target } => self.restart(target),
+            FaultAction::Stop { target, .. } => self.stop(target),
             FaultAction::Partition { groups, .. } => return self.partition(groups),
             FaultAction::Clog { from, to, .. } => {
                 let link = (self.id(from), self.id(to));
@@ -384,19 +422,18 @@ fn broker_config(scenario: &Scenario, index: u32) -> BrokerConfig {
 }
 
 /// Starts one node per broker; returns their node ids and connection-fault rules by name.
-fn start_brokers(
-    handle: &Handle,
-    env: &Env,
-    scenario: &Scenario,
-) -> (BTreeMap<String, NodeId>, BTreeMap<String, ConnectionRules>) {
+fn start_brokers(handle: &Handle, env: &Env, scenario: &Scenario) -> Brokers {
     let mut nodes = BTreeMap::new();
     let mut rules = BTreeMap::new();
+    let mut stops = BTreeMap::new();
     for index in 0..scenario.brokers {
         let name = format!("broker-{index}");
         let config = broker_config(scenario, index);
         let (fsync_low, fsync_high) = scenario.fsync_latency_us;
         let broker_rules = ConnectionRules::default();
         rules.insert(name.clone(), broker_rules.clone());
+        let stop: StopSlot = Arc::default();
+        stops.insert(name.clone(), Arc::clone(&stop));
         let observer: Arc<dyn BrokerObserver> = Arc::new(HistoryObserver::new(env, &name));
         let node = handle
             .create_node()
@@ -406,6 +443,9 @@ fn start_brokers(
                 let config = config.clone();
                 let faults = broker_rules.clone();
                 let observer = Arc::clone(&observer);
+                // A fresh request per start: one sent to an earlier run never stops this one.
+                let shutdown = Arc::new(Notify::new());
+                *stop.lock().unwrap_or_else(PoisonError::into_inner) = Arc::clone(&shutdown);
                 async move {
                     let storage =
                         madsim::plugin::simulator::<SimDisks>().storage(madsim::plugin::node());
@@ -417,6 +457,7 @@ fn start_brokers(
                         seed: madsim::rand::random(),
                         faults: Some(Arc::new(faults)),
                         observer: Some(observer),
+                        shutdown: Some(shutdown),
                     };
                     if let Err(error) = run_broker(config, storage, options).await {
                         tracing::error!(%error, "broker stopped");
@@ -426,8 +467,22 @@ fn start_brokers(
             .build();
         nodes.insert(name, node.id());
     }
-    (nodes, rules)
+    Brokers {
+        nodes,
+        rules,
+        stops,
+    }
 }
+
+/// The broker nodes, their connection-fault rules and their stop requests.
+struct Brokers {
+    nodes: BTreeMap<String, NodeId>,
+    rules: BTreeMap<String, ConnectionRules>,
+    stops: BTreeMap<String, StopSlot>,
+}
+
+/// Where a broker's current clean-shutdown request lives.
+type StopSlot = Arc<Mutex<Arc<Notify>>>;
 
 /// Starts the producer and consumer nodes; returns each producer's progress.
 fn start_clients(
@@ -533,7 +588,11 @@ async fn liveness_phase(
 async fn supervise(scenario: &Scenario) -> (History, Duration) {
     let handle = Handle::current();
     let env = Env::new(format!("{}:{BROKER_PORT}", broker_ip(0)));
-    let (mut nodes, rules) = start_brokers(&handle, &env, scenario);
+    let Brokers {
+        mut nodes,
+        rules,
+        stops,
+    } = start_brokers(&handle, &env, scenario);
     setup(&handle, &env, scenario).await;
     let workload_start = tokio::time::Instant::now();
     let stop_consumers = Arc::new(AtomicBool::new(false));
@@ -544,7 +603,9 @@ async fn supervise(scenario: &Scenario) -> (History, Duration) {
         env: env.clone(),
         nodes,
         rules,
+        stops,
         down: Mutex::default(),
+        stopped: Mutex::default(),
         clogged: Mutex::default(),
         healed: AtomicBool::new(false),
     });
@@ -595,6 +656,9 @@ fn schedule(faults: Vec<crate::scenario::Fault>) -> Vec<Scheduled> {
                     None,
                     recrash.map(|recrash| (draw(recrash.after_ms), recrash.level)),
                 ),
+                FaultAction::Stop {
+                    restart_after_ms, ..
+                } => (restart_after_ms.map(draw), None, None),
                 FaultAction::Partition { heal_after_ms, .. }
                 | FaultAction::Clog { heal_after_ms, .. } => (None, heal_after_ms.map(draw), None),
                 _ => (None, None, None),
@@ -628,7 +692,11 @@ async fn run_nemesis(
         let links = cluster.apply(&fault.action);
         let cluster = Arc::clone(&cluster);
         match (&fault.action, fault.restart_after_ms, fault.heal_after_ms) {
-            (FaultAction::Crash { target, .. }, Some(after), _) => {
+            (
+                FaultAction::Crash { target, .. } | FaultAction::Stop { target, .. },
+                Some(after),
+                _,
+            ) => {
                 let target = target.clone();
                 timers.push(tokio::spawn(restart_later(
                     cluster,

@@ -122,9 +122,10 @@ pub struct FinalRead {
 }
 
 /// Nemesis functions.
-pub const NEMESIS_FUNCTIONS: [&str; 13] = [
+pub const NEMESIS_FUNCTIONS: [&str; 14] = [
     "crash",
     "restart",
+    "stop",
     "partition",
     "clog",
     "heal",

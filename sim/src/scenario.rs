@@ -289,6 +289,12 @@ pub enum FaultAction {
     },
     /// Restart a killed node.
     Restart { target: String },
+    /// Stop a broker cleanly (SIGTERM: drain, flush, the clean-shutdown marker), optionally
+    /// restarting it later.
+    Stop {
+        target: String,
+        restart_after_ms: Option<TimeSpec>,
+    },
     /// Cut every link between nodes of different groups (both ways).
     Partition {
         groups: Vec<Vec<String>>,
@@ -747,6 +753,7 @@ fn fields_of(kind: &str) -> Option<&'static [&'static str]> {
             "recrash_level",
         ],
         "restart" => &["target"],
+        "stop" => &["target", "restart_after_ms"],
         "partition" => &["groups", "heal_after_ms"],
         "clog" => &["from", "to", "heal_after_ms"],
         "drop_request" | "drop_response" | "reset_mid_response" => {
@@ -1023,6 +1030,10 @@ impl FaultBuilder<'_> {
             "restart" => FaultAction::Restart {
                 target: self.node(raw.target.as_ref(), "target")?,
             },
+            "stop" => FaultAction::Stop {
+                target: self.broker()?,
+                restart_after_ms: self.time(raw.restart_after_ms.as_ref())?,
+            },
             "partition" => self.partition()?,
             "clog" => FaultAction::Clog {
                 from: self.node(raw.from.as_ref(), "from")?,
@@ -1048,7 +1059,7 @@ fn build_fault(
     let kind = raw.kind.get_ref().as_str();
     let Some(allowed) = fields_of(kind) else {
         let message = format!(
-            "unknown fault kind '{kind}' (crash, restart, partition, clog, drop_request, drop_response, reset_mid_response, reject_request, disk_fault, corrupt, heal)"
+            "unknown fault kind '{kind}' (crash, restart, stop, partition, clog, drop_request, drop_response, reset_mid_response, reject_request, disk_fault, corrupt, heal)"
         );
         return Err(loader.error_at(raw.kind.span(), message));
     };

@@ -19,7 +19,7 @@ use super::{Broker, BrokerEvent, FlushId, Output};
 use crate::log::{FlushMark, FlushSync, LogError};
 
 impl<S: Storage> Broker<S> {
-    fn start(
+    pub(super) fn start_flush(
         &mut self,
         target: FlushTarget,
         sync: FlushSync<S::File>,
@@ -49,7 +49,7 @@ impl<S: Storage> Broker<S> {
             topic_partition: topic_partition.clone(),
             mark,
         };
-        self.start(target, sync, out);
+        self.start_flush(target, sync, out);
     }
 
     /// Appends metadata records and flushes them; the caller parks its work on the flush.
@@ -72,7 +72,7 @@ impl<S: Storage> Broker<S> {
             mark,
             records: records.to_vec(),
         };
-        Ok(self.start(target, sync, out))
+        Ok(self.start_flush(target, sync, out))
     }
 
     pub(super) fn on_flush_completed(
@@ -111,7 +111,12 @@ impl<S: Storage> Broker<S> {
             (FlushTarget::Checkpoint(kind), result) => {
                 self.on_checkpoint_step(now, kind, result, out);
             }
+            (FlushTarget::CleanShutdownMarker, result) => {
+                self.on_marker_synced(now, result, out);
+                return;
+            }
         }
+        self.advance_shutdown(now, out);
     }
 
     fn on_partition_flushed(
@@ -234,7 +239,7 @@ impl<S: Storage> Broker<S> {
     }
 
     /// Every log's recovery point, as the checkpoint records them.
-    fn recovery_points(&self) -> RecoveryPoints {
+    pub(super) fn recovery_points(&self) -> RecoveryPoints {
         let metadata = TopicPartition::parse(METADATA_LOG_DIRECTORY).expect("a partition name");
         let mut points = RecoveryPoints::new();
         points.insert(metadata, self.controller.log.recovery_point());
@@ -283,7 +288,7 @@ impl<S: Storage> Broker<S> {
                     files: vec![file],
                     directories: Vec::new(),
                 };
-                self.start(FlushTarget::Checkpoint(kind), sync, out);
+                self.start_flush(FlushTarget::Checkpoint(kind), sync, out);
             }
             Err(error) => {
                 tracing::error!(%error, "cannot write {}", kind.temporary());
@@ -318,7 +323,7 @@ impl<S: Storage> Broker<S> {
                     files: Vec::new(),
                     directories: vec![String::new()],
                 };
-                self.start(FlushTarget::Checkpoint(kind), sync, out);
+                self.start_flush(FlushTarget::Checkpoint(kind), sync, out);
             }
             CheckpointStage::SyncingDirectory(points) => {
                 self.writer(kind).written = points;

@@ -13,12 +13,15 @@ mod controller;
 mod flush;
 mod handlers;
 mod retention;
+mod shutdown;
 pub use checkpoint::{
     LOG_START_CHECKPOINT, LOG_START_CHECKPOINT_TMP, RECOVERY_POINT_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT_TMP,
 };
 pub use handlers::produce_rejection;
+pub use shutdown::CLEAN_SHUTDOWN_FILE;
 pub mod metadata;
+pub mod metrics;
 pub mod partition;
 mod purgatory;
 pub mod replica_manager;
@@ -75,6 +78,9 @@ pub enum Input {
     },
     /// A deadline from [`Broker::next_deadline`] passed.
     Tick,
+    /// Shut down cleanly (SIGTERM): flush every log, checkpoint, write the clean-shutdown
+    /// marker, then [`Output::Stopped`]. The shell stops reading requests first.
+    Shutdown,
 }
 
 /// What the broker asks the driver to do.
@@ -108,6 +114,11 @@ pub enum Output<F> {
     },
     /// Something the outside world may want to record (the simulator's history does).
     Event(BrokerEvent),
+    /// A shutdown finished: the shell may exit. `clean`: the marker is on disk.
+    Stopped {
+        /// Whether the clean-shutdown marker was written.
+        clean: bool,
+    },
 }
 
 /// A change of a partition's externally visible state, in the order it happened.
@@ -273,6 +284,9 @@ pub struct StartupReport<F> {
     pub to_sync: FlushSync<F>,
     /// Each partition's state after recovery, for the history.
     pub events: Vec<BrokerEvent>,
+    /// The last stop was clean (the marker was found and removed): active segments ending at
+    /// their recovery points were walked, not recovered.
+    pub clean_shutdown: bool,
 }
 
 /// The broker state machine.
@@ -294,6 +308,12 @@ pub struct Broker<S: Storage> {
     /// timestamps with wall-clock time); set by the shell.
     wall_clock_at_zero: i64,
     purgatory: Purgatory,
+    /// A shutdown under way.
+    closing: Option<shutdown::Closing>,
+    /// Start-up found the clean-shutdown marker (logs opened then trust their active segment).
+    clean_start: bool,
+    /// Appends counted per topic, for the metrics endpoint.
+    topic_counts: BTreeMap<String, metrics::TopicCounts>,
 }
 
 impl<S: Storage> Broker<S> {
@@ -335,6 +355,7 @@ impl<S: Storage> Broker<S> {
             }
             Input::ConnectionClosed { connection } => self.purgatory.drop_connection(connection),
             Input::Tick => self.on_tick(now, out),
+            Input::Shutdown => self.on_shutdown(now, out),
         }
     }
 

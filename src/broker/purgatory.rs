@@ -29,6 +29,8 @@ pub(super) enum FlushTarget {
     },
     /// A step of writing a checkpoint file.
     Checkpoint(super::checkpoint::CheckpointKind),
+    /// The clean-shutdown marker (file and root directory).
+    CleanShutdownMarker,
 }
 
 /// A produce response waiting for its appends to be durable (the appends crossed

@@ -49,6 +49,29 @@ fn new_cluster_id(rng: &mut ChaCha8Rng) -> String {
         .collect()
 }
 
+impl<F> StartupReport<F> {
+    fn empty(clean_shutdown: bool) -> Self {
+        StartupReport {
+            cluster_id: String::new(),
+            topics: 0,
+            partitions: 0,
+            recovery: RecoveryReport::default(),
+            stray_files_removed: 0,
+            to_sync: FlushSync {
+                files: Vec::new(),
+                // The marker's removal must be durable before the broker serves.
+                directories: if clean_shutdown {
+                    vec![String::new()]
+                } else {
+                    Vec::new()
+                },
+            },
+            events: Vec::new(),
+            clean_shutdown,
+        }
+    }
+}
+
 impl<S: Storage> Broker<S> {
     /// Opens the data directory: reads or writes `meta.properties`, replays the metadata log,
     /// deletes stray partition files, and recovers every partition log.
@@ -59,24 +82,14 @@ impl<S: Storage> Broker<S> {
         now: Millis,
     ) -> Result<(Self, StartupReport<S::File>), BrokerError> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let mut report = StartupReport {
-            cluster_id: String::new(),
-            topics: 0,
-            partitions: 0,
-            recovery: RecoveryReport::default(),
-            stray_files_removed: 0,
-            to_sync: FlushSync {
-                files: Vec::new(),
-                directories: Vec::new(),
-            },
-            events: Vec::new(),
-        };
+        let clean_shutdown = Self::take_clean_shutdown_marker(&storage)?;
+        let mut report = StartupReport::empty(clean_shutdown);
         let cluster_id = Self::load_meta_properties(&config, &storage, &mut rng, &mut report)?;
         let recovery_points = Self::load_checkpoint(&storage, CheckpointKind::RecoveryPoints)?;
         let log_starts = Self::load_checkpoint(&storage, CheckpointKind::LogStarts)?;
         let metadata_partition =
             TopicPartition::parse(METADATA_LOG_DIRECTORY).expect("a partition directory name");
-        let (metadata_log, recovery) = PartitionLog::open(
+        let (metadata_log, recovery) = PartitionLog::open_with(
             storage.clone(),
             METADATA_LOG_DIRECTORY,
             metadata_log_config(),
@@ -84,6 +97,7 @@ impl<S: Storage> Broker<S> {
                 .get(&metadata_partition)
                 .copied()
                 .unwrap_or(0),
+            clean_shutdown,
             now,
         )?;
         if let Some(corruption) = &recovery.corruption {
@@ -112,6 +126,9 @@ impl<S: Storage> Broker<S> {
             ),
             wall_clock_at_zero: 0,
             purgatory: Purgatory::default(),
+            closing: None,
+            clean_start: clean_shutdown,
+            topic_counts: BTreeMap::new(),
         };
         for record in broker.read_metadata_records()? {
             broker
@@ -122,6 +139,7 @@ impl<S: Storage> Broker<S> {
         }
         report.stray_files_removed = broker.remove_stray_files()?;
         report.topics = broker.open_partitions(&recovery_points, &log_starts, now, &mut report)?;
+        broker.clean_start = false; // partitions created from now on are new
         broker.sync_recovered_logs(now, &mut report);
         report.cluster_id = cluster_id;
         report.partitions = broker.replicas.len();
@@ -303,11 +321,12 @@ impl<S: Storage> Broker<S> {
         now: Millis,
     ) -> Result<RecoveryReport, LogError> {
         let topic_partition = TopicPartition::new(topic.name.clone(), partition);
-        let (log, recovery) = PartitionLog::open(
+        let (log, recovery) = PartitionLog::open_with(
             self.storage.clone(),
             &topic_partition.to_string(),
             log_config(&topic.config),
             recovery_point,
+            self.clean_start,
             now,
         )?;
         let mut replica = Partition::new_local_leader(

@@ -846,3 +846,80 @@ fn retention_by_size_keeps_at_least_retention_bytes_and_nothing_past_the_high_wa
     assert!(partition.log.segment_count() >= 2);
     assert!(partition.log.log_start_offset() <= partition.high_watermark());
 }
+
+#[test]
+fn a_clean_shutdown_survives_power_loss_and_the_next_start_trusts_the_logs() {
+    let storage = MemoryStorage::new();
+    let config = BrokerConfig {
+        log_segment_bytes: 200,
+        ..BrokerConfig::default()
+    };
+    let mut harness = Harness::with_config(storage.clone(), config.clone());
+    harness.create_topic("t", 2, &[]);
+    for index in 0..8 {
+        harness.produce("t", index % 2, 1, value(&format!("value-{index}")));
+    }
+    let outputs = harness.input(Input::Shutdown);
+    let done = harness.flush_all(outputs, true);
+    assert!(
+        matches!(done.as_slice(), [Output::Stopped { clean: true }]),
+        "{done:?}"
+    );
+    assert!(
+        harness.input(Input::Shutdown).is_empty(),
+        "a second request changes nothing"
+    );
+    // Everything the shutdown wrote was fsynced: the power may go now.
+    storage.crash(CrashLevel::PowerLoss, &mut |_| 0);
+    let (broker, report) =
+        Broker::open(config.clone(), storage.clone(), 7, Millis(0)).expect("reopen");
+    assert!(report.clean_shutdown);
+    assert_eq!(report.recovery.batches, 0, "{:?}", report.recovery);
+    assert!(
+        report.recovery.unscanned_segments >= 3,
+        "{:?}",
+        report.recovery
+    );
+    for partition in 0..2 {
+        let log = &broker
+            .partition(&TopicPartition::new("t", partition))
+            .expect("known")
+            .log;
+        assert_eq!(log.log_end_offset(), 4);
+        assert_eq!(log.recovery_point(), 4);
+    }
+    report.to_sync.complete_now(&storage).expect("sync");
+    assert!(
+        !storage
+            .list("")
+            .expect("list")
+            .contains(&CLEAN_SHUTDOWN_FILE.to_owned()),
+        "the marker is gone, durably, once start-up synced"
+    );
+    storage.crash(CrashLevel::PowerLoss, &mut |_| 0);
+    let (_, report) = Broker::open(config, storage, 7, Millis(0)).expect("reopen");
+    assert!(
+        !report.clean_shutdown,
+        "a crash after a clean start is not clean"
+    );
+}
+
+#[test]
+fn a_failed_flush_during_shutdown_leaves_no_marker() {
+    let storage = MemoryStorage::new();
+    let mut harness = Harness::on(storage.clone());
+    harness.create_topic("t", 1, &[]);
+    harness.produce("t", 0, 1, value("a"));
+    let outputs = harness.input(Input::Shutdown);
+    let done = harness.flush_all(outputs, false);
+    assert!(
+        matches!(done.last(), Some(Output::Stopped { clean: false })),
+        "{done:?}"
+    );
+    assert!(!storage
+        .list("")
+        .expect("list")
+        .contains(&CLEAN_SHUTDOWN_FILE.to_owned()));
+    let (_, report) = Broker::open(BrokerConfig::default(), storage, 7, Millis(0)).expect("reopen");
+    assert!(!report.clean_shutdown);
+}

@@ -98,6 +98,18 @@ pub struct BrokerConfig {
     pub auto_create_topics_enable: bool,
     /// `unclean.leader.election.enable`: default of the topic config.
     pub unclean_leader_election_enable: bool,
+    /// `max.connections`: beyond it the broker stops accepting until a connection closes.
+    pub max_connections: i32,
+    /// `max.connections.per.ip`: a new connection from an address at the limit is closed at once.
+    pub max_connections_per_ip: i32,
+    /// `connections.max.idle.ms`: a connection that sends nothing for this long is closed.
+    pub connections_max_idle_ms: i64,
+    /// `queued.max.request.bytes` (-1: no bound): request bytes buffered across connections;
+    /// when reached, the broker stops reading sockets until requests finish.
+    pub queued_max_request_bytes: i64,
+    /// `metrics.listener` (seedlog's own; `host:port`): where `GET /metrics` answers in the
+    /// Prometheus text format. Off when unset.
+    pub metrics_listener: Option<String>,
 }
 
 impl Default for BrokerConfig {
@@ -127,6 +139,11 @@ impl Default for BrokerConfig {
             min_insync_replicas: 1,
             auto_create_topics_enable: true,
             unclean_leader_election_enable: false,
+            max_connections: i32::MAX,
+            max_connections_per_ip: i32::MAX,
+            connections_max_idle_ms: 600_000,
+            queued_max_request_bytes: -1,
+            metrics_listener: None,
         }
     }
 }
@@ -166,6 +183,36 @@ impl BrokerConfig {
         } else {
             listener
         }
+    }
+}
+
+impl BrokerConfig {
+    /// The socket server's keys: connection limits, request memory, the metrics listener.
+    fn set_network(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        match key {
+            "max.connections" => self.max_connections = parse_at_least(key, value, 1)?,
+            "max.connections.per.ip" => {
+                self.max_connections_per_ip = parse_at_least(key, value, 1)?
+            }
+            "connections.max.idle.ms" => {
+                self.connections_max_idle_ms = parse_at_least(key, value, 1)?
+            }
+            "queued.max.request.bytes" => {
+                self.queued_max_request_bytes = parse_at_least(key, value, -1)?;
+                if self.queued_max_request_bytes == 0 {
+                    return Err(ConfigError::invalid(key, value, "must be -1 or positive"));
+                }
+            }
+            "metrics.listener" => {
+                let address = value.trim();
+                if address.parse::<std::net::SocketAddr>().is_err() {
+                    return Err(ConfigError::invalid(key, value, "expected ip:port"));
+                }
+                self.metrics_listener = Some(address.to_owned());
+            }
+            _ => return Err(ConfigError::unknown(key)),
+        }
+        Ok(())
     }
 }
 
@@ -233,12 +280,20 @@ impl Configurable for BrokerConfig {
             | "num.io.threads" => {
                 return Err(ConfigError::not_implemented(key, ""));
             }
-            _ => return Err(ConfigError::unknown(key)),
+            _ => return self.set_network(key, value),
         }
         Ok(())
     }
 
     fn validate(&mut self) -> Result<(), ConfigError> {
+        if self.queued_max_request_bytes > 0
+            && self.queued_max_request_bytes < i64::from(self.socket_request_max_bytes)
+        {
+            return Err(ConfigError::Conflict(format!(
+                "queued.max.request.bytes={} is below socket.request.max.bytes={}: a largest request could never be read",
+                self.queued_max_request_bytes, self.socket_request_max_bytes
+            )));
+        }
         if self.default_replication_factor != 1 {
             return Err(ConfigError::Conflict(format!(
                 "default.replication.factor={} needs replication, which seedlog does not implement yet",

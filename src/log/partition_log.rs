@@ -150,6 +150,9 @@ struct Opening<'a, S: Storage> {
     report: RecoveryReport,
     /// A torn tail was truncated: every later segment is unreachable.
     torn: bool,
+    /// The broker shut down cleanly: the active segment is trusted (walked, not recovered)
+    /// if it ends at the recovery point.
+    clean: bool,
     lowest_truncated: Option<i64>,
 }
 
@@ -194,6 +197,17 @@ impl<S: Storage> Opening<'_, S> {
             self.report.unscanned_segments += 1;
             return Ok(true);
         }
+        if self.clean && next_base.is_none() {
+            match LogSegment::open_trusted(file.clone(), base_offset, interval) {
+                Ok(segment) if segment.next_offset() == self.recovery_point => {
+                    self.segments.insert(base_offset, segment);
+                    self.report.segments += 1;
+                    self.report.unscanned_segments += 1;
+                    return Ok(true);
+                }
+                Ok(_) | Err(_) => {} // not what a clean shutdown leaves: recover it
+            }
+        }
         let (segment, recovery) =
             LogSegment::recover(file, base_offset, interval, self.recovery_point)?;
         self.report.segments += 1;
@@ -221,6 +235,19 @@ impl<S: Storage> PartitionLog<S> {
         recovery_point: i64,
         now: Millis,
     ) -> Result<(Self, RecoveryReport), LogError> {
+        Self::open_with(storage, directory, config, recovery_point, false, now)
+    }
+
+    /// [`PartitionLog::open`]; after a clean shutdown (`clean`), an active segment that ends
+    /// at the recovery point is trusted instead of recovered.
+    pub fn open_with(
+        storage: S,
+        directory: &str,
+        config: LogConfig,
+        recovery_point: i64,
+        clean: bool,
+        now: Millis,
+    ) -> Result<(Self, RecoveryReport), LogError> {
         let mut names: Vec<(i64, String)> = storage
             .list(&format!("{directory}/"))?
             .into_iter()
@@ -234,6 +261,7 @@ impl<S: Storage> PartitionLog<S> {
             segments: BTreeMap::new(),
             report: RecoveryReport::default(),
             torn: false,
+            clean,
             lowest_truncated: None,
         };
         for (index, (base_offset, name)) in names.iter().enumerate() {
@@ -439,6 +467,11 @@ impl<S: Storage> PartitionLog<S> {
             self.directory_changes += 1;
         }
         Ok(count)
+    }
+
+    /// Bytes of every segment.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.values().map(LogSegment::size_bytes).sum()
     }
 
     /// Number of segments.

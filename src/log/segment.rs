@@ -106,6 +106,26 @@ impl<F: StorageFile> LogSegment<F> {
         Ok(segment)
     }
 
+    /// Opens the active segment after a clean shutdown: a walk over the batch headers (no CRC
+    /// check, no rewrite) finds its end and builds its index. `Err` if its shape is wrong; the
+    /// caller then recovers it instead.
+    pub fn open_trusted(
+        file: F,
+        base_offset: i64,
+        index_interval_bytes: u64,
+    ) -> Result<LogSegment<F>, LogError> {
+        let mut probe = LogSegment::empty(file, base_offset, index_interval_bytes);
+        probe.size_bytes = probe.file.len()?;
+        probe.next_offset = i64::MAX; // the end is what the walk finds
+        let mut headers = Vec::new();
+        probe.walk(|position, header| headers.push((position, *header)))?;
+        let mut segment = LogSegment::empty(probe.file, base_offset, index_interval_bytes);
+        for (position, header) in &headers {
+            segment.track_append(header, *position);
+        }
+        Ok(segment)
+    }
+
     /// Opens an existing segment, validating every batch (header, length, CRC-32C, contiguous
     /// offsets). At the first bad batch: if it lies past `recovery_point` the rest of the file
     /// is a torn tail and is truncated; below it, nothing is touched and the corruption is

@@ -73,6 +73,20 @@ pub struct FetchResponseParts<F> {
     pub topics: Vec<FetchTopicResponse<F>>,
 }
 
+impl<F> FetchResponseParts<F> {
+    /// Record bytes per topic (what Kafka's BytesOutPerSec counts), in response order.
+    pub fn record_bytes_by_topic(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.topics.iter().map(|topic| {
+            let bytes = topic
+                .partitions
+                .iter()
+                .map(|partition| partition.records.len() as u64)
+                .sum();
+            (topic.topic.as_str(), bytes)
+        })
+    }
+}
+
 /// A piece of an encoded frame.
 #[derive(Debug, Clone)]
 pub enum Chunk<F> {

@@ -24,7 +24,8 @@ pub enum FrameError {
 /// Takes one complete frame payload off the front of `buffer`, if there is one.
 ///
 /// The size is checked as soon as the 4-byte prefix is in, so an oversized frame is rejected
-/// before any of its body is buffered.
+/// before any of its body is buffered. Nothing is reserved for the announced size: the caller
+/// grows the buffer as bytes arrive ([`frame_bytes_missing`] tells how many are still due).
 pub fn parse_frame(buffer: &mut BytesMut, max_bytes: usize) -> Result<Option<Bytes>, FrameError> {
     if buffer.len() < FRAME_PREFIX_BYTES {
         return Ok(None);
@@ -35,11 +36,22 @@ pub fn parse_frame(buffer: &mut BytesMut, max_bytes: usize) -> Result<Option<Byt
         return Err(FrameError::TooLarge { size, max_bytes });
     }
     if buffer.len() < FRAME_PREFIX_BYTES + size {
-        buffer.reserve(FRAME_PREFIX_BYTES + size - buffer.len());
         return Ok(None);
     }
     buffer.advance(FRAME_PREFIX_BYTES);
     Ok(Some(buffer.split_to(size).freeze()))
+}
+
+/// Bytes still due before the frame at the front of `buffer` is whole (0 without a prefix yet).
+pub fn frame_bytes_missing(buffer: &[u8]) -> usize {
+    if buffer.len() < FRAME_PREFIX_BYTES {
+        return 0;
+    }
+    let size = i32::from_be_bytes(buffer[..FRAME_PREFIX_BYTES].try_into().expect("4 bytes"));
+    usize::try_from(size)
+        .unwrap_or(0)
+        .saturating_add(FRAME_PREFIX_BYTES)
+        .saturating_sub(buffer.len())
 }
 
 #[cfg(test)]
@@ -60,6 +72,15 @@ mod tests {
         assert_eq!(parse_frame(&mut buffer, 100), Ok(Some(Bytes::new())));
         assert_eq!(parse_frame(&mut buffer, 100), Ok(None));
         assert_eq!(buffer.len(), 2);
+    }
+
+    #[test]
+    fn an_announced_size_reserves_nothing() {
+        let mut buffer = BytesMut::from(&[0x06, 0x40, 0, 0, 1, 2][..]);
+        assert_eq!(parse_frame(&mut buffer, 200 << 20), Ok(None));
+        assert!(buffer.capacity() < 4096, "{} reserved", buffer.capacity());
+        assert_eq!(frame_bytes_missing(&buffer), (100 << 20) - 2);
+        assert_eq!(frame_bytes_missing(&[0, 0]), 0);
     }
 
     #[test]

@@ -8,14 +8,17 @@
 //! connection in the middle of a response frame; production passes `None`.
 
 use std::io;
+use std::sync::Arc;
+use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::ApiKey;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
 
 use crate::protocol::fetch_response::Chunk;
-use crate::protocol::frame::{parse_frame, FrameError};
+use crate::protocol::frame::{frame_bytes_missing, parse_frame, FrameError, FRAME_PREFIX_BYTES};
 use crate::runtime::storage::DurableFile;
 
 /// What the fault hook decides for one request or response.
@@ -59,36 +62,113 @@ pub enum ConnectionError {
 pub struct Connection {
     stream: TcpStream,
     buffer: BytesMut,
+    limits: ReadLimits,
+    /// Bytes of `memory` this connection holds: its buffer's unread bytes and the frame it
+    /// handed out last (until the next read: one request at a time per connection).
+    held: usize,
+    /// Of `held`, the bytes of the frame handed out last.
+    handed_out: usize,
 }
+
+/// Bounds on how a connection reads.
+#[derive(Debug, Clone, Default)]
+pub struct ReadLimits {
+    /// Request bytes buffered across every connection sharing it (`queued.max.request.bytes`):
+    /// a read waits for room before it takes bytes off the socket. `None`: no bound.
+    pub memory: Option<Arc<Semaphore>>,
+    /// Close the connection when no byte arrives for this long (`connections.max.idle.ms`).
+    pub idle: Option<Duration>,
+}
+
+/// The error text of a read that waited longer than [`ReadLimits::idle`].
+const IDLE_MESSAGE: &str = "idle for connections.max.idle.ms";
 
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
 impl Connection {
     /// Wraps a connected stream.
     pub fn new(stream: TcpStream) -> Connection {
+        Connection::with_limits(stream, ReadLimits::default())
+    }
+
+    /// Wraps a connected stream whose reads obey `limits`.
+    pub fn with_limits(stream: TcpStream, limits: ReadLimits) -> Connection {
         Connection {
             stream,
             buffer: BytesMut::with_capacity(READ_CHUNK_BYTES),
+            limits,
+            held: 0,
+            handed_out: 0,
         }
     }
 
     /// Reads the next frame payload. `Ok(None)` on a clean close between frames. Cancel-safe:
     /// bytes already read stay buffered.
+    ///
+    /// The buffer grows as bytes arrive, never by the size a prefix announces, so a peer that
+    /// announces a large frame and sends nothing costs one read chunk. Reading the next frame
+    /// means the previous one is answered: its bytes go back to the shared memory.
     pub async fn read_frame(&mut self, max_bytes: usize) -> Result<Option<Bytes>, ConnectionError> {
+        let done = std::mem::take(&mut self.handed_out);
+        self.give_back(done);
         loop {
             if let Some(frame) = parse_frame(&mut self.buffer, max_bytes)? {
+                self.handed_out = frame.len() + FRAME_PREFIX_BYTES;
                 return Ok(Some(frame));
             }
-            if self.buffer.capacity() - self.buffer.len() < READ_CHUNK_BYTES {
-                self.buffer.reserve(READ_CHUNK_BYTES);
+            let missing = frame_bytes_missing(&self.buffer);
+            let want = if missing == 0 {
+                READ_CHUNK_BYTES
+            } else {
+                missing.min(READ_CHUNK_BYTES.max(self.buffer.len()))
+            };
+            if self.buffer.capacity() - self.buffer.len() < want {
+                self.buffer.reserve(want);
             }
-            if self.stream.read_buf(&mut self.buffer).await? == 0 {
+            let read = self.read_some(want).await?;
+            if read == 0 {
                 return if self.buffer.is_empty() {
                     Ok(None)
                 } else {
                     Err(ConnectionError::ClosedMidFrame(self.buffer.len()))
                 };
             }
+        }
+    }
+
+    /// Reads at most `want` bytes into the buffer, first taking room for them from the shared
+    /// memory (waiting for it: back-pressure), and giving back what the read did not use.
+    /// Permits a cancelled read took stay held and count towards the next read.
+    async fn read_some(&mut self, want: usize) -> Result<usize, ConnectionError> {
+        if let Some(memory) = &self.limits.memory {
+            let spare = self.held - (self.buffer.len() + self.handed_out);
+            let permits = u32::try_from(want.saturating_sub(spare)).unwrap_or(u32::MAX);
+            memory
+                .acquire_many(permits)
+                .await
+                .map_err(|_| io::Error::other("request memory closed"))?
+                .forget();
+            self.held += permits as usize;
+        }
+        let mut limited = (&mut self.buffer).limit(want);
+        let read = match self.limits.idle {
+            Some(idle) => tokio::time::timeout(idle, self.stream.read_buf(&mut limited))
+                .await
+                .unwrap_or_else(|_| Err(io::Error::new(io::ErrorKind::TimedOut, IDLE_MESSAGE))),
+            None => self.stream.read_buf(&mut limited).await,
+        };
+        if self.limits.memory.is_some() {
+            let unused = self.held - (self.buffer.len() + self.handed_out);
+            self.give_back(unused);
+        }
+        Ok(read?)
+    }
+
+    fn give_back(&mut self, bytes: usize) {
+        if let Some(memory) = &self.limits.memory {
+            let bytes = bytes.min(self.held);
+            self.held -= bytes;
+            memory.add_permits(bytes);
         }
     }
 
@@ -149,6 +229,13 @@ impl Connection {
             done += take as u64;
         }
         Ok(())
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        let held = self.held;
+        self.give_back(held);
     }
 }
 

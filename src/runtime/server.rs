@@ -2,24 +2,28 @@
 //! machine in one driver task fed by the connection tasks. The same code runs on real tokio
 //! (`seedlog broker`) and on madsim (the simulator's broker nodes).
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use kafka_protocol::messages::ApiKey;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch, Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::broker::{
     produce_rejection, Broker, BrokerError, BrokerEvent, ConnectionId, FlushId, Input, Output,
-    Response,
+    Response, ResponseBody,
 };
 use crate::config::BrokerConfig;
 use crate::log::FlushSync;
 use crate::protocol::codec::{decode_request, encode_api_versions_fallback, Decoded, Request};
 use crate::runtime::clock::Clock;
 use crate::runtime::driver::Driver;
-use crate::runtime::net::{Connection, ConnectionFaults, FaultAction};
+use crate::runtime::metrics::{self, ShellMetrics, SnapshotRequest};
+use crate::runtime::net::{Connection, ConnectionFaults, FaultAction, ReadLimits};
 use crate::runtime::storage::{DurableFile, DurableStorage};
+use crate::types::Millis;
 
 /// Sees the broker's events (the simulator records them in its history).
 pub trait BrokerObserver: Send + Sync {
@@ -36,7 +40,12 @@ pub struct ServerOptions {
     pub faults: Option<Arc<dyn ConnectionFaults>>,
     /// Event hook (simulation only); without one, events are logged at debug level.
     pub observer: Option<Arc<dyn BrokerObserver>>,
+    /// Notified to shut down cleanly (the CLI does on SIGTERM and SIGINT).
+    pub shutdown: Option<Arc<Notify>>,
 }
+
+/// How long a shutdown waits for in-flight requests before it flushes anyway.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
 fn publish(observer: Option<&dyn BrokerObserver>, event: &BrokerEvent) {
     if let Some(observer) = observer {
@@ -103,7 +112,8 @@ pub async fn run_broker<S: DurableStorage>(
     options: ServerOptions,
 ) -> Result<(), ServerError> {
     let clock = Clock::start();
-    let max_request_bytes = config.socket_request_max_bytes as usize;
+    let config_limits = LimitsConfig::of(&config);
+    let metrics_listener = config.metrics_listener.clone();
     let bind_address = config.listeners.bind_address();
     let (mut broker, report) = Broker::open(config, storage.clone(), options.seed, clock.now())?;
     broker.set_wall_clock(clock.now(), crate::runtime::clock::wall_clock_ms());
@@ -121,45 +131,229 @@ pub async fn run_broker<S: DurableStorage>(
         truncated_bytes = report.recovery.truncated_bytes,
         stray_files_removed = report.stray_files_removed,
         unscanned_segments = report.recovery.unscanned_segments,
+        clean_shutdown = report.clean_shutdown,
         corruption = report.recovery.corruption.as_deref().unwrap_or("none"),
         "log recovered"
     );
     let listener = TcpListener::bind(&bind_address).await?;
     tracing::info!(address = %bind_address, node_id = broker.node_id().0, "listening");
     let (to_driver, inbox) = mpsc::channel(1024);
-    let accept_sender = to_driver.clone();
-    tokio::spawn(async move {
-        let mut next_connection = 0u64;
-        loop {
-            match listener.accept().await {
-                Ok((stream, peer)) => {
-                    next_connection += 1;
-                    let connection = ConnectionId(next_connection);
-                    let _ = stream.set_nodelay(true);
-                    tracing::debug!(%peer, connection = connection.0, "accepted");
-                    let task = serve_connection(
-                        stream,
-                        connection,
-                        accept_sender.clone(),
-                        max_request_bytes,
-                        options.faults.clone(),
-                    );
-                    tokio::spawn(task);
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                }
-            }
+    let (closing, closing_seen) = watch::channel(false);
+    let (alive, all_closed) = mpsc::channel::<()>(1);
+    let (metrics, snapshots) = match metrics_listener {
+        Some(address) => {
+            let listener = TcpListener::bind(&address).await?;
+            tracing::info!(%address, "metrics at GET /metrics");
+            let metrics = ShellMetrics::default();
+            let (ask, snapshots) = mpsc::channel(16);
+            tokio::spawn(metrics::serve(listener, metrics.clone(), ask));
+            (Some(metrics), Some(snapshots))
         }
-    });
+        None => (None, None),
+    };
+    let acceptor = Acceptor {
+        listener,
+        limits: ConnectionLimits::new(&config_limits),
+        shared: ConnectionShared {
+            to_driver: to_driver.clone(),
+            max_request_bytes: config_limits.max_request_bytes,
+            faults: options.faults.clone(),
+            closing: closing_seen,
+            metrics: metrics.clone(),
+        },
+        alive,
+    };
+    let accept_task = tokio::spawn(acceptor.run());
     let shell = Shell {
         storage,
         observer: options.observer,
         to_driver,
+        metrics,
     };
-    drive(broker, clock, inbox, shell).await;
+    let stop = Stop {
+        requested: options.shutdown,
+        closing,
+        accept_task,
+        all_closed,
+        snapshots,
+    };
+    drive(broker, clock, inbox, shell, stop).await;
     Ok(())
+}
+
+/// The connection limits of the broker's config.
+#[derive(Debug, Clone)]
+struct LimitsConfig {
+    max_request_bytes: usize,
+    max_connections: usize,
+    max_connections_per_ip: usize,
+    idle: Duration,
+    queued_max_request_bytes: Option<usize>,
+}
+
+impl LimitsConfig {
+    fn of(config: &BrokerConfig) -> LimitsConfig {
+        LimitsConfig {
+            max_request_bytes: config.socket_request_max_bytes as usize,
+            max_connections: usize::try_from(config.max_connections).unwrap_or(1),
+            max_connections_per_ip: usize::try_from(config.max_connections_per_ip).unwrap_or(1),
+            idle: Duration::from_millis(config.connections_max_idle_ms as u64),
+            queued_max_request_bytes: usize::try_from(config.queued_max_request_bytes).ok(),
+        }
+    }
+}
+
+/// What every connection shares: the connection count, per-address counts, request memory.
+struct ConnectionLimits {
+    config: LimitsConfig,
+    connections: Arc<Semaphore>,
+    per_ip: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    memory: Option<Arc<Semaphore>>,
+}
+
+impl ConnectionLimits {
+    fn new(config: &LimitsConfig) -> ConnectionLimits {
+        let bound = |limit: usize| limit.min(Semaphore::MAX_PERMITS);
+        ConnectionLimits {
+            config: config.clone(),
+            connections: Arc::new(Semaphore::new(bound(config.max_connections))),
+            per_ip: Arc::new(Mutex::new(HashMap::new())),
+            memory: config
+                .queued_max_request_bytes
+                .map(|bytes| Arc::new(Semaphore::new(bound(bytes)))),
+        }
+    }
+
+    /// Counts a connection from `ip`, or `None` if that address is at its limit.
+    fn admit_ip(&self, ip: IpAddr) -> Option<IpSlot> {
+        let mut counts = self.per_ip.lock().expect("not poisoned");
+        let count = counts.entry(ip).or_insert(0);
+        if *count >= self.config.max_connections_per_ip {
+            return None;
+        }
+        *count += 1;
+        Some(IpSlot {
+            ip,
+            counts: self.per_ip.clone(),
+        })
+    }
+}
+
+/// One connection's place in its address's count; given back on drop.
+struct IpSlot {
+    ip: IpAddr,
+    counts: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+impl Drop for IpSlot {
+    fn drop(&mut self) {
+        let mut counts = self.counts.lock().expect("not poisoned");
+        if let Some(count) = counts.get_mut(&self.ip) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// The accept loop and what it hands each connection.
+struct Acceptor<F> {
+    listener: TcpListener,
+    limits: ConnectionLimits,
+    shared: ConnectionShared<F>,
+    /// Each connection task holds a clone: when all are gone, every connection has closed.
+    alive: mpsc::Sender<()>,
+}
+
+/// What every connection task gets a clone of.
+struct ConnectionShared<F> {
+    to_driver: mpsc::Sender<DriverMessage<F>>,
+    max_request_bytes: usize,
+    faults: Option<Arc<dyn ConnectionFaults>>,
+    /// Becomes true when the broker starts its shutdown.
+    closing: watch::Receiver<bool>,
+    metrics: Option<ShellMetrics>,
+}
+
+impl<F> Clone for ConnectionShared<F> {
+    fn clone(&self) -> Self {
+        ConnectionShared {
+            to_driver: self.to_driver.clone(),
+            max_request_bytes: self.max_request_bytes,
+            faults: self.faults.clone(),
+            closing: self.closing.clone(),
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+impl<F: DurableFile> Acceptor<F> {
+    /// Accepts until aborted: at `max.connections` it waits for a connection to close before
+    /// accepting again (Kafka's acceptor does); a connection beyond `max.connections.per.ip`
+    /// is closed at once.
+    async fn run(self) {
+        let mut next_connection = 0u64;
+        loop {
+            let slot = self
+                .limits
+                .connections
+                .clone()
+                .acquire_owned()
+                .await
+                .expect("the semaphore is never closed");
+            let (stream, peer) = match self.listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            };
+            let Some(ip_slot) = self.limits.admit_ip(peer.ip()) else {
+                tracing::warn!(%peer, limit = self.limits.config.max_connections_per_ip, "max.connections.per.ip reached: closing the new connection");
+                continue;
+            };
+            next_connection += 1;
+            let connection = ConnectionId(next_connection);
+            let _ = stream.set_nodelay(true);
+            tracing::debug!(%peer, connection = connection.0, "accepted");
+            let limits = ReadLimits {
+                memory: self.limits.memory.clone(),
+                idle: Some(self.limits.config.idle),
+            };
+            let task = serve_connection(
+                Accepted {
+                    stream,
+                    connection,
+                    limits,
+                    slots: (slot, ip_slot),
+                    alive: self.alive.clone(),
+                },
+                self.shared.clone(),
+            );
+            tokio::spawn(task);
+        }
+    }
+}
+
+/// An accepted connection and the slots it holds until it closes.
+struct Accepted {
+    stream: TcpStream,
+    connection: ConnectionId,
+    limits: ReadLimits,
+    slots: (OwnedSemaphorePermit, IpSlot),
+    alive: mpsc::Sender<()>,
+}
+
+/// How the driver loop stops.
+struct Stop {
+    requested: Option<Arc<Notify>>,
+    closing: watch::Sender<bool>,
+    accept_task: tokio::task::JoinHandle<()>,
+    all_closed: mpsc::Receiver<()>,
+    /// The metrics endpoint's requests for a snapshot of the core.
+    snapshots: Option<mpsc::Receiver<SnapshotRequest>>,
 }
 
 /// What the driver needs to carry out outputs.
@@ -167,6 +361,36 @@ struct Shell<S: DurableStorage> {
     storage: S,
     observer: Option<Arc<dyn BrokerObserver>>,
     to_driver: mpsc::Sender<DriverMessage<S::File>>,
+    metrics: Option<ShellMetrics>,
+}
+
+/// Where a broker is on its way out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Serving,
+    /// No new connections or requests; in-flight requests finish until every connection has
+    /// closed or the grace period ends.
+    Draining {
+        until: Millis,
+    },
+    /// [`Input::Shutdown`] sent: flushing until [`Output::Stopped`].
+    Flushing,
+}
+
+async fn next_snapshot(
+    snapshots: Option<&mut mpsc::Receiver<SnapshotRequest>>,
+) -> Option<SnapshotRequest> {
+    match snapshots {
+        Some(snapshots) => snapshots.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn notified(notify: Option<&Notify>) {
+    match notify {
+        Some(notify) => notify.notified().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The driver loop: one input at a time into the state machine, outputs executed in order.
@@ -175,15 +399,23 @@ async fn drive<S: DurableStorage>(
     clock: Clock,
     mut inbox: mpsc::Receiver<DriverMessage<S::File>>,
     shell: Shell<S>,
+    mut stop: Stop,
 ) {
     let mut replies: BTreeMap<ConnectionId, oneshot::Sender<Reply<S::File>>> = BTreeMap::new();
     let mut outputs = Vec::new();
     let mut driver = Driver::new(broker, clock);
+    let mut phase = Phase::Serving;
+    let requested = stop.requested.clone();
     loop {
-        let deadline = driver.wake(None);
+        let grace_end = match phase {
+            Phase::Draining { until } => Some(until),
+            Phase::Serving | Phase::Flushing => None,
+        };
+        let deadline = driver.wake(grace_end);
+        let draining = grace_end.is_some();
         let input = tokio::select! {
             biased;
-            message = inbox.recv() => match message.expect("the accept loop keeps a sender alive") {
+            message = inbox.recv() => match message.expect("the shell keeps a sender alive") {
                 DriverMessage::Request { connection, request, reply } => {
                     replies.insert(connection, reply);
                     Input::Request { connection, request }
@@ -194,11 +426,43 @@ async fn drive<S: DurableStorage>(
                 }
                 DriverMessage::FlushDone { flush_id, result } => Input::FlushCompleted { flush_id, result },
             },
-            () = driver.clock().sleep_until(deadline), if deadline.is_some() => Input::Tick,
+            Some(reply) = next_snapshot(stop.snapshots.as_mut()) => {
+                let _ = reply.send(driver.machine().metrics());
+                continue;
+            }
+            () = notified(requested.as_deref()), if phase == Phase::Serving => {
+                tracing::info!("shutdown requested: no new connections or requests");
+                stop.accept_task.abort();
+                let _ = stop.closing.send(true);
+                phase = Phase::Draining { until: driver.now().plus(SHUTDOWN_GRACE.as_millis() as u64) };
+                continue;
+            }
+            None = stop.all_closed.recv(), if draining => {
+                phase = Phase::Flushing;
+                Input::Shutdown
+            }
+            () = driver.clock().sleep_until(deadline), if deadline.is_some() => {
+                if grace_end.is_some_and(|until| driver.now() >= until) {
+                    tracing::warn!("requests still in flight after the grace period: flushing anyway");
+                    phase = Phase::Flushing;
+                    Input::Shutdown
+                } else {
+                    Input::Tick
+                }
+            }
         };
         driver.step(input, &mut outputs);
+        let mut stopped = None;
         for output in outputs.drain(..) {
+            if let Output::Stopped { clean } = output {
+                stopped = Some(clean);
+                continue;
+            }
             execute(output, &mut replies, &shell);
+        }
+        if let Some(clean) = stopped {
+            tracing::info!(clean, "stopped");
+            return;
         }
     }
 }
@@ -225,45 +489,56 @@ fn execute<S: DurableStorage>(
         Output::Flush { flush_id, sync } => {
             let to_driver = shell.to_driver.clone();
             let storage = shell.storage.clone();
+            let metrics = shell.metrics.clone();
             tokio::spawn(async move {
+                let started = tokio::time::Instant::now();
                 let result = run_flush(&storage, sync).await;
+                if let Some(metrics) = metrics {
+                    metrics.flush_done(started.elapsed());
+                }
                 let _ = to_driver
                     .send(DriverMessage::FlushDone { flush_id, result })
                     .await;
             });
         }
         Output::Event(event) => publish(shell.observer.as_deref(), &event),
+        Output::Stopped { .. } => unreachable!("the driver loop handles Stopped"),
     }
 }
 
 /// Serves one connection: read a request, hand it to the driver, write its response, repeat.
-async fn serve_connection<F: DurableFile>(
-    stream: TcpStream,
-    connection: ConnectionId,
-    to_driver: mpsc::Sender<DriverMessage<F>>,
-    max_request_bytes: usize,
-    faults: Option<Arc<dyn ConnectionFaults>>,
-) {
+/// Once the broker is closing, the connection ends before reading another request.
+async fn serve_connection<F: DurableFile>(accepted: Accepted, shared: ConnectionShared<F>) {
+    let Accepted {
+        stream,
+        connection,
+        limits,
+        slots,
+        alive,
+    } = accepted;
     let peer = stream
         .peer_addr()
         .map(|address| address.to_string())
         .unwrap_or_default();
-    let mut conn = Connection::new(stream);
-    let outcome = serve_requests(
-        &mut conn,
-        connection,
-        &to_driver,
-        max_request_bytes,
-        faults.as_deref(),
-    )
-    .await;
+    if let Some(metrics) = &shared.metrics {
+        metrics.connection(1);
+    }
+    let mut conn = Connection::with_limits(stream, limits);
+    let outcome = serve_requests(&mut conn, connection, &shared).await;
     match outcome {
-        Ok(()) => tracing::debug!(%peer, connection = connection.0, "closed by peer"),
+        Ok(()) => tracing::debug!(%peer, connection = connection.0, "closed"),
         Err(reason) => {
             tracing::info!(%peer, connection = connection.0, %reason, "closing connection")
         }
     }
-    let _ = to_driver.send(DriverMessage::Closed { connection }).await;
+    let _ = shared
+        .to_driver
+        .send(DriverMessage::Closed { connection })
+        .await;
+    if let Some(metrics) = &shared.metrics {
+        metrics.connection(-1);
+    }
+    drop((conn, slots, alive));
 }
 
 /// Reads the next request, answering the KIP-511 ApiVersions fallback itself.
@@ -355,16 +630,28 @@ async fn write_response<F: DurableFile>(
 async fn serve_requests<F: DurableFile>(
     conn: &mut Connection,
     connection: ConnectionId,
-    to_driver: &mpsc::Sender<DriverMessage<F>>,
-    max_request_bytes: usize,
-    faults: Option<&dyn ConnectionFaults>,
+    shared: &ConnectionShared<F>,
 ) -> Result<(), String> {
-    while let Some(request) = read_request(conn, max_request_bytes).await? {
+    let faults = shared.faults.as_deref();
+    let mut closing = shared.closing.clone();
+    loop {
+        // A closing broker reads no new request, even one already buffered.
+        let next = tokio::select! {
+            biased;
+            _ = closing.wait_for(|closing| *closing) => return Ok(()),
+            next = read_request(conn, shared.max_request_bytes) => next?,
+        };
+        let Some(request) = next else {
+            return Ok(());
+        };
         if let Admission::Answered = admit::<F>(conn, &request, faults).await? {
             continue;
         }
+        let started = shared.metrics.as_ref().map(|_| tokio::time::Instant::now());
+        let api_key = request.api_key;
         let (reply, replied) = oneshot::channel();
-        to_driver
+        shared
+            .to_driver
             .send(DriverMessage::Request {
                 connection,
                 request,
@@ -376,12 +663,23 @@ async fn serve_requests<F: DurableFile>(
             .await
             .map_err(|_| "broker driver dropped the request".to_owned())?
         {
-            Reply::Respond(response) => write_response(conn, &response, faults).await?,
+            Reply::Respond(response) => {
+                write_response(conn, &response, faults).await?;
+                if let (Some(metrics), ResponseBody::Fetch(parts)) =
+                    (&shared.metrics, &response.body)
+                {
+                    for (topic, bytes) in parts.record_bytes_by_topic() {
+                        metrics.bytes_out(topic, bytes);
+                    }
+                }
+            }
             Reply::NoResponse => {}
             Reply::Close(reason) => return Err(reason),
         }
+        if let (Some(metrics), Some(started)) = (&shared.metrics, started) {
+            metrics.request_done(api_key, started.elapsed());
+        }
     }
-    Ok(())
 }
 
 /// Whether a response API is one the fault hook may target by name.

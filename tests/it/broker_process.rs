@@ -28,7 +28,7 @@ pub(crate) fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .expect("bind")
         .local_addr()
@@ -89,21 +89,66 @@ impl BrokerProcess {
     /// does not kill, when it is killed itself) never outlives the test.
     fn kill_group(&mut self) {
         let group = format!("-{}", self.child.id());
-        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .stderr(Stdio::null())
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 
-    /// Starts again with the same config and data (after [`kill9`](Self::kill9)).
+    /// Starts again with the same config and data (after [`kill9`](Self::kill9) or
+    /// [`terminate`](Self::terminate)).
     pub(crate) fn restart(&mut self) {
         self.child = spawn(&self.config, &self.log, &[]);
         self.wait_ready();
     }
 
-    /// Stops with SIGTERM-less shutdown: kill and wait (the broker has no shutdown protocol yet).
+    /// Stops with `kill -9` and returns the log (tests that do not test the shutdown).
     pub(crate) fn stop(mut self) -> String {
         self.kill_group();
         self.log_text()
+    }
+
+    /// Sends SIGTERM and waits (at most 30 s) for the process to exit; returns its status.
+    pub(crate) fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill")
+            .args(["-TERM", &pid])
+            .stderr(Stdio::null())
+            .status();
+        for _ in 0..600 {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("no exit 30 s after SIGTERM; log:\n{}", self.log_text());
+    }
+
+    /// The process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Resident memory, in KiB, from `/proc/<pid>/status`.
+    pub(crate) fn rss_kib(&self) -> u64 {
+        self.status_kib("VmRSS:")
+    }
+
+    /// Virtual memory (what allocations reserved, touched or not), in KiB.
+    pub(crate) fn virtual_kib(&self) -> u64 {
+        self.status_kib("VmSize:")
+    }
+
+    fn status_kib(&self, key: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("the broker is running");
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(key))
+            .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("a VmRSS line")
     }
 }
 

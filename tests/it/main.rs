@@ -5,6 +5,9 @@
 mod broker_process;
 mod config_errors;
 mod decoder_hardening;
+mod lifecycle;
+mod limits;
+mod metrics;
 mod produce_validation;
 mod real_tcp;
 mod recovery;

@@ -19,6 +19,8 @@ use seedlog::runtime::producer::Producer;
 use seedlog::runtime::server::{run_broker, ServerOptions};
 use seedlog::runtime::storage::FileStorage;
 use seedlog::types::TopicPartition;
+use std::sync::Arc;
+use tokio::sync::Notify;
 
 #[derive(Parser)]
 #[command(
@@ -215,6 +217,8 @@ async fn broker(path: PathBuf) -> anyhow::Result<()> {
     let storage = FileStorage::new(&config.log_dirs)
         .with_context(|| format!("opening log.dirs={}", config.log_dirs))?;
     let seed = madsim::rand::random::<u64>();
+    let shutdown = Arc::new(Notify::new());
+    tokio::spawn(notify_on_signal(shutdown.clone()));
     run_broker(
         config,
         storage,
@@ -222,10 +226,38 @@ async fn broker(path: PathBuf) -> anyhow::Result<()> {
             seed,
             faults: None,
             observer: None,
+            shutdown: Some(shutdown),
         },
     )
     .await?;
     Ok(())
+}
+
+/// Asks for a clean shutdown on the first SIGTERM or SIGINT; a second one exits at once.
+async fn notify_on_signal(shutdown: Arc<Notify>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut terminate), Ok(mut interrupt)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::warn!("cannot install signal handlers: SIGTERM will kill the broker uncleanly");
+        return;
+    };
+    let first = tokio::select! {
+        _ = terminate.recv() => "SIGTERM",
+        _ = interrupt.recv() => "SIGINT",
+    };
+    tracing::info!(
+        signal = first,
+        "shutting down cleanly (send it again to exit at once)"
+    );
+    shutdown.notify_one();
+    let second = tokio::select! {
+        _ = terminate.recv() => "SIGTERM",
+        _ = interrupt.recv() => "SIGINT",
+    };
+    tracing::warn!(signal = second, "exiting without a clean shutdown");
+    std::process::exit(130);
 }
 
 async fn produce(

@@ -325,11 +325,13 @@ impl<S: Storage> Broker<S> {
                 return Err((ErrorCode::KafkaStorageError, error.to_string()).into());
             }
         };
-        Ok(Appended {
+        let appended = Appended {
             base_offset: info.base_offset,
             end_offset: info.last_offset + 1,
             log_start_offset: partition.log.log_start_offset(),
             flush_required: info.flush_required,
-        })
+        };
+        self.count_append(&topic_partition.topic, batch.len(), header.records_count);
+        Ok(appended)
     }
 }

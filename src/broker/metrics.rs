@@ -1,0 +1,88 @@
+//! What the broker core counts and exposes for monitoring: bytes and messages appended per
+//! topic, and a snapshot of every partition and the purgatory. Counting never changes what the
+//! broker does; the shell reads a [`BrokerMetrics`] when the metrics endpoint is scraped.
+
+use std::collections::BTreeMap;
+
+use crate::storage::Storage;
+
+use super::Broker;
+
+/// Cumulative counts of one topic's appends (Kafka's `BrokerTopicMetrics` BytesIn, MessagesIn).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TopicCounts {
+    /// Bytes of record batches appended.
+    pub bytes_in: u64,
+    /// Records appended.
+    pub messages_in: u64,
+}
+
+/// One partition's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionMetrics {
+    /// Topic name.
+    pub topic: String,
+    /// Partition index.
+    pub partition: i32,
+    /// Bytes of its segments (Kafka's `Log` Size).
+    pub size_bytes: u64,
+    /// Number of segments (Kafka's `Log` NumLogSegments).
+    pub segments: usize,
+    /// Log start offset.
+    pub log_start_offset: i64,
+    /// Log end offset.
+    pub log_end_offset: i64,
+    /// High watermark.
+    pub high_watermark: i64,
+    /// Whether it is offline (a failed fsync or corruption).
+    pub offline: bool,
+}
+
+/// A snapshot for the metrics endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BrokerMetrics {
+    /// Append counts by topic.
+    pub topics: BTreeMap<String, TopicCounts>,
+    /// Every partition, in order.
+    pub partitions: Vec<PartitionMetrics>,
+    /// Produces waiting in the purgatory (for an fsync).
+    pub delayed_produces: usize,
+    /// Fetches waiting in the purgatory (for data or their deadline).
+    pub delayed_fetches: usize,
+}
+
+impl<S: Storage> Broker<S> {
+    /// Counts an appended batch.
+    pub(super) fn count_append(&mut self, topic: &str, bytes: usize, records: i32) {
+        let counts = match self.topic_counts.get_mut(topic) {
+            Some(counts) => counts,
+            None => self.topic_counts.entry(topic.to_owned()).or_default(),
+        };
+        counts.bytes_in += bytes as u64;
+        counts.messages_in += u64::try_from(records).unwrap_or(0);
+    }
+
+    /// The monitoring snapshot.
+    pub fn metrics(&self) -> BrokerMetrics {
+        let partitions = self
+            .replicas
+            .iter()
+            .map(|(topic_partition, partition)| PartitionMetrics {
+                topic: topic_partition.topic.clone(),
+                partition: topic_partition.partition,
+                size_bytes: partition.log.size_bytes(),
+                segments: partition.log.segment_count(),
+                log_start_offset: partition.log.log_start_offset(),
+                log_end_offset: partition.log.log_end_offset(),
+                high_watermark: partition.high_watermark(),
+                offline: partition.offline().is_some(),
+            })
+            .collect();
+        BrokerMetrics {
+            topics: self.topic_counts.clone(),
+            partitions,
+            delayed_produces: self.purgatory.produces.len(),
+            delayed_fetches: self.purgatory.fetches.len(),
+        }
+    }
+}
