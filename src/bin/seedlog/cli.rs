@@ -244,6 +244,7 @@ async fn notify_on_signal(shutdown: Arc<Notify>) {
         return;
     };
     let first = tokio::select! {
+        biased;
         _ = terminate.recv() => "SIGTERM",
         _ = interrupt.recv() => "SIGINT",
     };
@@ -253,6 +254,7 @@ async fn notify_on_signal(shutdown: Arc<Notify>) {
     );
     shutdown.notify_one();
     let second = tokio::select! {
+        biased;
         _ = terminate.recv() => "SIGTERM",
         _ = interrupt.recv() => "SIGINT",
     };
