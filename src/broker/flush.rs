@@ -52,6 +52,27 @@ impl<S: Storage> Broker<S> {
         self.start_flush(target, sync, out);
     }
 
+    /// Starts a flush of one partition's segments below `end`, the base of the segment an
+    /// append just rolled to (Kafka flushes a rolled segment at once, whatever the policy).
+    pub(super) fn flush_rolled(
+        &mut self,
+        topic_partition: &TopicPartition,
+        end: i64,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let Some(partition) = self.replicas.get_mut(topic_partition) else {
+            return;
+        };
+        let Some((sync, mark)) = partition.log.start_flush_upto(end) else {
+            return;
+        };
+        let target = FlushTarget::Partition {
+            topic_partition: topic_partition.clone(),
+            mark,
+        };
+        self.start_flush(target, sync, out);
+    }
+
     /// Appends metadata records and flushes them; the caller parks its work on the flush.
     pub(super) fn append_metadata(
         &mut self,
@@ -221,6 +242,7 @@ impl<S: Storage> Broker<S> {
             self.flush_partition(now, &topic_partition, out);
         }
         self.complete_delayed_fetches(now, &BTreeSet::new(), out);
+        self.complete_delete_records(now, out);
         if self
             .checkpoint
             .next_deadline()

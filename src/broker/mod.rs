@@ -314,6 +314,8 @@ pub struct Broker<S: Storage> {
     clean_start: bool,
     /// Appends counted per topic, for the metrics endpoint.
     topic_counts: BTreeMap<String, metrics::TopicCounts>,
+    /// Log starts DeleteRecords asked for that no durable log-start checkpoint holds yet.
+    requested_starts: checkpoint::RecoveryPoints,
 }
 
 impl<S: Storage> Broker<S> {
@@ -390,6 +392,9 @@ impl<S: Storage> Broker<S> {
             }
             RequestKind::Produce(_) => self.on_produce_request(now, reply_to, request, out),
             RequestKind::Fetch(_) => self.on_fetch_request(now, reply_to, request, out),
+            RequestKind::DeleteRecords(body) => {
+                self.on_delete_records_request(now, reply_to, body, out)
+            }
             other => {
                 // The codec only lets supported APIs through, so this is a bug in the table.
                 let reason = format!("no handler for {:?}", request.api_key);

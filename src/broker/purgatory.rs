@@ -76,6 +76,27 @@ pub(super) struct Purgatory {
     pub(super) produces: Vec<DelayedProduce>,
     pub(super) fetches: Vec<DelayedFetch>,
     pub(super) creations: Vec<DelayedCreateTopics>,
+    pub(super) delete_records: Vec<DelayedDeleteRecords>,
+}
+
+/// A DeleteRecords waiting for its new log starts to be durable and published (Kafka's
+/// `DelayedDeleteRecords`).
+#[derive(Debug)]
+pub(super) struct DelayedDeleteRecords {
+    pub(super) reply_to: ReplyTo,
+    pub(super) response: kafka_protocol::messages::DeleteRecordsResponse,
+    pub(super) waiting: Vec<DeleteSlot>,
+    /// `timeout_ms` after arrival: what still waits then answers REQUEST_TIMED_OUT.
+    pub(super) deadline: Millis,
+}
+
+/// One partition of a parked DeleteRecords and its response slot.
+#[derive(Debug)]
+pub(super) struct DeleteSlot {
+    pub(super) topic_partition: TopicPartition,
+    pub(super) start: i64,
+    pub(super) topic_index: usize,
+    pub(super) partition_index: usize,
 }
 
 impl Purgatory {
@@ -87,11 +108,15 @@ impl Purgatory {
             .retain(|delayed| delayed.reply_to.connection != connection);
         self.creations
             .retain(|delayed| delayed.reply_to.connection != connection);
+        self.delete_records
+            .retain(|delayed| delayed.reply_to.connection != connection);
     }
 
-    /// The earliest deadline of a parked fetch.
+    /// The earliest deadline of a parked fetch or DeleteRecords.
     pub(super) fn next_deadline(&self) -> Option<Millis> {
-        self.fetches.iter().map(|delayed| delayed.deadline).min()
+        let fetches = self.fetches.iter().map(|delayed| delayed.deadline);
+        let deletes = self.delete_records.iter().map(|delayed| delayed.deadline);
+        fetches.chain(deletes).min()
     }
 }
 

@@ -48,6 +48,9 @@ impl<S: Storage> Broker<S> {
                     }
                 }
             }
+            if let Some(requested) = self.requested_starts.get(topic_partition) {
+                start = start.max(*requested); // a DeleteRecords whose write failed
+            }
             moved |= start > current;
             starts.insert(topic_partition.clone(), start);
         }
@@ -88,6 +91,9 @@ impl<S: Storage> Broker<S> {
         }
         // A parked fetch below the new start now answers OFFSET_OUT_OF_RANGE.
         self.complete_delayed_fetches(now, &changed, out);
+        self.complete_delete_records(now, out);
+        // DeleteRecords that arrived while this checkpoint was written.
+        self.write_requested_log_starts(now, out);
     }
 
     /// Deletes the segments of one partition below `start`; whether its log start moved.

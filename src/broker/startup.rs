@@ -28,6 +28,7 @@ fn metadata_log_config() -> LogConfig {
         index_interval_bytes: 4096,
         flush_messages: 1,
         flush_ms: None,
+        segment_ms: i64::MAX,
     }
 }
 
@@ -37,6 +38,7 @@ pub(super) fn log_config(config: &TopicConfig) -> LogConfig {
         index_interval_bytes: config.index_interval_bytes as u64,
         flush_messages: config.flush_messages,
         flush_ms: config.flush_ms.map(|ms| ms as u64),
+        segment_ms: config.segment_ms,
     }
 }
 
@@ -129,6 +131,7 @@ impl<S: Storage> Broker<S> {
             closing: None,
             clean_start: clean_shutdown,
             topic_counts: BTreeMap::new(),
+            requested_starts: RecoveryPoints::new(),
         };
         for record in broker.read_metadata_records()? {
             broker

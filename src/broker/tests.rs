@@ -857,7 +857,8 @@ fn a_clean_shutdown_survives_power_loss_and_the_next_start_trusts_the_logs() {
     let mut harness = Harness::with_config(storage.clone(), config.clone());
     harness.create_topic("t", 2, &[]);
     for index in 0..8 {
-        harness.produce("t", index % 2, 1, value(&format!("value-{index}")));
+        let outputs = harness.produce("t", index % 2, 1, value(&format!("value-{index}")));
+        harness.flush_all(outputs, true); // only what rolls is flushed
     }
     let outputs = harness.input(Input::Shutdown);
     let done = harness.flush_all(outputs, true);
@@ -922,4 +923,197 @@ fn a_failed_flush_during_shutdown_leaves_no_marker() {
         .contains(&CLEAN_SHUTDOWN_FILE.to_owned()));
     let (_, report) = Broker::open(BrokerConfig::default(), storage, 7, Millis(0)).expect("reopen");
     assert!(!report.clean_shutdown);
+}
+
+#[test]
+fn a_roll_flushes_the_closed_segments_so_retention_runs_without_a_flush_policy() {
+    let storage = MemoryStorage::new();
+    let config = BrokerConfig {
+        log_retention_check_interval_ms: 1000,
+        log_segment_bytes: 200,
+        ..BrokerConfig::default()
+    };
+    let mut harness = Harness::with_config(storage.clone(), config);
+    // Kafka's default flush policy: no fsync holds an acknowledgement.
+    harness.create_topic("t", 1, &[("retention.ms", "500")]);
+    let t0 = TopicPartition::new("t", 0);
+    let mut rolls = 0;
+    for index in 0..8 {
+        let outputs = harness.produce("t", 0, 1, value(&format!("value-{index}")));
+        let flushes: Vec<&FlushSync<File>> = outputs
+            .iter()
+            .filter_map(|output| match output {
+                Output::Flush { sync, .. } => Some(sync),
+                _ => None,
+            })
+            .collect();
+        let log = &harness.broker.partition(&t0).expect("t-0").log;
+        if let [sync] = flushes.as_slice() {
+            rolls += 1;
+            // Only the closed segments: the new active segment's record is not covered.
+            assert!(!sync.files.is_empty());
+            assert!(log.recovery_point() < log.log_end_offset());
+        } else {
+            assert!(
+                flushes.is_empty(),
+                "an append that did not roll flushes nothing"
+            );
+        }
+        let answered = harness.flush_all(outputs, true);
+        assert!(
+            matches!(answered.as_slice(), [Output::Respond { .. }]),
+            "the produce is answered at once, before any fsync: {answered:?}"
+        );
+    }
+    let log = &harness.broker.partition(&t0).expect("t-0").log;
+    assert!(rolls >= 2, "small segments rolled {rolls} times");
+    let recovery_point = log.recovery_point();
+    assert!(recovery_point > 0 && recovery_point < log.log_end_offset());
+    // Retention deletes the closed, now durable segments while the broker runs.
+    harness.now = Millis(1000);
+    let outputs = harness.input(Input::Tick);
+    assert!(harness.flush_all(outputs, true).is_empty());
+    let log = &harness.broker.partition(&t0).expect("t-0").log;
+    assert_eq!(log.log_start_offset(), recovery_point);
+}
+
+fn delete_records(
+    harness: &mut Harness,
+    offsets: &[(i32, i64)],
+    timeout_ms: i32,
+) -> Vec<Output<File>> {
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    let partitions = offsets
+        .iter()
+        .map(|(partition, offset)| {
+            DeleteRecordsPartition::default()
+                .with_partition_index(*partition)
+                .with_offset(*offset)
+        })
+        .collect();
+    let body = kafka_protocol::messages::DeleteRecordsRequest::default()
+        .with_topics(vec![DeleteRecordsTopic::default()
+            .with_name(topic_name("t"))
+            .with_partitions(partitions)])
+        .with_timeout_ms(timeout_ms);
+    harness.request(2, RequestKind::DeleteRecords(body))
+}
+
+/// `(error code, low watermark)` per partition of a DeleteRecords response.
+fn deleted(outputs: Vec<Output<File>>) -> Vec<(i16, i64)> {
+    let ResponseKind::DeleteRecords(response) = single_message(outputs) else {
+        panic!("a DeleteRecords response")
+    };
+    response.topics[0]
+        .partitions
+        .iter()
+        .map(|partition| (partition.error_code, partition.low_watermark))
+        .collect()
+}
+
+#[test]
+fn delete_records_moves_the_log_start_inside_a_segment_once_it_is_durable() {
+    let storage = MemoryStorage::new();
+    let config = BrokerConfig {
+        log_segment_bytes: 300,
+        ..BrokerConfig::default()
+    };
+    let mut harness = Harness::with_config(storage.clone(), config.clone());
+    harness.create_topic("t", 2, &[("flush.messages", "1")]);
+    for index in 0..10 {
+        let outputs = harness.produce("t", 0, 1, value(&format!("value-{index}")));
+        harness.flush_all(outputs, true);
+    }
+    let outputs = delete_records(&mut harness, &[(0, 7)], 1000);
+    assert!(
+        matches!(outputs.as_slice(), [Output::Flush { .. }]),
+        "first the log-start checkpoint: {outputs:?}"
+    );
+    let t0 = TopicPartition::new("t", 0);
+    assert_eq!(
+        harness
+            .broker
+            .partition(&t0)
+            .expect("t-0")
+            .log
+            .log_start_offset(),
+        0
+    );
+    assert_eq!(deleted(harness.flush_all(outputs, true)), vec![(0, 7)]);
+    let log = &harness.broker.partition(&t0).expect("t-0").log;
+    assert_eq!(log.log_start_offset(), 7, "inside a segment");
+    let Some(Output::Respond { response, .. }) = harness.fetch("t", 0, 6, 0).pop() else {
+        panic!("a fetch response")
+    };
+    let ResponseBody::Fetch(parts) = response.body else {
+        panic!("a fetch body")
+    };
+    assert_eq!(
+        parts.topics[0].partitions[0].error_code,
+        ErrorCode::OffsetOutOfRange.code(),
+        "below the new start"
+    );
+    assert_eq!(
+        fetched_values(harness.fetch("t", 0, 7, 0))
+            .first()
+            .map(String::as_str),
+        Some("value-7")
+    );
+    // Asking again for less, the high watermark (-1), and what cannot be.
+    assert_eq!(
+        deleted(delete_records(&mut harness, &[(0, 3)], 1000)),
+        vec![(0, 7)]
+    );
+    assert_eq!(
+        deleted(delete_records(
+            &mut harness,
+            &[(0, 11), (1, -2), (5, 0)],
+            1000
+        )),
+        vec![
+            (ErrorCode::OffsetOutOfRange.code(), -1),
+            (ErrorCode::OffsetOutOfRange.code(), -1),
+            (ErrorCode::UnknownTopicOrPartition.code(), -1)
+        ]
+    );
+    let outputs = delete_records(&mut harness, &[(0, -1)], 1000);
+    assert_eq!(deleted(harness.flush_all(outputs, true)), vec![(0, 10)]);
+    // The start is durable: a power loss does not bring the records back.
+    storage.crash(CrashLevel::PowerLoss, &mut |_| 0);
+    let (broker, _) = Broker::open(config, storage, 7, Millis(0)).expect("reopen");
+    assert_eq!(
+        broker.partition(&t0).expect("t-0").log.log_start_offset(),
+        10
+    );
+}
+
+#[test]
+fn a_delete_records_whose_checkpoint_fails_times_out() {
+    let mut harness = Harness::new();
+    harness.create_topic("t", 1, &[("flush.messages", "1")]);
+    for index in 0..3 {
+        let outputs = harness.produce("t", 0, 1, value(&format!("value-{index}")));
+        harness.flush_all(outputs, true);
+    }
+    let outputs = delete_records(&mut harness, &[(0, 2)], 500);
+    assert!(harness.flush_all(outputs, false).is_empty(), "parked");
+    harness.now = Millis(499);
+    assert!(harness.input(Input::Tick).is_empty());
+    harness.now = Millis(500);
+    assert_eq!(
+        deleted(harness.input(Input::Tick)),
+        vec![(ErrorCode::RequestTimedOut.code(), -1)]
+    );
+    let t0 = TopicPartition::new("t", 0);
+    assert_eq!(
+        harness
+            .broker
+            .partition(&t0)
+            .expect("t-0")
+            .log
+            .log_start_offset(),
+        0
+    );
 }

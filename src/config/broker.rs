@@ -82,6 +82,10 @@ pub struct BrokerConfig {
     pub log_retention_check_interval_ms: i64,
     /// `log.segment.bytes`: default of `segment.bytes`.
     pub log_segment_bytes: i32,
+    /// `log.roll.hours` (default 168): default of `segment.ms`, unless `log.roll.ms` is set.
+    pub log_roll_hours: i64,
+    /// `log.roll.ms`: takes precedence over the hours.
+    pub log_roll_ms: Option<i64>,
     /// `log.index.interval.bytes`: default of `index.interval.bytes`.
     pub log_index_interval_bytes: i32,
     /// `message.max.bytes`: default of `max.message.bytes`.
@@ -131,6 +135,8 @@ impl Default for BrokerConfig {
             log_retention_bytes: -1,
             log_retention_check_interval_ms: 300_000,
             log_segment_bytes: 1024 * 1024 * 1024,
+            log_roll_hours: 168,
+            log_roll_ms: None,
             log_index_interval_bytes: 4096,
             message_max_bytes: 1_048_588,
             socket_request_max_bytes: 104_857_600,
@@ -167,6 +173,12 @@ impl BrokerConfig {
             }
         };
         self.log_retention_ms.or_else(minutes).unwrap_or_else(hours)
+    }
+
+    /// The default `segment.ms`: `log.roll.ms`, else `log.roll.hours` (Kafka's precedence).
+    pub fn roll_ms(&self) -> i64 {
+        self.log_roll_ms
+            .unwrap_or_else(|| self.log_roll_hours.saturating_mul(3_600_000))
     }
 
     /// The listener clients are told about.
@@ -257,6 +269,8 @@ impl Configurable for BrokerConfig {
             "log.segment.bytes" => {
                 self.log_segment_bytes = parse_at_least(key, value, SEGMENT_BYTES_MIN)?
             }
+            "log.roll.hours" => self.log_roll_hours = parse_at_least(key, value, 1)?,
+            "log.roll.ms" => self.log_roll_ms = Some(parse_at_least(key, value, 1)?),
             "log.index.interval.bytes" => {
                 self.log_index_interval_bytes = parse_at_least(key, value, 0)?
             }

@@ -15,6 +15,9 @@ pub struct TopicConfig {
     pub flush_ms: Option<i64>,
     /// `segment.bytes`: roll to a new segment past this size.
     pub segment_bytes: i32,
+    /// `segment.ms`: roll when a batch's newest timestamp is this much past the active
+    /// segment's first batch.
+    pub segment_ms: i64,
     /// `index.interval.bytes`: bytes between two offset-index entries.
     pub index_interval_bytes: i32,
     /// `max.message.bytes`: largest record batch accepted.
@@ -38,6 +41,7 @@ impl TopicConfig {
             flush_messages: broker.log_flush_interval_messages,
             flush_ms: broker.log_flush_interval_ms,
             segment_bytes: broker.log_segment_bytes,
+            segment_ms: broker.roll_ms(),
             index_interval_bytes: broker.log_index_interval_bytes,
             max_message_bytes: broker.message_max_bytes,
             min_insync_replicas: broker.min_insync_replicas,
@@ -85,8 +89,16 @@ impl Configurable for TopicConfig {
             }
             "retention.ms" => self.retention_ms = parse_at_least(key, value, -1)?,
             "retention.bytes" => self.retention_bytes = parse_at_least(key, value, -1)?,
-            "segment.ms"
-            | "segment.index.bytes"
+            "segment.ms" => self.segment_ms = parse_at_least(key, value, 1)?,
+            "segment.jitter.ms" => {
+                if parse_at_least::<i64>(key, value, 0)? != 0 {
+                    return Err(ConfigError::not_implemented(
+                        key,
+                        "seedlog rolls without jitter",
+                    ));
+                }
+            }
+            "segment.index.bytes"
             | "compression.type"
             | "message.timestamp.type"
             | "min.compaction.lag.ms"
@@ -137,11 +149,24 @@ mod tests {
         );
         assert_eq!(
             config
-                .set("segment.ms", "1")
+                .set("segment.index.bytes", "1")
                 .expect_err("later")
                 .to_string(),
-            "'segment.ms' is a Kafka config that seedlog does not implement yet"
+            "'segment.index.bytes' is a Kafka config that seedlog does not implement yet"
         );
         assert!(config.set("min.insync.replicas", "0").is_err());
+        assert!(config.set("segment.ms", "0").is_err());
+        config.set("segment.ms", "60000").expect("segment.ms");
+        assert_eq!(config.segment_ms, 60_000);
+    }
+
+    #[test]
+    fn segment_ms_defaults_from_log_roll_ms_then_log_roll_hours() {
+        let mut broker = BrokerConfig::default();
+        assert_eq!(TopicConfig::defaults(&broker).segment_ms, 168 * 3_600_000);
+        broker.apply([("log.roll.hours", "2")]).expect("valid");
+        assert_eq!(TopicConfig::defaults(&broker).segment_ms, 2 * 3_600_000);
+        broker.apply([("log.roll.ms", "1500")]).expect("valid");
+        assert_eq!(TopicConfig::defaults(&broker).segment_ms, 1500);
     }
 }

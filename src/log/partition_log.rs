@@ -35,6 +35,9 @@ pub struct LogConfig {
     pub flush_messages: i64,
     /// `flush.ms`.
     pub flush_ms: Option<u64>,
+    /// `segment.ms`: roll when an append's newest timestamp is this much past the active
+    /// segment's first batch (Kafka's `LogSegment.shouldRoll`, without jitter).
+    pub segment_ms: i64,
 }
 
 /// What recovery did on open.
@@ -64,6 +67,10 @@ pub struct AppendInfo {
     pub last_offset: i64,
     /// Whether `flush.messages` was reached: the caller must flush before acknowledging.
     pub flush_required: bool,
+    /// The append rolled the log: the base offset of the new segment. The caller flushes up
+    /// to it (Kafka schedules `flushUptoOffsetExclusive(newSegment.baseOffset)` on a roll), so
+    /// closed segments become durable, and their retention possible, without a flush policy.
+    pub rolled: Option<i64>,
 }
 
 /// Result of a read.
@@ -453,8 +460,9 @@ impl<S: Storage> PartitionLog<S> {
             .keys()
             .next()
             .expect("the active segment stays");
-        self.log_start_offset = first;
-        self.recovery_point = self.recovery_point.max(first);
+        // DeleteRecords may start the log inside its first segment (retention never does).
+        self.log_start_offset = start.clamp(first, self.log_end_offset);
+        self.recovery_point = self.recovery_point.max(self.log_start_offset);
         Ok(doomed)
     }
 
@@ -495,10 +503,15 @@ impl<S: Storage> PartitionLog<S> {
             ..*header
         };
         let size = batch.len() as u64;
-        if self.active_segment().size_bytes() > 0
-            && self.active_segment().size_bytes() + size > self.config.segment_bytes
-        {
+        let mut rolled = None;
+        let active = self.active_segment();
+        let full = active.size_bytes() + size > self.config.segment_bytes;
+        let aged = active
+            .first_batch_timestamp()
+            .is_some_and(|first| header.max_timestamp - first > self.config.segment_ms);
+        if active.size_bytes() > 0 && (full || aged) {
             self.create_segment(base_offset)?;
+            rolled = Some(base_offset);
         }
         let segment = self
             .segments
@@ -517,6 +530,7 @@ impl<S: Storage> PartitionLog<S> {
             base_offset,
             last_offset: header.last_offset(),
             flush_required: self.unflushed_messages >= self.config.flush_messages,
+            rolled,
         })
     }
 
@@ -550,6 +564,39 @@ impl<S: Storage> PartitionLog<S> {
             .collect();
         let mark = FlushMark {
             offset: self.log_end_offset,
+            directory_changes: self.directory_changes,
+            parent_changes: self.parent_changes,
+        };
+        Some((FlushSync { files, directories }, mark))
+    }
+
+    /// Starts a flush of the segments below `end` (a segment base offset) and of the log's
+    /// directory entries: what a roll makes durable. `None` if that is durable already. The
+    /// flush policy's counters are left alone: data past `end` is not covered.
+    pub fn start_flush_upto(&mut self, end: i64) -> Option<(FlushSync<S::File>, FlushMark)> {
+        assert!(
+            self.segments.contains_key(&end) || end == self.log_end_offset,
+            "a flush up to a segment boundary"
+        );
+        let mut directories = Vec::new();
+        if self.parent_changes > self.parent_synced {
+            directories.push(String::new());
+        }
+        if self.directory_changes > self.directory_synced {
+            directories.push(self.directory.clone());
+        }
+        if self.recovery_point >= end && directories.is_empty() {
+            return None;
+        }
+        let files = self
+            .segments
+            .range(..end)
+            .map(|(_, segment)| segment)
+            .filter(|segment| segment.next_offset() > self.recovery_point)
+            .map(|segment| segment.file().clone())
+            .collect();
+        let mark = FlushMark {
+            offset: end.max(self.recovery_point),
             directory_changes: self.directory_changes,
             parent_changes: self.parent_changes,
         };
@@ -653,7 +700,13 @@ impl<S: Storage> PartitionLog<S> {
         );
         // O(segments): debug builds and the simulator's debug runs only.
         if cfg!(debug_assertions) {
-            let mut expected = self.log_start_offset;
+            let first = self.segments.values().next().expect("a segment");
+            assert!(
+                first.base_offset <= self.log_start_offset
+                    && self.log_start_offset <= first.next_offset(),
+                "the log starts in its first segment"
+            );
+            let mut expected = first.base_offset;
             for (base_offset, segment) in &self.segments {
                 assert_eq!(
                     *base_offset, segment.base_offset,

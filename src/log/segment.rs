@@ -41,6 +41,8 @@ pub struct LogSegment<F> {
     next_offset: i64,
     /// Largest batch `maxTimestamp` seen (for ListOffsets by timestamp); -1 when empty.
     max_timestamp: i64,
+    /// The newest timestamp of the first batch (Kafka's `rollingBasedTimestamp`), once loaded.
+    first_batch_timestamp: Option<i64>,
     /// Whether `index` and `max_timestamp` cover the whole segment (false until first use for a
     /// segment opened without a scan).
     loaded: bool,
@@ -82,6 +84,7 @@ impl<F: StorageFile> LogSegment<F> {
             size_bytes: 0,
             next_offset: base_offset,
             max_timestamp: -1,
+            first_batch_timestamp: None,
             loaded: true,
             index: OffsetIndex::default(),
             bytes_since_index_entry: 0,
@@ -213,6 +216,9 @@ impl<F: StorageFile> LogSegment<F> {
         self.size_bytes = position + size;
         self.next_offset = header.last_offset() + 1;
         self.max_timestamp = self.max_timestamp.max(header.max_timestamp);
+        if self.first_batch_timestamp.is_none() {
+            self.first_batch_timestamp = Some(header.max_timestamp);
+        }
     }
 
     /// Builds the index of a segment opened without a scan (a header walk, no CRC check).
@@ -298,6 +304,14 @@ impl<F: StorageFile> LogSegment<F> {
     }
 
     /// Offset after the last batch.
+    /// The newest timestamp of the first batch, if the segment is loaded and has one (a
+    /// timestamp of -1, Kafka's NO_TIMESTAMP, counts as none).
+    pub fn first_batch_timestamp(&self) -> Option<i64> {
+        self.first_batch_timestamp
+            .filter(|timestamp| *timestamp >= 0)
+    }
+
+    /// The offset after the last batch.
     pub fn next_offset(&self) -> i64 {
         self.next_offset
     }

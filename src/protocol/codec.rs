@@ -259,6 +259,7 @@ impl RequestApiKey for RequestKind {
             RequestKind::Metadata(_) => ApiKey::Metadata,
             RequestKind::ApiVersions(_) => ApiKey::ApiVersions,
             RequestKind::CreateTopics(_) => ApiKey::CreateTopics,
+            RequestKind::DeleteRecords(_) => ApiKey::DeleteRecords,
             other => panic!("seedlog's client never sends {other:?}"),
         }
     }

@@ -62,6 +62,7 @@ fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::Metadata => "Metadata",
         ApiKey::ApiVersions => "ApiVersions",
         ApiKey::CreateTopics => "CreateTopics",
+        ApiKey::DeleteRecords => "DeleteRecords",
         _ => "Other",
     }
 }

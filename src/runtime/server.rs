@@ -691,6 +691,7 @@ pub fn api_by_name(name: &str) -> Option<ApiKey> {
         "metadata" => Some(ApiKey::Metadata),
         "api_versions" => Some(ApiKey::ApiVersions),
         "create_topics" => Some(ApiKey::CreateTopics),
+        "delete_records" => Some(ApiKey::DeleteRecords),
         _ => None,
     }
 }

@@ -91,6 +91,8 @@ async fn idle_connections_and_announced_frames_keep_memory_bounded_and_others_se
 fn a_connection_beyond_max_connections_per_ip_is_closed_at_once() {
     let dir = temp_dir("limits-per-ip");
     let broker = BrokerProcess::start(&dir, &["max.connections.per.ip=3"], &[]);
+    // The readiness probe's connection counts until the broker has seen it close.
+    std::thread::sleep(Duration::from_millis(500));
     let mut open: Vec<TcpStream> = (0..3)
         .map(|_| TcpStream::connect(&broker.address).expect("connect"))
         .collect();

@@ -62,3 +62,27 @@ def test_produce_with_acks_1_and_all_then_read_every_partition_back(broker) -> N
         for prefix in ("acks-1", "acks-all"):
             indices = [int(value.rsplit("-", 1)[1]) for _, _, value in records if value.startswith(prefix + "-")]
             assert indices == sorted(indices), f"partition {partition}: {prefix} records in send order"
+
+
+def test_delete_records_moves_the_start_and_a_consumer_from_the_beginning_starts_there(broker) -> None:
+    topic = "kafka-python-delete-records"
+    admin = KafkaAdminClient(bootstrap_servers=broker.address)
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+    producer = KafkaProducer(bootstrap_servers=broker.address, acks="all", enable_idempotence=False)
+    for index in range(100):
+        producer.send(topic, value=f"v-{index}".encode(), partition=0)
+    producer.flush(timeout=30)
+    producer.close(timeout=10)
+
+    partition = TopicPartition(topic, 0)
+    result = admin.delete_records({partition: 40}, timeout_ms=10_000)
+    assert result[partition]["low_watermark"] == 40, result
+    admin.close()
+
+    consumer = KafkaConsumer(bootstrap_servers=broker.address, group_id=None, enable_auto_commit=False, consumer_timeout_ms=5000)
+    consumer.assign([partition])
+    assert consumer.beginning_offsets([partition])[partition] == 40
+    consumer.seek_to_beginning(partition)
+    first = next(iter(consumer))
+    consumer.close()
+    assert (first.offset, first.value) == (40, b"v-40")

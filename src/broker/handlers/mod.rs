@@ -2,6 +2,7 @@
 
 mod api_versions;
 mod create_topics;
+mod delete_records;
 mod fetch;
 mod list_offsets;
 mod metadata;

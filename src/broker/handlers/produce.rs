@@ -31,6 +31,7 @@ struct Appended {
     end_offset: i64,
     log_start_offset: i64,
     flush_required: bool,
+    rolled: Option<i64>,
 }
 
 /// A rejected batch: the Kafka error, its message, and (Produce v8+) the records at fault.
@@ -223,6 +224,8 @@ impl<S: Storage> Broker<S> {
                                 partition_index,
                                 end_offset: appended.end_offset,
                             });
+                        } else if let Some(new_segment) = appended.rolled {
+                            self.flush_rolled(&topic_partition, new_segment, out);
                         }
                         if self.advance_high_watermark(&topic_partition, out) {
                             progress.advanced.insert(topic_partition);
@@ -330,6 +333,7 @@ impl<S: Storage> Broker<S> {
             end_offset: info.last_offset + 1,
             log_start_offset: partition.log.log_start_offset(),
             flush_required: info.flush_required,
+            rolled: info.rolled,
         };
         self.count_append(&topic_partition.topic, batch.len(), header.records_count);
         Ok(appended)

@@ -19,6 +19,7 @@ fn config() -> LogConfig {
         index_interval_bytes: 100,
         flush_messages: i64::MAX,
         flush_ms: None,
+        segment_ms: i64::MAX,
     }
 }
 

@@ -9,6 +9,7 @@ fn config(segment_bytes: u64, flush_messages: i64) -> LogConfig {
         index_interval_bytes: 100,
         flush_messages,
         flush_ms: None,
+        segment_ms: i64::MAX,
     }
 }
 
@@ -317,4 +318,42 @@ fn timestamp_lookups_answer_records_inside_multi_record_batches() {
     assert_eq!(log.offset_for_timestamp(21).expect("read"), Some((1, 30)));
     assert_eq!(log.offset_for_timestamp(5).expect("read"), Some((0, 10)));
     assert_eq!(log.offset_for_timestamp(31).expect("read"), None);
+}
+
+#[test]
+fn a_batch_newer_than_segment_ms_past_the_first_batch_rolls_the_segment() {
+    let storage = MemoryStorage::new();
+    let config = LogConfig {
+        segment_ms: 1000,
+        ..config(1 << 20, i64::MAX)
+    };
+    let (mut log, _) = PartitionLog::open(storage, "t-0", config, 0, Millis(0)).expect("open");
+    let mut append_at = |timestamp: i64| {
+        let mut batch = build_batch(&[(None, Some(b"v".as_slice()))], timestamp).to_vec();
+        let header = validate_batch(&batch).expect("valid");
+        log.append(&mut batch, &header, 0).expect("append").rolled
+    };
+    assert_eq!(
+        append_at(5_000),
+        None,
+        "the first batch of an empty segment"
+    );
+    assert_eq!(
+        append_at(6_000),
+        None,
+        "exactly segment.ms later: not past it"
+    );
+    assert_eq!(append_at(4_000), None, "an older timestamp never rolls");
+    assert_eq!(
+        append_at(6_001),
+        Some(3),
+        "past segment.ms: a new segment at offset 3"
+    );
+    assert_eq!(
+        append_at(7_000),
+        None,
+        "the new segment's first batch is 6,001"
+    );
+    assert_eq!(append_at(7_002), Some(5));
+    assert_eq!(log.segment_count(), 3);
 }
