@@ -105,6 +105,8 @@ def workloads_for(client: str, partitions: int, acks: list[str]) -> list[Workloa
     if client == "java" and partitions == 1 and "all" in acks:
         out.append(Workload("produce", client, partitions, "all", idempotent_default=True))
     out.append(Workload("consume", client, partitions, None))
+    if client == "rdkafka":
+        out.append(Workload("consume", client, partitions, None, short_queue_backoff=True))
     return out
 
 

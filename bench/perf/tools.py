@@ -122,6 +122,9 @@ class Workload:
     partitions: int
     acks: str | None  # "1" | "all" for produce
     idempotent_default: bool = False  # Java producer with its defaults (idempotence on)
+    # librdkafka consumer with fetch.queue.backoff.ms=10: its default (1,000 ms) idles a consumer
+    # whose local queue filled, which penalises the faster broker (docs/BENCHMARKS.md).
+    short_queue_backoff: bool = False
 
     @property
     def key(self) -> str:
@@ -130,6 +133,8 @@ class Workload:
             parts.append(f"acks{self.acks}")
         if self.idempotent_default:
             parts.append("idem")
+        if self.short_queue_backoff:
+            parts.append("qb10")
         return "-".join(parts)
 
     @property
@@ -145,6 +150,8 @@ class Workload:
             text += f" · acks={self.acks}"
         if self.idempotent_default:
             text += " · Java defaults (idempotent)"
+        if self.short_queue_backoff:
+            text += " · fetch.queue.backoff.ms=10"
         return text
 
     @property
@@ -180,8 +187,9 @@ def consume_cmd(w: Workload, bootstrap: str, topic: str, records: int, group: st
             "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(records),
             "--timeout", str(CONSUMER_GROUP_TIMEOUT_MS), "--group", group,
         ])
+    extra = ["-X", "fetch.queue.backoff.ms=10"] if w.short_queue_backoff else []
     return [str(python), str(rdk_perf), "consume", "--bootstrap", bootstrap, "--topic", topic,
-            "--num-records", str(records)]
+            "--num-records", str(records), *extra]
 
 
 def parse_output(w: Workload, output: str) -> Stats:
