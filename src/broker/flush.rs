@@ -16,7 +16,7 @@ use super::checkpoint::{self, CheckpointKind, CheckpointStage, CheckpointWriter,
 use super::metadata::{MetadataRecord, METADATA_LOG_DIRECTORY};
 use super::purgatory::FlushTarget;
 use super::{Broker, BrokerEvent, FlushId, Output};
-use crate::log::{FlushMark, FlushSync, LogError};
+use crate::log::{FlushMark, FlushSync, LogError, PartitionLog};
 
 impl<S: Storage> Broker<S> {
     pub(super) fn start_flush(
@@ -39,17 +39,7 @@ impl<S: Storage> Broker<S> {
         topic_partition: &TopicPartition,
         out: &mut Vec<Output<S::File>>,
     ) {
-        let Some(partition) = self.replicas.get_mut(topic_partition) else {
-            return;
-        };
-        let Some((sync, mark)) = partition.log.start_flush(now) else {
-            return;
-        };
-        let target = FlushTarget::Partition {
-            topic_partition: topic_partition.clone(),
-            mark,
-        };
-        self.start_flush(target, sync, out);
+        self.start_partition_flush(topic_partition, out, |log| log.start_flush(now));
     }
 
     /// Starts a flush of one partition's segments below `end`, the base of the segment an
@@ -60,10 +50,20 @@ impl<S: Storage> Broker<S> {
         end: i64,
         out: &mut Vec<Output<S::File>>,
     ) {
+        self.start_partition_flush(topic_partition, out, |log| log.start_flush_upto(end));
+    }
+
+    /// Starts the flush `start` asks the partition's log for, if any.
+    fn start_partition_flush(
+        &mut self,
+        topic_partition: &TopicPartition,
+        out: &mut Vec<Output<S::File>>,
+        start: impl FnOnce(&mut PartitionLog<S>) -> Option<(FlushSync<S::File>, FlushMark)>,
+    ) {
         let Some(partition) = self.replicas.get_mut(topic_partition) else {
             return;
         };
-        let Some((sync, mark)) = partition.log.start_flush_upto(end) else {
+        let Some((sync, mark)) = start(&mut partition.log) else {
             return;
         };
         let target = FlushTarget::Partition {

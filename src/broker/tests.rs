@@ -159,6 +159,15 @@ impl Harness {
         )
     }
 
+    /// Produces `value-i` for each `i` in `indices` to `partition`, one batch each with acks=1,
+    /// completing every fsync a produce asks for.
+    fn produce_values(&mut self, topic: &str, partition: i32, indices: std::ops::Range<usize>) {
+        for index in indices {
+            let outputs = self.produce(topic, partition, 1, value(&format!("value-{index}")));
+            self.flush_all(outputs, true);
+        }
+    }
+
     fn fetch(
         &mut self,
         topic: &str,
@@ -676,10 +685,7 @@ fn the_recovery_point_checkpoint_spares_the_next_start_a_scan() {
     };
     let mut harness = Harness::with_config(storage.clone(), config.clone());
     harness.create_topic("t", 1, &[("flush.messages", "1")]);
-    for index in 0..8 {
-        let outputs = harness.produce("t", 0, 1, value(&format!("value-{index}")));
-        harness.flush_all(outputs, true);
-    }
+    harness.produce_values("t", 0, 0..8);
     harness.now = Millis(100);
     let outputs = harness.input(Input::Tick);
     assert!(harness.flush_all(outputs, true).is_empty());
@@ -706,10 +712,7 @@ fn corruption_below_the_recovery_point_takes_the_partition_offline_and_keeps_the
     };
     let mut harness = Harness::with_config(storage.clone(), config.clone());
     harness.create_topic("t", 1, &[("flush.messages", "1")]);
-    for index in 0..3 {
-        let outputs = harness.produce("t", 0, 1, value(&format!("value-{index}")));
-        harness.flush_all(outputs, true);
-    }
+    harness.produce_values("t", 0, 0..3);
     harness.now = Millis(100);
     let outputs = harness.input(Input::Tick);
     harness.flush_all(outputs, true);
@@ -770,10 +773,7 @@ fn retention_deletes_expired_segments_once_their_new_log_start_is_checkpointed()
     let mut harness = Harness::with_config(storage.clone(), config.clone());
     // Records carry timestamp 1; the wall clock reads 1,000 at the first check.
     harness.create_topic("t", 1, &[("flush.messages", "1"), ("retention.ms", "500")]);
-    for index in 0..8 {
-        let outputs = harness.produce("t", 0, 1, value(&format!("value-{index}")));
-        harness.flush_all(outputs, true);
-    }
+    harness.produce_values("t", 0, 0..8);
     let t0 = TopicPartition::new("t", 0);
     let segments = harness
         .broker
@@ -829,10 +829,7 @@ fn retention_by_size_keeps_at_least_retention_bytes_and_nothing_past_the_high_wa
         1,
         &[("flush.messages", "1"), ("retention.bytes", "300")],
     );
-    for index in 0..8 {
-        let outputs = harness.produce("t", 0, 1, value(&format!("value-{index}")));
-        harness.flush_all(outputs, true);
-    }
+    harness.produce_values("t", 0, 0..8);
     let t0 = TopicPartition::new("t", 0);
     harness.now = Millis(1000);
     let outputs = harness.input(Input::Tick);
@@ -1022,10 +1019,7 @@ fn delete_records_moves_the_log_start_inside_a_segment_once_it_is_durable() {
     };
     let mut harness = Harness::with_config(storage.clone(), config.clone());
     harness.create_topic("t", 2, &[("flush.messages", "1")]);
-    for index in 0..10 {
-        let outputs = harness.produce("t", 0, 1, value(&format!("value-{index}")));
-        harness.flush_all(outputs, true);
-    }
+    harness.produce_values("t", 0, 0..10);
     let outputs = delete_records(&mut harness, &[(0, 7)], 1000);
     assert!(
         matches!(outputs.as_slice(), [Output::Flush { .. }]),
@@ -1093,10 +1087,7 @@ fn delete_records_moves_the_log_start_inside_a_segment_once_it_is_durable() {
 fn a_delete_records_whose_checkpoint_fails_times_out() {
     let mut harness = Harness::new();
     harness.create_topic("t", 1, &[("flush.messages", "1")]);
-    for index in 0..3 {
-        let outputs = harness.produce("t", 0, 1, value(&format!("value-{index}")));
-        harness.flush_all(outputs, true);
-    }
+    harness.produce_values("t", 0, 0..3);
     let outputs = delete_records(&mut harness, &[(0, 2)], 500);
     assert!(harness.flush_all(outputs, false).is_empty(), "parked");
     harness.now = Millis(499);

@@ -539,13 +539,7 @@ impl<S: Storage> PartitionLog<S> {
     pub fn start_flush(&mut self, now: Millis) -> Option<(FlushSync<S::File>, FlushMark)> {
         self.last_flush = now;
         self.unflushed_messages = 0;
-        let mut directories = Vec::new();
-        if self.parent_changes > self.parent_synced {
-            directories.push(String::new());
-        }
-        if self.directory_changes > self.directory_synced {
-            directories.push(self.directory.clone());
-        }
+        let directories = self.unsynced_directories();
         if self.recovery_point == self.log_end_offset && directories.is_empty() {
             return None;
         }
@@ -578,13 +572,7 @@ impl<S: Storage> PartitionLog<S> {
             self.segments.contains_key(&end) || end == self.log_end_offset,
             "a flush up to a segment boundary"
         );
-        let mut directories = Vec::new();
-        if self.parent_changes > self.parent_synced {
-            directories.push(String::new());
-        }
-        if self.directory_changes > self.directory_synced {
-            directories.push(self.directory.clone());
-        }
+        let directories = self.unsynced_directories();
         if self.recovery_point >= end && directories.is_empty() {
             return None;
         }
@@ -601,6 +589,19 @@ impl<S: Storage> PartitionLog<S> {
             parent_changes: self.parent_changes,
         };
         Some((FlushSync { files, directories }, mark))
+    }
+
+    /// The directories whose entries changed since their last sync: the root (this log's own
+    /// entry) and the log's directory (segments created or deleted).
+    fn unsynced_directories(&self) -> Vec<String> {
+        let mut directories = Vec::new();
+        if self.parent_changes > self.parent_synced {
+            directories.push(String::new());
+        }
+        if self.directory_changes > self.directory_synced {
+            directories.push(self.directory.clone());
+        }
+        directories
     }
 
     /// Records that every sync of a flush started earlier succeeded.

@@ -15,6 +15,25 @@ fn last_recovery_line(log: &str) -> String {
         .to_owned()
 }
 
+/// `rounds` producers of `per_round` records each, one after the other (many small batches, so
+/// small segments roll); returns how many records were acknowledged.
+async fn produce_in_rounds(
+    address: &str,
+    topic: &str,
+    partitions: i32,
+    rounds: usize,
+    per_round: usize,
+) -> usize {
+    let mut sent = 0;
+    for round in 0..rounds {
+        let prefix = format!("r{round}");
+        sent += produce(address, topic, partitions, "all", &prefix, per_round)
+            .await
+            .len();
+    }
+    sent
+}
+
 fn field(line: &str, key: &str) -> String {
     line.split_whitespace()
         .find_map(|word| word.strip_prefix(&format!("{key}=")))
@@ -25,15 +44,11 @@ fn field(line: &str, key: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_leaves_a_clean_marker_and_the_next_start_skips_recovery() {
     let dir = temp_dir("sigterm");
-    // Small segments, no flush policy: the records sit in the page cache until the shutdown.
+    // Small segments, no flush policy: only rolls flush; the active segments' records sit in the
+    // page cache until the shutdown.
     let mut broker = BrokerProcess::start(&dir, &["log.segment.bytes=1024"], &[]);
     create(&broker.address, "kept", 2, &[]).await;
-    let mut sent = 0;
-    for round in 0..20 {
-        sent += produce(&broker.address, "kept", 2, "all", &format!("r{round}"), 20)
-            .await
-            .len();
-    }
+    let sent = produce_in_rounds(&broker.address, "kept", 2, 20, 20).await;
     let status = broker.terminate();
     assert!(status.success(), "exit status {status}");
     let log = broker.log_text();
@@ -78,12 +93,7 @@ async fn kill_9_recovers_only_what_lies_past_the_recovery_point() {
         &[],
     );
     create(&broker.address, "t", 1, &[]).await;
-    let mut sent = 0;
-    for round in 0..30 {
-        sent += produce(&broker.address, "t", 1, "all", &format!("r{round}"), 10)
-            .await
-            .len();
-    }
+    let sent = produce_in_rounds(&broker.address, "t", 1, 30, 10).await;
     // Let the recovery-point checkpoint catch up with the flushed log.
     tokio::time::sleep(std::time::Duration::from_millis(600)).await;
     broker.kill9();
