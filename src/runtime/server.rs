@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use kafka_protocol::messages::ApiKey;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 
 use crate::broker::{
     Broker, BrokerError, BrokerEvent, ConnectionId, FlushId, Input, Output, Response,
@@ -140,7 +140,10 @@ pub async fn run_broker<S: DurableStorage>(
     let listener = TcpListener::bind(&bind_address).await?;
     tracing::info!(address = %bind_address, node_id = broker.node_id().0, "listening");
     let (to_driver, inbox) = mpsc::channel(1024);
-    let (closing, closing_seen) = watch::channel(false);
+    // Closed when the shutdown starts: every waiter wakes, in the order it waited. (Not a
+    // `watch` channel: its notify shards are picked at random, so wake-ups would not be
+    // deterministic under the simulator.)
+    let closing = Arc::new(Semaphore::new(0));
     let (alive, all_closed) = mpsc::channel::<()>(1);
     let (metrics, snapshots) = match metrics_listener {
         Some(address) => {
@@ -160,7 +163,7 @@ pub async fn run_broker<S: DurableStorage>(
             to_driver: to_driver.clone(),
             max_request_bytes: config_limits.max_request_bytes,
             faults: options.faults.clone(),
-            closing: closing_seen,
+            closing: Arc::clone(&closing),
             metrics: metrics.clone(),
         },
         alive,
@@ -186,7 +189,7 @@ pub async fn run_broker<S: DurableStorage>(
 /// How the driver loop stops.
 struct Stop {
     requested: Option<Arc<Notify>>,
-    closing: watch::Sender<bool>,
+    closing: Arc<Semaphore>,
     accept_task: tokio::task::JoinHandle<()>,
     all_closed: mpsc::Receiver<()>,
     /// The metrics endpoint's requests for a snapshot of the core.
@@ -270,7 +273,7 @@ async fn drive<S: DurableStorage>(
             () = notified(requested.as_deref()), if phase == Phase::Serving => {
                 tracing::info!("shutdown requested: no new connections or requests");
                 stop.accept_task.abort();
-                let _ = stop.closing.send(true);
+                stop.closing.close();
                 phase = Phase::Draining { until: driver.now().plus(SHUTDOWN_GRACE.as_millis() as u64) };
                 continue;
             }

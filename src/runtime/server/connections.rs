@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
 use crate::broker::{produce_rejection, ConnectionId, Response, ResponseBody};
 use crate::config::BrokerConfig;
@@ -110,8 +110,8 @@ pub(super) struct ConnectionShared<F> {
     pub(super) to_driver: mpsc::Sender<DriverMessage<F>>,
     pub(super) max_request_bytes: usize,
     pub(super) faults: Option<Arc<dyn ConnectionFaults>>,
-    /// Becomes true when the broker starts its shutdown.
-    pub(super) closing: watch::Receiver<bool>,
+    /// Closed (never given permits) when the broker starts its shutdown.
+    pub(super) closing: Arc<Semaphore>,
     pub(super) metrics: Option<ShellMetrics>,
 }
 
@@ -121,7 +121,7 @@ impl<F> Clone for ConnectionShared<F> {
             to_driver: self.to_driver.clone(),
             max_request_bytes: self.max_request_bytes,
             faults: self.faults.clone(),
-            closing: self.closing.clone(),
+            closing: Arc::clone(&self.closing),
             metrics: self.metrics.clone(),
         }
     }
@@ -312,12 +312,11 @@ async fn serve_requests<F: DurableFile>(
     shared: &ConnectionShared<F>,
 ) -> Result<(), String> {
     let faults = shared.faults.as_deref();
-    let mut closing = shared.closing.clone();
     loop {
         // A closing broker reads no new request, even one already buffered.
         let next = tokio::select! {
             biased;
-            _ = closing.wait_for(|closing| *closing) => return Ok(()),
+            _ = shared.closing.acquire() => return Ok(()),
             next = read_request(conn, shared.max_request_bytes) => next?,
         };
         let Some(request) = next else {
