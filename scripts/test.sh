@@ -2,6 +2,7 @@
 # Runs every test of seedlog (the README's test command):
 #   lint      cargo fmt --check; clippy -D warnings in the real and the simulator build
 #   layering  no tokio, files, clocks, OS randomness or threads in the core outside runtime/
+#   plants    every planted bug in scripts/plants still applies (git apply --check)
 #   real      cargo test: unit tests, black-box tests on loopback (kill -9, sendfile, bad frames)
 #   sim       cargo sim test: every scenario at its pinned seed, a short sweep, a replay check
 #   sweep     every scenario over seeds ${SEEDLOG_SWEEP:-0..100}, verdicts per scenario
@@ -76,11 +77,26 @@ sim_cli() {
   target/sim/release/seedlog-sim "$@"
 }
 
+plants_apply() {
+  # Every planted bug (scripts/plants/*.patch, docs/VERIFICATION.md) must still apply to the
+  # tree: a plant that stopped applying silently guards nothing.
+  local plant stale=()
+  for plant in scripts/plants/*.patch; do
+    git apply --check "$plant" 2>/dev/null || stale+=("$plant")
+  done
+  if ((${#stale[@]} > 0)); then
+    echo "plants that no longer apply (regenerate them): ${stale[*]}"
+    return 1
+  fi
+  echo "$(ls scripts/plants/*.patch | wc -l) plants apply"
+}
+
 step python-env python_env
 step fmt cargo fmt --all --check
 step clippy cargo clippy --workspace --all-targets -- -D warnings
 step clippy-sim "${SIM_ENV[@]}" cargo clippy --workspace --all-targets -- -D warnings
 step layering layering
+step plants-apply plants_apply
 step real-tests cargo test --workspace
 step sim-tests "${SIM_ENV[@]}" cargo test --release -p seedlog-sim
 step sim-build "${SIM_ENV[@]}" cargo build --release -p seedlog-sim
