@@ -16,6 +16,7 @@
 //! only the last segment is written to.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use crate::protocol::record_batch::{assign_offsets, RecordBatchHeader};
 use crate::storage::Storage;
@@ -543,19 +544,7 @@ impl<S: Storage> PartitionLog<S> {
         if self.recovery_point == self.log_end_offset && directories.is_empty() {
             return None;
         }
-        // The segment holding the recovery point and every later one: O(log segments + synced).
-        let first = self
-            .segments
-            .range(..=self.recovery_point)
-            .next_back()
-            .map_or(self.log_start_offset, |(base, _)| *base);
-        let files = self
-            .segments
-            .range(first..)
-            .map(|(_, segment)| segment)
-            .filter(|segment| segment.next_offset() > self.recovery_point)
-            .map(|segment| segment.file().clone())
-            .collect();
+        let files = self.unsynced_files(Bound::Unbounded);
         let mark = FlushMark {
             offset: self.log_end_offset,
             directory_changes: self.directory_changes,
@@ -576,19 +565,30 @@ impl<S: Storage> PartitionLog<S> {
         if self.recovery_point >= end && directories.is_empty() {
             return None;
         }
-        let files = self
-            .segments
-            .range(..end)
-            .map(|(_, segment)| segment)
-            .filter(|segment| segment.next_offset() > self.recovery_point)
-            .map(|segment| segment.file().clone())
-            .collect();
+        let files = self.unsynced_files(Bound::Excluded(end));
         let mark = FlushMark {
             offset: end.max(self.recovery_point),
             directory_changes: self.directory_changes,
             parent_changes: self.parent_changes,
         };
         Some((FlushSync { files, directories }, mark))
+    }
+
+    /// The files of the segments holding data past the recovery point, among those whose base
+    /// offset is below `end`: the segment holding the recovery point and every later one, so
+    /// O(log segments + synced).
+    fn unsynced_files(&self, end: Bound<i64>) -> Vec<S::File> {
+        let first = self
+            .segments
+            .range(..=self.recovery_point)
+            .next_back()
+            .map_or(self.log_start_offset, |(base, _)| *base);
+        self.segments
+            .range((Bound::Included(first), end))
+            .map(|(_, segment)| segment)
+            .filter(|segment| segment.next_offset() > self.recovery_point)
+            .map(|segment| segment.file().clone())
+            .collect()
     }
 
     /// The directories whose entries changed since their last sync: the root (this log's own

@@ -120,13 +120,7 @@ impl<F: StorageFile> LogSegment<F> {
         let mut probe = LogSegment::empty(file, base_offset, index_interval_bytes);
         probe.size_bytes = probe.file.len()?;
         probe.next_offset = i64::MAX; // the end is what the walk finds
-        let mut headers = Vec::new();
-        probe.walk(|position, header| headers.push((position, *header)))?;
-        let mut segment = LogSegment::empty(probe.file, base_offset, index_interval_bytes);
-        for (position, header) in &headers {
-            segment.track_append(header, *position);
-        }
-        Ok(segment)
+        probe.rebuilt_by_walk()
     }
 
     /// Opens an existing segment, validating every batch (header, length, CRC-32C, contiguous
@@ -228,13 +222,7 @@ impl<F: StorageFile> LogSegment<F> {
             return Ok(());
         }
         let expected_next = self.next_offset;
-        let mut headers = Vec::new();
-        self.walk(|position, header| headers.push((position, *header)))?;
-        let mut rebuilt = LogSegment::empty(self.file.clone(), self.base_offset, 0);
-        rebuilt.index_interval_bytes = self.index_interval_bytes;
-        for (position, header) in &headers {
-            rebuilt.track_append(header, *position);
-        }
+        let rebuilt = self.rebuilt_by_walk()?;
         if rebuilt.next_offset != expected_next {
             return Err(LogError::Corrupt(format!(
                 "segment {} ends at offset {}, the next segment starts at {expected_next}",
@@ -243,6 +231,21 @@ impl<F: StorageFile> LogSegment<F> {
         }
         *self = rebuilt;
         Ok(())
+    }
+
+    /// The loaded segment a header walk of this one finds: its end, index and timestamps.
+    fn rebuilt_by_walk(&self) -> Result<LogSegment<F>, LogError> {
+        let mut headers = Vec::new();
+        self.walk(|position, header| headers.push((position, *header)))?;
+        let mut rebuilt = LogSegment::empty(
+            self.file.clone(),
+            self.base_offset,
+            self.index_interval_bytes,
+        );
+        for (position, header) in &headers {
+            rebuilt.track_append(header, *position);
+        }
+        Ok(rebuilt)
     }
 
     /// Visits every batch header in order, checking the segment's shape: headers parse,

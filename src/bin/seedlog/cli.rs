@@ -233,6 +233,18 @@ async fn broker(path: PathBuf) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The name of the next SIGTERM or SIGINT to arrive.
+async fn next_signal(
+    terminate: &mut tokio::signal::unix::Signal,
+    interrupt: &mut tokio::signal::unix::Signal,
+) -> &'static str {
+    tokio::select! {
+        biased;
+        _ = terminate.recv() => "SIGTERM",
+        _ = interrupt.recv() => "SIGINT",
+    }
+}
+
 /// Asks for a clean shutdown on the first SIGTERM or SIGINT; a second one exits at once.
 async fn notify_on_signal(shutdown: Arc<Notify>) {
     use tokio::signal::unix::{signal, SignalKind};
@@ -243,21 +255,13 @@ async fn notify_on_signal(shutdown: Arc<Notify>) {
         tracing::warn!("cannot install signal handlers: SIGTERM will kill the broker uncleanly");
         return;
     };
-    let first = tokio::select! {
-        biased;
-        _ = terminate.recv() => "SIGTERM",
-        _ = interrupt.recv() => "SIGINT",
-    };
+    let first = next_signal(&mut terminate, &mut interrupt).await;
     tracing::info!(
         signal = first,
         "shutting down cleanly (send it again to exit at once)"
     );
     shutdown.notify_one();
-    let second = tokio::select! {
-        biased;
-        _ = terminate.recv() => "SIGTERM",
-        _ = interrupt.recv() => "SIGINT",
-    };
+    let second = next_signal(&mut terminate, &mut interrupt).await;
     tracing::warn!(signal = second, "exiting without a clean shutdown");
     std::process::exit(130);
 }
