@@ -169,6 +169,7 @@ impl<S: Storage> Broker<S> {
             self.complete_delayed_fetches(now, &advanced, out);
         }
         self.complete_delayed_produces(topic_partition, out);
+        self.send_replica_fetches(now, out);
     }
 
     /// Moves a partition's high watermark if it can, and says so in an event.
@@ -243,6 +244,7 @@ impl<S: Storage> Broker<S> {
         }
         self.complete_delayed_fetches(now, &BTreeSet::new(), out);
         self.complete_delete_records(now, out);
+        self.on_replication_tick(now, out);
         if self
             .checkpoint
             .next_deadline()

@@ -19,17 +19,19 @@ pub use checkpoint::{
     RECOVERY_POINT_CHECKPOINT_TMP,
 };
 pub use handlers::produce_rejection;
+pub use replication::{PartitionState, REPLICA_FETCH_VERSION};
 pub use shutdown::CLEAN_SHUTDOWN_FILE;
 pub mod metadata;
 pub mod metrics;
 pub mod partition;
 mod purgatory;
 pub mod replica_manager;
+mod replication;
 mod startup;
 
 use std::collections::BTreeMap;
 
-use kafka_protocol::messages::{ApiKey, ResponseKind};
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use rand_chacha::rand_core::RngCore;
 use rand_chacha::ChaCha8Rng;
 
@@ -54,6 +56,10 @@ pub struct ConnectionId(pub u64);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct FlushId(pub u64);
 
+/// A request this broker sent to another broker (a follower's fetch from its leader).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PeerRequestId(pub u64);
+
 /// What the broker reacts to.
 #[derive(Debug)]
 pub enum Input {
@@ -75,6 +81,15 @@ pub enum Input {
     ConnectionClosed {
         /// Which one.
         connection: ConnectionId,
+    },
+    /// The answer to an [`Output::PeerRequest`], or why there is none (the connection failed).
+    PeerResponse {
+        /// The broker that answered.
+        peer: BrokerId,
+        /// Which request.
+        id: PeerRequestId,
+        /// The decoded response, or the error text.
+        result: Result<Box<ResponseKind>, String>,
     },
     /// A deadline from [`Broker::next_deadline`] passed.
     Tick,
@@ -111,6 +126,17 @@ pub enum Output<F> {
         flush_id: FlushId,
         /// What to sync.
         sync: FlushSync<F>,
+    },
+    /// Send a request to another broker and feed its answer back as [`Input::PeerResponse`].
+    PeerRequest {
+        /// To whom.
+        peer: BrokerId,
+        /// Echoed in the answer.
+        id: PeerRequestId,
+        /// The request's version.
+        api_version: i16,
+        /// The request (boxed: the generated enum is large).
+        body: Box<RequestKind>,
     },
     /// Something the outside world may want to record (the simulator's history does).
     Event(BrokerEvent),
@@ -316,6 +342,8 @@ pub struct Broker<S: Storage> {
     topic_counts: BTreeMap<String, metrics::TopicCounts>,
     /// Log starts DeleteRecords asked for that no durable log-start checkpoint holds yet.
     requested_starts: checkpoint::RecoveryPoints,
+    /// The follower side of replication: one fetch session per leader.
+    fetchers: replication::ReplicaFetchers,
 }
 
 impl<S: Storage> Broker<S> {
@@ -356,6 +384,9 @@ impl<S: Storage> Broker<S> {
                 self.on_flush_completed(now, flush_id, result, out)
             }
             Input::ConnectionClosed { connection } => self.purgatory.drop_connection(connection),
+            Input::PeerResponse { peer, id, result } => {
+                self.on_peer_response(now, peer, id, result, out)
+            }
             Input::Tick => self.on_tick(now, out),
             Input::Shutdown => self.on_shutdown(now, out),
         }
@@ -411,6 +442,7 @@ impl<S: Storage> Broker<S> {
             self.purgatory.next_deadline(),
             self.checkpoint.next_deadline(),
             self.log_starts.next_deadline(),
+            self.next_replication_deadline(),
         ]
         .into_iter()
         .flatten()

@@ -1,8 +1,13 @@
 //! A partition replica (Kafka's `Partition`): the local log plus the replication state that
 //! decides what is committed: leader, leader epoch, ISR and high watermark.
 //!
-//! With one broker the ISR is the leader alone and the high watermark follows the log end
-//! offset, with one exception that is Kafka's flush ordering: when the flush policy requires an
+//! On the leader, every follower's fetch offset is its log end offset (LEO); the high watermark
+//! is the smallest LEO over the ISR; a follower that has not caught up with the leader's log end
+//! for `replica.lag.time.max.ms` leaves the ISR, and one that reaches the high watermark (and
+//! the start of the current leader epoch) joins it again. A follower appends what it fetched
+//! with the leader's offsets and takes the leader's high watermark, bounded by its own log end.
+//! With the leader alone in the ISR the high watermark follows the log end offset, with one
+//! exception that is Kafka's flush ordering: when the flush policy requires an
 //! fsync before an append is acknowledged (`flush.messages`), Kafka fsyncs inside the append and
 //! raises the high watermark only after it (`UnifiedLog.append`, then
 //! `Partition.appendRecordsToLeader`). Here the fsync is asynchronous, so such an append leaves a
@@ -11,11 +16,11 @@
 //! `flush.messages=1`. After a failed fsync the partition is offline (`KAFKA_STORAGE_ERROR`) and
 //! nothing moves again until a restart.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use crate::protocol::ErrorCode;
 use crate::storage::Storage;
-use crate::types::{BrokerId, LeaderEpoch, TopicPartition};
+use crate::types::{BrokerId, LeaderEpoch, Millis, TopicPartition};
 
 use crate::log::{AppendInfo, FlushMark, LogError, PartitionLog};
 use crate::protocol::record_batch::RecordBatchHeader;
@@ -35,11 +40,65 @@ pub struct Partition<S: Storage> {
     pub replicas: Vec<BrokerId>,
     /// In-sync replicas.
     pub isr: Vec<BrokerId>,
+    /// This broker.
+    local: BrokerId,
+    /// On the leader: what it knows of every other replica. Empty on a follower.
+    followers: BTreeMap<BrokerId, FollowerState>,
+    /// On the leader: its log end offset when it became leader of the current epoch. A
+    /// follower joins the ISR only once it has reached it (Kafka's `leaderEpochStartOffsetOpt`).
+    leader_epoch_start_offset: i64,
+    /// On a follower: the leader's high watermark from the last fetch response.
+    leader_high_watermark: i64,
     high_watermark: i64,
     /// `[base, end)` of appends that must be durable before they are visible, oldest first.
     durability_barriers: VecDeque<(i64, i64)>,
     /// Why the partition is offline (a storage failure or corruption), if it is.
     offline: Option<String>,
+}
+
+/// What a leader knows of one follower (Kafka's `Replica` state), from its fetches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowerState {
+    /// The offset of its last fetch: everything below is on the follower. `-1` until it fetches.
+    pub log_end_offset: i64,
+    /// The last time it had caught up with the leader's log end (`None`: never, as leader).
+    pub last_caught_up: Option<Millis>,
+    /// The leader's log end offset at the follower's previous fetch.
+    last_fetch_leader_log_end_offset: i64,
+    /// The time of the follower's previous fetch.
+    last_fetch: Option<Millis>,
+}
+
+impl FollowerState {
+    fn new(last_caught_up: Option<Millis>) -> Self {
+        FollowerState {
+            log_end_offset: -1,
+            last_caught_up,
+            last_fetch_leader_log_end_offset: -1,
+            last_fetch: None,
+        }
+    }
+
+    /// Kafka's `Replica.updateFetchState`: a fetch at or past the leader's log end catches the
+    /// follower up now; one at or past the leader's log end of the previous fetch caught it up
+    /// at that fetch.
+    fn on_fetch(&mut self, now: Millis, fetch_offset: i64, leader_log_end_offset: i64) {
+        if fetch_offset >= leader_log_end_offset {
+            self.last_caught_up = self.last_caught_up.max(Some(now));
+        } else if fetch_offset >= self.last_fetch_leader_log_end_offset {
+            self.last_caught_up = self.last_caught_up.max(self.last_fetch);
+        }
+        self.log_end_offset = fetch_offset;
+        self.last_fetch_leader_log_end_offset = leader_log_end_offset;
+        self.last_fetch = Some(now);
+    }
+}
+
+/// What a follower's fetch changed on the leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FollowerFetch {
+    /// The follower joined the ISR.
+    pub joined_isr: bool,
 }
 
 impl<S: Storage> Partition<S> {
@@ -58,6 +117,10 @@ impl<S: Storage> Partition<S> {
             leader_epoch: LeaderEpoch(0),
             replicas: vec![leader],
             isr: vec![leader],
+            local: leader,
+            followers: BTreeMap::new(),
+            leader_epoch_start_offset: 0,
+            leader_high_watermark: high_watermark,
             high_watermark,
             durability_barriers: VecDeque::new(),
             offline: None,
@@ -108,9 +171,10 @@ impl<S: Storage> Partition<S> {
         }
     }
 
-    /// Moves the high watermark to the smallest log end offset in the ISR (here, the leader's
-    /// own), held back by the oldest append still waiting for its fsync. Returns whether it
-    /// moved. It never moves backwards on a leader.
+    /// Moves the high watermark forward as far as it can. On the leader: to the smallest log end
+    /// offset in the ISR, held back by the oldest append still waiting for its fsync. On a
+    /// follower: to the leader's high watermark as last fetched, bounded the same way by its own
+    /// log. Returns whether it moved. It never moves backwards.
     pub fn maybe_advance_high_watermark(&mut self) -> bool {
         if self.offline.is_some() {
             return false;
@@ -123,17 +187,172 @@ impl<S: Storage> Partition<S> {
         {
             self.durability_barriers.pop_front();
         }
-        let candidate = self
+        let visible = self
             .durability_barriers
             .front()
             .map_or(self.log.log_end_offset(), |(base, _)| *base);
+        let candidate = if self.is_leader() {
+            self.isr
+                .iter()
+                .filter_map(|member| self.followers.get(member))
+                .map(|follower| follower.log_end_offset)
+                .fold(visible, i64::min)
+        } else {
+            visible.min(self.leader_high_watermark)
+        };
         assert!(
-            candidate >= self.high_watermark,
+            candidate >= self.high_watermark || self.isr.len() > 1 || !self.is_leader(),
             "high watermark would go backwards"
         );
         let advanced = candidate > self.high_watermark;
-        self.high_watermark = candidate;
+        if advanced {
+            self.high_watermark = candidate;
+        }
         advanced
+    }
+
+    /// Whether this broker leads the partition.
+    pub fn is_leader(&self) -> bool {
+        self.leader == self.local
+    }
+
+    /// On the leader: what it knows of each follower.
+    pub fn followers(&self) -> &BTreeMap<BrokerId, FollowerState> {
+        &self.followers
+    }
+
+    /// Becomes leader of `leader_epoch` with these replicas and ISR (Kafka's `makeLeader`).
+    /// Followers in the ISR count as caught up now; their log end offsets are unknown until
+    /// they fetch, so the high watermark waits for their first fetch.
+    pub fn become_leader(
+        &mut self,
+        now: Millis,
+        leader_epoch: LeaderEpoch,
+        replicas: Vec<BrokerId>,
+        isr: Vec<BrokerId>,
+    ) {
+        self.leader = self.local;
+        self.leader_epoch = leader_epoch;
+        self.followers = replicas
+            .iter()
+            .filter(|replica| **replica != self.local)
+            .map(|replica| {
+                let caught_up = isr.contains(replica).then_some(now);
+                (*replica, FollowerState::new(caught_up))
+            })
+            .collect();
+        self.replicas = replicas;
+        self.isr = isr;
+        self.leader_epoch_start_offset = self.log.log_end_offset();
+    }
+
+    /// Follows `leader` in `leader_epoch` (Kafka's `makeFollower`). The high watermark stays
+    /// until the new leader's first fetch response.
+    pub fn become_follower(
+        &mut self,
+        leader: BrokerId,
+        leader_epoch: LeaderEpoch,
+        replicas: Vec<BrokerId>,
+        isr: Vec<BrokerId>,
+    ) {
+        assert_ne!(leader, self.local, "a follower follows another broker");
+        self.leader = leader;
+        self.leader_epoch = leader_epoch;
+        self.followers.clear();
+        self.replicas = replicas;
+        self.isr = isr;
+        self.leader_high_watermark = self.high_watermark;
+    }
+
+    /// On the leader: a follower fetched from `fetch_offset` while the leader's log ended at
+    /// `leader_log_end_offset`. Records its log end offset and catch-up time, and adds it to
+    /// the ISR once it has reached the high watermark and the start of the leader epoch (Kafka's
+    /// `maybeExpandIsr`). `None` if `replica` is not a follower of this partition.
+    pub fn on_follower_fetch(
+        &mut self,
+        now: Millis,
+        replica: BrokerId,
+        fetch_offset: i64,
+        leader_log_end_offset: i64,
+    ) -> Option<FollowerFetch> {
+        let high_watermark = self.high_watermark;
+        let epoch_start = self.leader_epoch_start_offset;
+        let follower = self.followers.get_mut(&replica)?;
+        follower.on_fetch(now, fetch_offset, leader_log_end_offset);
+        let joins = !self.isr.contains(&replica)
+            && fetch_offset >= high_watermark
+            && fetch_offset >= epoch_start;
+        if joins {
+            self.isr.push(replica);
+            self.isr.sort_unstable();
+            tracing::info!(partition = %self.topic_partition, ?replica, isr = ?self.isr, "ISR expanded");
+        }
+        Some(FollowerFetch { joined_isr: joins })
+    }
+
+    /// On the leader: removes from the ISR every follower that has not caught up with the
+    /// leader's log end for longer than `lag_time_max_ms` (Kafka's `maybeShrinkIsr`). Returns
+    /// the removed followers.
+    pub fn shrink_isr(&mut self, now: Millis, lag_time_max_ms: u64) -> Vec<BrokerId> {
+        if !self.is_leader() || self.offline.is_some() {
+            return Vec::new();
+        }
+        let followers = &self.followers;
+        let lagging: Vec<BrokerId> = self
+            .isr
+            .iter()
+            .copied()
+            .filter(|member| {
+                followers.get(member).is_some_and(|follower| {
+                    follower
+                        .last_caught_up
+                        .is_none_or(|caught_up| now.0 > caught_up.0 + lag_time_max_ms)
+                })
+            })
+            .collect();
+        if !lagging.is_empty() {
+            self.isr.retain(|member| !lagging.contains(member));
+            tracing::info!(partition = %self.topic_partition, removed = ?lagging, isr = ?self.isr, "ISR shrunk");
+        }
+        lagging
+    }
+
+    /// On the leader: the first time an ISR follower may have lagged too long.
+    pub fn next_isr_deadline(&self, lag_time_max_ms: u64) -> Option<Millis> {
+        if !self.is_leader() || self.offline.is_some() {
+            return None;
+        }
+        self.isr
+            .iter()
+            .filter_map(|member| self.followers.get(member))
+            .map(|follower| {
+                follower
+                    .last_caught_up
+                    .map_or(Millis(0), |caught_up| caught_up.plus(lag_time_max_ms + 1))
+            })
+            .min()
+    }
+
+    /// On a follower: appends a batch fetched from the leader, keeping its offsets and epoch.
+    /// An append that requires an fsync first holds the high watermark back, as on a leader.
+    pub fn append_as_follower(
+        &mut self,
+        batch: &[u8],
+        header: &RecordBatchHeader,
+    ) -> Result<AppendInfo, LogError> {
+        assert!(self.offline.is_none(), "no appends to an offline partition");
+        assert!(!self.is_leader(), "a leader appends as leader");
+        let info = self.log.append_as_follower(batch, header)?;
+        if info.flush_required {
+            self.durability_barriers
+                .push_back((info.base_offset, info.last_offset + 1));
+        }
+        Ok(info)
+    }
+
+    /// On a follower: the leader's high watermark from a fetch response.
+    pub fn on_leader_high_watermark(&mut self, leader_high_watermark: i64) {
+        self.leader_high_watermark = self.leader_high_watermark.max(leader_high_watermark);
     }
 
     /// Whether an append ending at `end_offset` (exclusive) is durable on this replica.
@@ -181,6 +400,23 @@ impl<S: Storage> Partition<S> {
             );
         }
         assert!(self.isr.contains(&self.leader), "{name}: leader not in ISR");
+        assert!(
+            self.replicas.contains(&self.local),
+            "{name}: not a replica here"
+        );
+        if self.is_leader() {
+            for follower in self.followers.keys() {
+                assert!(
+                    *follower != self.local && self.replicas.contains(follower),
+                    "{name}: follower {follower:?} not another replica"
+                );
+            }
+        } else {
+            assert!(
+                self.followers.is_empty(),
+                "{name}: a follower tracks followers"
+            );
+        }
         assert!(!self.isr.is_empty(), "{name}: empty ISR");
         for member in &self.isr {
             assert!(
@@ -188,5 +424,39 @@ impl<S: Storage> Partition<S> {
                 "{name}: ISR member {member:?} not a replica"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Kafka's `Replica.updateFetchState`: a follower that reaches the leader's log end is
+    /// caught up now; one that reaches the log end the leader had at its previous fetch was
+    /// caught up at that previous fetch; one that falls further behind keeps its old time.
+    #[test]
+    fn a_follower_is_caught_up_when_it_reaches_the_log_end_of_this_or_the_previous_fetch() {
+        let mut follower = FollowerState::new(None);
+        follower.on_fetch(Millis(10), 5, 5);
+        assert_eq!(follower.last_caught_up, Some(Millis(10)));
+        follower.on_fetch(Millis(20), 5, 8);
+        assert_eq!(
+            follower.last_caught_up,
+            Some(Millis(10)),
+            "behind the log end"
+        );
+        follower.on_fetch(Millis(30), 8, 12);
+        assert_eq!(
+            follower.last_caught_up,
+            Some(Millis(20)),
+            "reached the log end of the previous fetch"
+        );
+        follower.on_fetch(Millis(40), 9, 15);
+        assert_eq!(
+            follower.last_caught_up,
+            Some(Millis(20)),
+            "fell behind again"
+        );
+        assert_eq!(follower.log_end_offset, 9);
     }
 }

@@ -34,21 +34,32 @@ pub(super) enum FlushTarget {
 }
 
 /// A produce response waiting for its appends to be durable (the appends crossed
-/// `flush.messages`): Kafka's `DelayedProduce`, keyed by partition and offset.
+/// `flush.messages`) or, with acks=all, replicated to the ISR (the high watermark passed them):
+/// Kafka's `DelayedProduce`, keyed by partition and offset.
 #[derive(Debug)]
 pub(super) struct DelayedProduce {
     pub(super) reply_to: ReplyTo,
     pub(super) response: ProduceResponse,
     pub(super) waiting: Vec<WaitingSlot>,
+    /// The request's `timeout_ms` after arrival, when a slot waits for followers: what still
+    /// waits then answers REQUEST_TIMED_OUT. `None` when only local fsyncs are awaited (Kafka
+    /// flushes inside the append, so no timeout applies to them).
+    pub(super) deadline: Option<Millis>,
 }
 
-/// One partition of a delayed produce: its response slot, and the offset its append ends at.
+/// One partition of a delayed produce: its response slot, the offset its append ends at, and
+/// what it waits for.
 #[derive(Debug)]
 pub(super) struct WaitingSlot {
     pub(super) topic_partition: TopicPartition,
     pub(super) topic_index: usize,
     pub(super) partition_index: usize,
     pub(super) end_offset: i64,
+    /// The append must be durable here (the flush policy required an fsync).
+    pub(super) durable: bool,
+    /// acks=all: the high watermark must pass the append, and the ISR then hold at least
+    /// this many replicas (else NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+    pub(super) replicated: Option<usize>,
 }
 
 /// A CreateTopics response waiting for its metadata records to be durable.
@@ -112,17 +123,20 @@ impl Purgatory {
             .retain(|delayed| delayed.reply_to.connection != connection);
     }
 
-    /// The earliest deadline of a parked fetch or DeleteRecords.
+    /// The earliest deadline of a parked fetch, DeleteRecords or replicated produce.
     pub(super) fn next_deadline(&self) -> Option<Millis> {
         let fetches = self.fetches.iter().map(|delayed| delayed.deadline);
         let deletes = self.delete_records.iter().map(|delayed| delayed.deadline);
-        fetches.chain(deletes).min()
+        let produces = self.produces.iter().filter_map(|delayed| delayed.deadline);
+        fetches.chain(deletes).chain(produces).min()
     }
 }
 
 impl<S: Storage> Broker<S> {
-    /// Answers the parked produces whose appends to `topic_partition` are now durable, or
-    /// fails their slots with KAFKA_STORAGE_ERROR if the partition went offline.
+    /// Answers the parked produces whose appends to `topic_partition` are now durable (and,
+    /// for acks=all, below the high watermark), or fails their slots: KAFKA_STORAGE_ERROR if the
+    /// partition went offline, NOT_LEADER_OR_FOLLOWER if it is no longer led here,
+    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below `min.insync.replicas`.
     pub(super) fn complete_delayed_produces(
         &mut self,
         topic_partition: &TopicPartition,
@@ -131,7 +145,6 @@ impl<S: Storage> Broker<S> {
         let Some(partition) = self.replicas.get(topic_partition) else {
             return;
         };
-        let offline = partition.offline().is_some();
         let mut index = 0;
         while index < self.purgatory.produces.len() {
             let delayed = &mut self.purgatory.produces[index];
@@ -140,14 +153,26 @@ impl<S: Storage> Broker<S> {
                 if &slot.topic_partition != topic_partition {
                     return true;
                 }
-                if offline {
-                    let entry = &mut response.responses[slot.topic_index].partition_responses
-                        [slot.partition_index];
-                    entry.error_code = ErrorCode::KafkaStorageError.code();
-                    entry.base_offset = -1;
-                    return false;
-                }
-                !partition.is_durable(slot.end_offset)
+                let error = if partition.offline().is_some() {
+                    ErrorCode::KafkaStorageError
+                } else if !partition.is_leader() {
+                    ErrorCode::NotLeaderOrFollower
+                } else if slot.durable && !partition.is_durable(slot.end_offset) {
+                    return true;
+                } else {
+                    match slot.replicated {
+                        Some(_) if partition.high_watermark() < slot.end_offset => return true,
+                        Some(min_insync) if partition.isr.len() < min_insync => {
+                            ErrorCode::NotEnoughReplicasAfterAppend
+                        }
+                        _ => return false,
+                    }
+                };
+                let entry = &mut response.responses[slot.topic_index].partition_responses
+                    [slot.partition_index];
+                entry.error_code = error.code();
+                entry.base_offset = -1;
+                false
             });
             if delayed.waiting.is_empty() {
                 let delayed = self.purgatory.produces.swap_remove(index);
@@ -161,6 +186,37 @@ impl<S: Storage> Broker<S> {
             } else {
                 index += 1;
             }
+        }
+    }
+
+    /// Answers the parked produces whose `timeout_ms` passed: what still waits answers
+    /// REQUEST_TIMED_OUT (Kafka's `DelayedProduce.onExpiration`).
+    pub(super) fn time_out_delayed_produces(
+        &mut self,
+        now: Millis,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let mut index = 0;
+        while index < self.purgatory.produces.len() {
+            let delayed = &self.purgatory.produces[index];
+            if delayed.deadline.is_none_or(|deadline| now < deadline) {
+                index += 1;
+                continue;
+            }
+            let mut delayed = self.purgatory.produces.swap_remove(index);
+            for slot in delayed.waiting.drain(..) {
+                let entry = &mut delayed.response.responses[slot.topic_index].partition_responses
+                    [slot.partition_index];
+                entry.error_code = ErrorCode::RequestTimedOut.code();
+                entry.base_offset = -1;
+            }
+            out.push(
+                delayed
+                    .reply_to
+                    .respond(ResponseBody::message(ResponseKind::Produce(
+                        delayed.response,
+                    ))),
+            );
         }
     }
 

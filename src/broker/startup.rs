@@ -132,6 +132,7 @@ impl<S: Storage> Broker<S> {
             clean_start: clean_shutdown,
             topic_counts: BTreeMap::new(),
             requested_starts: RecoveryPoints::new(),
+            fetchers: super::replication::ReplicaFetchers::default(),
         };
         for record in broker.read_metadata_records()? {
             broker

@@ -1108,3 +1108,5 @@ fn a_delete_records_whose_checkpoint_fails_times_out() {
         0
     );
 }
+
+mod replication;

@@ -114,6 +114,40 @@ pub struct BrokerConfig {
     /// `metrics.listener` (seedlog's own; `host:port`): where `GET /metrics` answers in the
     /// Prometheus text format. Off when unset.
     pub metrics_listener: Option<String>,
+    /// The replica fetcher's and the leader's replication settings.
+    pub replication: ReplicationConfig,
+}
+
+/// Kafka's `replica.*` settings: how followers fetch from leaders and when a leader drops a
+/// follower from the ISR.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicationConfig {
+    /// `replica.lag.time.max.ms` (default 30000): a follower that has not caught up to the
+    /// leader's log end for this long leaves the ISR.
+    pub lag_time_max_ms: i64,
+    /// `replica.fetch.wait.max.ms` (default 500): a follower fetch's `max_wait_ms`.
+    pub fetch_wait_max_ms: i32,
+    /// `replica.fetch.min.bytes` (default 1): a follower fetch's `min_bytes`.
+    pub fetch_min_bytes: i32,
+    /// `replica.fetch.max.bytes` (default 1 MiB): bytes per partition of a follower fetch.
+    pub fetch_max_bytes: i32,
+    /// `replica.fetch.response.max.bytes` (default 10 MiB): bytes of a whole follower fetch.
+    pub fetch_response_max_bytes: i32,
+    /// `replica.fetch.backoff.ms` (default 1000): the pause after a failed follower fetch.
+    pub fetch_backoff_ms: i64,
+}
+
+impl Default for ReplicationConfig {
+    fn default() -> Self {
+        ReplicationConfig {
+            lag_time_max_ms: 30_000,
+            fetch_wait_max_ms: 500,
+            fetch_min_bytes: 1,
+            fetch_max_bytes: 1024 * 1024,
+            fetch_response_max_bytes: 10 * 1024 * 1024,
+            fetch_backoff_ms: 1_000,
+        }
+    }
 }
 
 impl Default for BrokerConfig {
@@ -150,6 +184,7 @@ impl Default for BrokerConfig {
             connections_max_idle_ms: 600_000,
             queued_max_request_bytes: -1,
             metrics_listener: None,
+            replication: ReplicationConfig::default(),
         }
     }
 }
@@ -199,7 +234,8 @@ impl BrokerConfig {
 }
 
 impl BrokerConfig {
-    /// The socket server's keys: connection limits, request memory, the metrics listener.
+    /// The socket server's keys (connection limits, request memory, the metrics listener) and
+    /// the replica fetcher's.
     fn set_network(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         match key {
             "max.connections" => self.max_connections = parse_at_least(key, value, 1)?,
@@ -214,6 +250,24 @@ impl BrokerConfig {
                 if self.queued_max_request_bytes == 0 {
                     return Err(ConfigError::invalid(key, value, "must be -1 or positive"));
                 }
+            }
+            "replica.lag.time.max.ms" => {
+                self.replication.lag_time_max_ms = parse_at_least(key, value, 1)?
+            }
+            "replica.fetch.wait.max.ms" => {
+                self.replication.fetch_wait_max_ms = parse_at_least(key, value, 0)?
+            }
+            "replica.fetch.min.bytes" => {
+                self.replication.fetch_min_bytes = parse_at_least(key, value, 1)?
+            }
+            "replica.fetch.max.bytes" => {
+                self.replication.fetch_max_bytes = parse_at_least(key, value, 0)?
+            }
+            "replica.fetch.response.max.bytes" => {
+                self.replication.fetch_response_max_bytes = parse_at_least(key, value, 0)?
+            }
+            "replica.fetch.backoff.ms" => {
+                self.replication.fetch_backoff_ms = parse_at_least(key, value, 0)?
             }
             "metrics.listener" => {
                 let address = value.trim();
@@ -306,6 +360,14 @@ impl Configurable for BrokerConfig {
             return Err(ConfigError::Conflict(format!(
                 "queued.max.request.bytes={} is below socket.request.max.bytes={}: a largest request could never be read",
                 self.queued_max_request_bytes, self.socket_request_max_bytes
+            )));
+        }
+        if i64::from(self.replication.fetch_wait_max_ms) > self.replication.lag_time_max_ms {
+            // Kafka's KafkaConfig rule: a follower waiting longer than the lag time would drop
+            // out of the ISR while it waits.
+            return Err(ConfigError::Conflict(format!(
+                "replica.fetch.wait.max.ms={} should always be less than or equal to replica.lag.time.max.ms={} to prevent frequent changes in ISR",
+                self.replication.fetch_wait_max_ms, self.replication.lag_time_max_ms
             )));
         }
         if self.default_replication_factor != 1 {

@@ -503,6 +503,34 @@ impl<S: Storage> PartitionLog<S> {
             partition_leader_epoch: leader_epoch,
             ..*header
         };
+        self.append_at_end(batch, &header)
+    }
+
+    /// Appends a batch a leader already placed (Kafka's `appendAsFollower`): its offsets and
+    /// leader epoch are kept, and it must start at the log end.
+    pub fn append_as_follower(
+        &mut self,
+        batch: &[u8],
+        header: &RecordBatchHeader,
+    ) -> Result<AppendInfo, LogError> {
+        if header.base_offset != self.log_end_offset {
+            return Err(LogError::Corrupt(format!(
+                "a replicated batch at offset {} does not start at the log end {}",
+                header.base_offset, self.log_end_offset
+            )));
+        }
+        self.append_at_end(batch, header)
+    }
+
+    /// Appends a batch whose header already holds its final offsets, rolling first if the
+    /// active segment is full or old.
+    fn append_at_end(
+        &mut self,
+        batch: &[u8],
+        header: &RecordBatchHeader,
+    ) -> Result<AppendInfo, LogError> {
+        let base_offset = header.base_offset;
+        let header = *header;
         let size = batch.len() as u64;
         let mut rolled = None;
         let active = self.active_segment();

@@ -8,12 +8,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_protocol::messages::ApiKey;
+use kafka_protocol::messages::{ApiKey, ResponseKind};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 
 use crate::broker::{
-    Broker, BrokerError, BrokerEvent, ConnectionId, FlushId, Input, Output, Response,
+    Broker, BrokerError, BrokerEvent, ConnectionId, FlushId, Input, Output, PeerRequestId, Response,
 };
 use crate::config::BrokerConfig;
 use crate::log::FlushSync;
@@ -23,7 +23,7 @@ use crate::runtime::driver::Driver;
 use crate::runtime::metrics::{self, ShellMetrics, SnapshotRequest};
 use crate::runtime::net::ConnectionFaults;
 use crate::runtime::storage::{DurableFile, DurableStorage};
-use crate::types::Millis;
+use crate::types::{BrokerId, Millis};
 
 use self::connections::{Acceptor, ConnectionLimits, ConnectionShared, LimitsConfig};
 
@@ -104,6 +104,11 @@ enum DriverMessage<F> {
     FlushDone {
         flush_id: FlushId,
         result: Result<(), String>,
+    },
+    PeerResponse {
+        peer: BrokerId,
+        id: PeerRequestId,
+        result: Result<Box<ResponseKind>, String>,
     },
 }
 
@@ -265,6 +270,7 @@ async fn drive<S: DurableStorage>(
                     Input::ConnectionClosed { connection }
                 }
                 DriverMessage::FlushDone { flush_id, result } => Input::FlushCompleted { flush_id, result },
+                DriverMessage::PeerResponse { peer, id, result } => Input::PeerResponse { peer, id, result },
             },
             Some(reply) = next_snapshot(stop.snapshots.as_mut()) => {
                 let _ = reply.send(driver.machine().metrics());
@@ -338,6 +344,23 @@ fn execute<S: DurableStorage>(
                 }
                 let _ = to_driver
                     .send(DriverMessage::FlushDone { flush_id, result })
+                    .await;
+            });
+        }
+        Output::PeerRequest { peer, id, .. } => {
+            // Brokers learn each other's addresses from the controller's metadata, which has
+            // not landed: no partition has a remote leader yet, so this cannot happen. Answer
+            // with an error rather than leave the fetcher waiting for ever.
+            tracing::error!(
+                peer = peer.0,
+                "no connection to broker {}: peer addresses come with the controller quorum",
+                peer.0
+            );
+            let to_driver = shell.to_driver.clone();
+            tokio::spawn(async move {
+                let result = Err(format!("no route to broker {}", peer.0));
+                let _ = to_driver
+                    .send(DriverMessage::PeerResponse { peer, id, result })
                     .await;
             });
         }

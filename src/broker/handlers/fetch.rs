@@ -1,6 +1,10 @@
 //! Fetch: whole batches from the fetch offset up to the high watermark, as file ranges (sent
 //! with sendfile in production). A fetch with less than `min.bytes` available waits in the
 //! purgatory until data arrives or `max.wait.ms` passes. Sessionless: `session_id` is 0.
+//!
+//! A fetch from a follower (`replica_id` set, or `replica_state` from v15) reads up to the log
+//! end instead, and its fetch offsets tell the leader how far each follower has come (see
+//! `broker::replication`). Only the leader serves fetches.
 
 use kafka_protocol::messages::fetch_request::FetchPartition;
 use kafka_protocol::messages::{FetchRequest, RequestKind};
@@ -15,9 +19,20 @@ use crate::protocol::fetch_response::{
 };
 use crate::protocol::ErrorCode;
 use crate::storage::Storage;
-use crate::types::{Millis, TopicPartition};
+use crate::types::{BrokerId, Millis, TopicPartition};
 
 const TOPIC_IDS_FROM: i16 = 13;
+const REPLICA_STATE_FROM: i16 = 15;
+
+/// The follower a fetch comes from, if it is a replica's fetch.
+fn fetching_replica(api_version: i16, body: &FetchRequest) -> Option<BrokerId> {
+    let id = if api_version >= REPLICA_STATE_FROM {
+        body.replica_state.replica_id.0
+    } else {
+        body.replica_id.0
+    };
+    (id >= 0).then_some(BrokerId(id))
+}
 const LEADER_EPOCH_FROM: i16 = 9;
 
 fn error_partition<F>(partition_index: i32, error: ErrorCode) -> FetchPartitionResponse<F> {
@@ -43,6 +58,26 @@ impl<S: Storage> Broker<S> {
             unreachable!("routed by api key")
         };
         let (parts, bytes) = self.read_for_fetch(request.api_version, &body);
+        if let Some(replica) = fetching_replica(request.api_version, &body) {
+            let fetched: Vec<(TopicPartition, i64)> = parts
+                .topics
+                .iter()
+                .zip(&body.topics)
+                .flat_map(|(topic, requested)| {
+                    topic
+                        .partitions
+                        .iter()
+                        .zip(&requested.partitions)
+                        .filter(|(answer, _)| answer.error_code == 0)
+                        .map(|(answer, wanted)| {
+                            let partition =
+                                TopicPartition::new(topic.topic.clone(), answer.partition_index);
+                            (partition, wanted.fetch_offset)
+                        })
+                })
+                .collect();
+            self.on_follower_fetched(now, replica, &fetched, out);
+        }
         let has_error = parts
             .topics
             .iter()
@@ -87,6 +122,7 @@ impl<S: Storage> Broker<S> {
             },
             total: 0,
         };
+        let replica = fetching_replica(api_version, body);
         let mut topics = Vec::with_capacity(body.topics.len());
         for requested in &body.topics {
             let topic = if api_version >= TOPIC_IDS_FROM {
@@ -111,9 +147,13 @@ impl<S: Storage> Broker<S> {
                     });
                     match partition {
                         None => error_partition(wanted.partition, missing),
-                        Some(partition) => {
-                            Self::read_partition(api_version, partition, wanted, &mut budget)
-                        }
+                        Some(partition) => Self::read_partition(
+                            api_version,
+                            partition,
+                            replica,
+                            wanted,
+                            &mut budget,
+                        ),
                     }
                 })
                 .collect();
@@ -131,16 +171,23 @@ impl<S: Storage> Broker<S> {
         (parts, budget.total)
     }
 
-    /// One partition of a fetch: epoch fencing, then whole batches up to the high watermark
-    /// within the partition's and the request's byte limits.
+    /// One partition of a fetch: leadership and epoch fencing, then whole batches up to the
+    /// high watermark (for a follower, the log end) within the partition's and the request's
+    /// byte limits.
     fn read_partition(
         api_version: i16,
         partition: &Partition<S>,
+        replica: Option<BrokerId>,
         wanted: &FetchPartition,
         budget: &mut FetchBudget,
     ) -> FetchPartitionResponse<S::File> {
         if partition.offline().is_some() {
             return error_partition(wanted.partition, ErrorCode::KafkaStorageError);
+        }
+        let known_follower =
+            replica.is_none_or(|replica| partition.followers().contains_key(&replica));
+        if !partition.is_leader() || !known_follower {
+            return error_partition(wanted.partition, ErrorCode::NotLeaderOrFollower);
         }
         if api_version >= LEADER_EPOCH_FROM {
             if let Err(error) = partition.check_leader_epoch(wanted.current_leader_epoch) {
@@ -160,10 +207,12 @@ impl<S: Storage> Broker<S> {
         if max_bytes == 0 && budget.total > 0 {
             return entry;
         }
-        match partition
-            .log
-            .read(wanted.fetch_offset, high_watermark, max_bytes)
-        {
+        let read_end = if replica.is_some() {
+            partition.log.log_end_offset()
+        } else {
+            high_watermark
+        };
+        match partition.log.read(wanted.fetch_offset, read_end, max_bytes) {
             // KIP-74: the first batch of the response goes out even above the limits; in any
             // later partition both limits hold (Kafka's `minOneMessage` is off by then).
             Ok(LogRead::Records {

@@ -44,6 +44,9 @@ fn answer<S: Storage>(
     if partition.offline().is_some() {
         return Err(ErrorCode::KafkaStorageError);
     }
+    if !partition.is_leader() {
+        return Err(ErrorCode::NotLeaderOrFollower);
+    }
     if api_version >= 4 {
         partition.check_leader_epoch(requested.current_leader_epoch)?;
     }

@@ -32,6 +32,9 @@ struct Appended {
     log_start_offset: i64,
     flush_required: bool,
     rolled: Option<i64>,
+    /// acks=all on a partition with followers: the answer waits for the high watermark.
+    awaits_followers: bool,
+    min_insync_replicas: usize,
 }
 
 /// A rejected batch: the Kafka error, its message, and (Produce v8+) the records at fault.
@@ -172,6 +175,14 @@ pub fn produce_rejection<F>(request: &Request, error: ErrorCode) -> Option<Respo
     ))
 }
 
+/// Where a partition's answer goes in the response, and the request's acks.
+#[derive(Clone, Copy)]
+struct Slot {
+    topic_index: usize,
+    partition_index: usize,
+    acks: i16,
+}
+
 /// What the produce request collects while appending partition by partition.
 #[derive(Default)]
 struct ProduceProgress {
@@ -179,8 +190,11 @@ struct ProduceProgress {
     /// Appends that must be durable before the answer (the flush policy required an fsync).
     waiting: Vec<WaitingSlot>,
     first_error: Option<String>,
-    /// Partitions whose high watermark moved.
+    /// Partitions whose parked fetches may now read more: the high watermark moved, or (for
+    /// followers' fetches) the log end.
     advanced: BTreeSet<TopicPartition>,
+    /// A slot waits for followers: the request's timeout applies.
+    awaits_followers: bool,
 }
 
 impl<S: Storage> Broker<S> {
@@ -194,7 +208,7 @@ impl<S: Storage> Broker<S> {
         let RequestKind::Produce(body) = request.body else {
             unreachable!("routed by api key")
         };
-        let (api_version, acks) = (request.api_version, body.acks);
+        let (api_version, acks, timeout_ms) = (request.api_version, body.acks, body.timeout_ms);
         let mut progress = ProduceProgress::default();
         for (topic_index, topic) in body.topic_data.into_iter().enumerate() {
             let mut topic_response = TopicProduceResponse::default().with_name(topic.name.clone());
@@ -216,20 +230,19 @@ impl<S: Storage> Broker<S> {
                         if api_version >= 5 {
                             entry.log_start_offset = appended.log_start_offset;
                         }
-                        if appended.flush_required {
-                            self.flush_partition(now, &topic_partition, out);
-                            progress.waiting.push(WaitingSlot {
-                                topic_partition: topic_partition.clone(),
-                                topic_index,
-                                partition_index,
-                                end_offset: appended.end_offset,
-                            });
-                        } else if let Some(new_segment) = appended.rolled {
-                            self.flush_rolled(&topic_partition, new_segment, out);
-                        }
-                        if self.advance_high_watermark(&topic_partition, out) {
-                            progress.advanced.insert(topic_partition);
-                        }
+                        let slot = Slot {
+                            topic_index,
+                            partition_index,
+                            acks,
+                        };
+                        self.after_append(
+                            now,
+                            topic_partition,
+                            slot,
+                            &appended,
+                            &mut progress,
+                            out,
+                        );
                     }
                     Err(Rejection {
                         error,
@@ -255,15 +268,57 @@ impl<S: Storage> Broker<S> {
         if !progress.advanced.is_empty() {
             self.complete_delayed_fetches(now, &progress.advanced, out);
         }
-        self.answer_produce(reply_to, acks, progress, out);
+        let deadline = progress
+            .awaits_followers
+            .then(|| now.plus(timeout_ms.max(0) as u64));
+        self.answer_produce(reply_to, acks, progress, deadline, out);
     }
 
-    /// Answers by `acks`: nothing (or a close) for acks=0; now; or once the fsyncs complete.
+    /// What follows a successful append: the flush it requires (or the roll's), a parked slot
+    /// if the answer must wait, and the high watermark.
+    fn after_append(
+        &mut self,
+        now: Millis,
+        topic_partition: TopicPartition,
+        slot: Slot,
+        appended: &Appended,
+        progress: &mut ProduceProgress,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        if appended.flush_required {
+            self.flush_partition(now, &topic_partition, out);
+        } else if let Some(new_segment) = appended.rolled {
+            self.flush_rolled(&topic_partition, new_segment, out);
+        }
+        if appended.flush_required || appended.awaits_followers {
+            progress.awaits_followers |= appended.awaits_followers;
+            progress.waiting.push(WaitingSlot {
+                topic_partition: topic_partition.clone(),
+                topic_index: slot.topic_index,
+                partition_index: slot.partition_index,
+                end_offset: appended.end_offset,
+                durable: appended.flush_required,
+                replicated: (slot.acks == -1).then_some(appended.min_insync_replicas),
+            });
+        }
+        // Followers' parked fetches read up to the log end, so an append feeds them.
+        let replicated = self
+            .replicas
+            .get(&topic_partition)
+            .is_some_and(|partition| !partition.followers().is_empty());
+        if self.advance_high_watermark(&topic_partition, out) || replicated {
+            progress.advanced.insert(topic_partition);
+        }
+    }
+
+    /// Answers by `acks`: nothing (or a close) for acks=0; now; or once the fsyncs complete
+    /// and, for acks=all, the followers have the appends.
     fn answer_produce(
         &mut self,
         reply_to: ReplyTo,
         acks: i16,
         progress: ProduceProgress,
+        deadline: Option<Millis>,
         out: &mut Vec<Output<S::File>>,
     ) {
         let connection = reply_to.connection;
@@ -286,6 +341,7 @@ impl<S: Storage> Broker<S> {
                 reply_to,
                 response: progress.response,
                 waiting: progress.waiting,
+                deadline,
             });
         }
     }
@@ -306,11 +362,17 @@ impl<S: Storage> Broker<S> {
             .image
             .topic(&topic_partition.topic)
             .ok_or_else(unknown)?;
+        let node_id = self.config.node_id;
         let max_message_bytes = topic.config.max_message_bytes as usize;
         let min_insync_replicas = topic.config.min_insync_replicas as usize;
         let partition = self.replicas.get_mut(topic_partition).ok_or_else(unknown)?;
         if let Some(reason) = partition.offline() {
             return Err((ErrorCode::KafkaStorageError, reason.to_owned()).into());
+        }
+        if !partition.is_leader() {
+            let message =
+                format!("Leader not local for partition {topic_partition} on broker {node_id}");
+            return Err((ErrorCode::NotLeaderOrFollower, message).into());
         }
         let (records, header) = validate_produced(records, max_message_bytes)?;
         if acks == -1 && partition.isr.len() < min_insync_replicas {
@@ -334,6 +396,8 @@ impl<S: Storage> Broker<S> {
             log_start_offset: partition.log.log_start_offset(),
             flush_required: info.flush_required,
             rolled: info.rolled,
+            awaits_followers: acks == -1 && !partition.followers().is_empty(),
+            min_insync_replicas,
         };
         self.count_append(&topic_partition.topic, batch.len(), header.records_count);
         Ok(appended)

@@ -1,0 +1,433 @@
+//! Replication between brokers: leadership changes, the leader's view of its followers (their
+//! fetches move the high watermark and the ISR), and the follower side, the replica fetcher
+//! (Kafka's `ReplicaFetcherThread`): one fetch session per leader, long-polling the leader with
+//! `replica_id` set, appending what comes back with the leader's offsets.
+//!
+//! A follower with a flush policy that requires an fsync before an acknowledgement does not send
+//! its next fetch (which reports its new log end offset to the leader) until that fsync
+//! completes: in Kafka the follower's append flushes inside `appendAsFollower`, so a leader never
+//! counts a follower's unsynced bytes toward acks=all under `flush.messages=1`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::{FetchRequest, RequestKind, ResponseKind, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use std::ops::Range;
+
+use crate::protocol::record_batch::{validate_batch, BatchError, RecordBatchHeader};
+use crate::protocol::ErrorCode;
+use crate::storage::Storage;
+use crate::types::{BrokerId, LeaderEpoch, Millis, TopicPartition};
+
+use super::{Broker, Output, PeerRequestId};
+
+/// The Fetch version followers send: topics by name, `current_leader_epoch` (KIP-320) and the
+/// diverging epoch in the response.
+pub const REPLICA_FETCH_VERSION: i16 = 12;
+
+/// The follower side: what each leader is being fetched for.
+#[derive(Debug, Default)]
+pub(super) struct ReplicaFetchers {
+    next_id: u64,
+    by_leader: BTreeMap<BrokerId, Fetcher>,
+}
+
+/// One leader's fetch session.
+#[derive(Debug, Default)]
+struct Fetcher {
+    /// The partitions this broker follows on that leader.
+    partitions: BTreeSet<TopicPartition>,
+    /// The fetch on its way, if any: only its answer is taken.
+    in_flight: Option<PeerRequestId>,
+    /// After a failed fetch, no new one before this.
+    backoff_until: Option<Millis>,
+    /// Appends that must be durable before the next fetch reports them: partition and end.
+    awaiting_flush: Vec<(TopicPartition, i64)>,
+}
+
+impl ReplicaFetchers {
+    fn remove_partition(&mut self, topic_partition: &TopicPartition) {
+        self.by_leader.retain(|_, fetcher| {
+            fetcher.partitions.remove(topic_partition);
+            fetcher
+                .awaiting_flush
+                .retain(|(partition, _)| partition != topic_partition);
+            !fetcher.partitions.is_empty()
+        });
+    }
+
+    fn next_deadline(&self) -> Option<Millis> {
+        self.by_leader
+            .values()
+            .filter_map(|fetcher| fetcher.backoff_until)
+            .min()
+    }
+}
+
+/// A partition's new leadership, as the controller decides it (Kafka's `LeaderAndIsr`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionState {
+    /// The leader.
+    pub leader: BrokerId,
+    /// Its epoch.
+    pub leader_epoch: LeaderEpoch,
+    /// Every replica, leader included.
+    pub replicas: Vec<BrokerId>,
+    /// The in-sync replicas, leader included.
+    pub isr: Vec<BrokerId>,
+}
+
+impl<S: Storage> Broker<S> {
+    /// Makes this broker the leader or a follower of a partition it holds (Kafka's
+    /// `ReplicaManager.becomeLeaderOrFollower`). The controller's metadata drives it; an epoch
+    /// older than the partition's is ignored. Parked produces of a partition that stops being
+    /// led here answer NOT_LEADER_OR_FOLLOWER.
+    pub fn become_leader_or_follower(
+        &mut self,
+        now: Millis,
+        topic_partition: &TopicPartition,
+        state: PartitionState,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let local = self.node_id();
+        let Some(partition) = self.replicas.get_mut(topic_partition) else {
+            tracing::warn!(partition = %topic_partition, "leadership for a partition not held here");
+            return;
+        };
+        if state.leader_epoch < partition.leader_epoch {
+            tracing::info!(partition = %topic_partition, epoch = state.leader_epoch.0, current = partition.leader_epoch.0, "stale leadership ignored");
+            return;
+        }
+        assert!(
+            state.replicas.contains(&local) && state.isr.contains(&state.leader),
+            "a partition state for a replica here, with its leader in the ISR"
+        );
+        self.fetchers.remove_partition(topic_partition);
+        if state.leader == local {
+            tracing::info!(partition = %topic_partition, epoch = state.leader_epoch.0, isr = ?state.isr, "became leader");
+            partition.become_leader(now, state.leader_epoch, state.replicas, state.isr);
+        } else {
+            tracing::info!(partition = %topic_partition, epoch = state.leader_epoch.0, leader = state.leader.0, "became follower");
+            partition.become_follower(state.leader, state.leader_epoch, state.replicas, state.isr);
+            self.fetchers
+                .by_leader
+                .entry(state.leader)
+                .or_default()
+                .partitions
+                .insert(topic_partition.clone());
+        }
+        self.advance_high_watermark(topic_partition, out);
+        self.complete_delayed_produces(topic_partition, out);
+        self.send_replica_fetches(now, out);
+    }
+
+    /// After a follower's fetch was read: records each partition's fetch offset as that
+    /// follower's log end offset, lets it join the ISR, and moves the high watermarks (which
+    /// answers parked acks=all produces).
+    pub(super) fn on_follower_fetched(
+        &mut self,
+        now: Millis,
+        replica: BrokerId,
+        fetched: &[(TopicPartition, i64)],
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let mut advanced = BTreeSet::new();
+        for (topic_partition, fetch_offset) in fetched {
+            let Some(partition) = self.replicas.get_mut(topic_partition) else {
+                continue;
+            };
+            if !partition.is_leader() || partition.offline().is_some() {
+                continue;
+            }
+            let leader_end = partition.log.log_end_offset();
+            if partition
+                .on_follower_fetch(now, replica, *fetch_offset, leader_end)
+                .is_none()
+            {
+                continue;
+            }
+            if self.advance_high_watermark(topic_partition, out) {
+                advanced.insert(topic_partition.clone());
+            }
+            self.complete_delayed_produces(topic_partition, out);
+        }
+        if !advanced.is_empty() {
+            self.complete_delayed_fetches(now, &advanced, out);
+        }
+    }
+
+    /// On a tick: leaders drop lagging followers from their ISR (which may move the high
+    /// watermark), parked produces past their timeout answer, and fetchers whose backoff ended
+    /// fetch again.
+    pub(super) fn on_replication_tick(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+        let lag = self.config.replication.lag_time_max_ms as u64;
+        let due: Vec<TopicPartition> = self
+            .replicas
+            .iter()
+            .filter(|(_, partition)| {
+                partition
+                    .next_isr_deadline(lag)
+                    .is_some_and(|deadline| deadline <= now)
+            })
+            .map(|(topic_partition, _)| topic_partition.clone())
+            .collect();
+        let mut advanced = BTreeSet::new();
+        for topic_partition in due {
+            let Some(partition) = self.replicas.get_mut(&topic_partition) else {
+                continue;
+            };
+            if partition.shrink_isr(now, lag).is_empty() {
+                continue;
+            }
+            if self.advance_high_watermark(&topic_partition, out) {
+                advanced.insert(topic_partition.clone());
+            }
+            self.complete_delayed_produces(&topic_partition, out);
+        }
+        if !advanced.is_empty() {
+            self.complete_delayed_fetches(now, &advanced, out);
+        }
+        self.time_out_delayed_produces(now, out);
+        self.send_replica_fetches(now, out);
+    }
+
+    /// The earliest ISR check, fetch backoff or produce timeout.
+    pub(super) fn next_replication_deadline(&self) -> Option<Millis> {
+        let lag = self.config.replication.lag_time_max_ms as u64;
+        let isr = self
+            .replicas
+            .iter()
+            .filter_map(|(_, partition)| partition.next_isr_deadline(lag))
+            .min();
+        [isr, self.fetchers.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Sends a fetch to every leader whose session is idle: nothing in flight, no backoff, and
+    /// every append it must report durable.
+    pub(super) fn send_replica_fetches(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+        if self.fetchers.by_leader.is_empty() {
+            return;
+        }
+        let leaders: Vec<BrokerId> = self.fetchers.by_leader.keys().copied().collect();
+        for leader in leaders {
+            let replicas = &self.replicas;
+            let fetcher = self
+                .fetchers
+                .by_leader
+                .get_mut(&leader)
+                .expect("listed above");
+            fetcher.awaiting_flush.retain(|(topic_partition, end)| {
+                replicas.get(topic_partition).is_some_and(|partition| {
+                    partition.offline().is_none() && !partition.is_durable(*end)
+                })
+            });
+            if fetcher.in_flight.is_some()
+                || fetcher.backoff_until.is_some_and(|until| now < until)
+                || !fetcher.awaiting_flush.is_empty()
+            {
+                continue;
+            }
+            fetcher.backoff_until = None;
+            let Some(body) = self.replica_fetch_request(leader) else {
+                continue;
+            };
+            self.fetchers.next_id += 1;
+            let id = PeerRequestId(self.fetchers.next_id);
+            self.fetchers
+                .by_leader
+                .get_mut(&leader)
+                .expect("listed above")
+                .in_flight = Some(id);
+            out.push(Output::PeerRequest {
+                peer: leader,
+                id,
+                api_version: REPLICA_FETCH_VERSION,
+                body: Box::new(RequestKind::Fetch(body)),
+            });
+        }
+    }
+
+    /// The fetch a follower sends `leader` for every partition it follows there that is online.
+    fn replica_fetch_request(&self, leader: BrokerId) -> Option<FetchRequest> {
+        let settings = &self.config.replication;
+        let fetcher = self.fetchers.by_leader.get(&leader)?;
+        let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
+        for topic_partition in &fetcher.partitions {
+            let Some(partition) = self.replicas.get(topic_partition) else {
+                continue;
+            };
+            if partition.offline().is_some() {
+                continue;
+            }
+            topics.entry(&topic_partition.topic).or_default().push(
+                FetchPartition::default()
+                    .with_partition(topic_partition.partition)
+                    .with_current_leader_epoch(partition.leader_epoch.0)
+                    .with_fetch_offset(partition.log.log_end_offset())
+                    .with_log_start_offset(partition.log.log_start_offset())
+                    .with_partition_max_bytes(settings.fetch_max_bytes),
+            );
+        }
+        if topics.is_empty() {
+            return None;
+        }
+        let topics = topics
+            .into_iter()
+            .map(|(topic, partitions)| {
+                FetchTopic::default()
+                    .with_topic(TopicName(StrBytes::from_string(topic.to_owned())))
+                    .with_partitions(partitions)
+            })
+            .collect();
+        Some(
+            FetchRequest::default()
+                .with_replica_id(kafka_protocol::messages::BrokerId(self.node_id().0))
+                .with_max_wait_ms(settings.fetch_wait_max_ms)
+                .with_min_bytes(settings.fetch_min_bytes)
+                .with_max_bytes(settings.fetch_response_max_bytes)
+                .with_isolation_level(0)
+                .with_topics(topics),
+        )
+    }
+
+    /// A leader answered a follower fetch (or the request failed): append what came back, take
+    /// the leader's high watermark, and fetch again.
+    pub(super) fn on_peer_response(
+        &mut self,
+        now: Millis,
+        peer: BrokerId,
+        id: PeerRequestId,
+        result: Result<Box<ResponseKind>, String>,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let Some(fetcher) = self.fetchers.by_leader.get_mut(&peer) else {
+            return;
+        };
+        if fetcher.in_flight != Some(id) {
+            return;
+        }
+        fetcher.in_flight = None;
+        let backoff = now.plus(self.config.replication.fetch_backoff_ms as u64);
+        let response = match result.map(|response| *response) {
+            Ok(ResponseKind::Fetch(response)) if response.error_code == 0 => response,
+            Ok(ResponseKind::Fetch(response)) => {
+                tracing::warn!(
+                    leader = peer.0,
+                    error = response.error_code,
+                    "replica fetch failed"
+                );
+                fetcher.backoff_until = Some(backoff);
+                return;
+            }
+            Ok(other) => {
+                tracing::error!(leader = peer.0, response = ?other, "a replica fetch answered by another API");
+                fetcher.backoff_until = Some(backoff);
+                return;
+            }
+            Err(error) => {
+                tracing::warn!(leader = peer.0, %error, "replica fetch failed");
+                fetcher.backoff_until = Some(backoff);
+                return;
+            }
+        };
+        let mut failed = false;
+        for topic in response.responses {
+            for data in topic.partitions {
+                let topic_partition =
+                    TopicPartition::new(topic.topic.to_string(), data.partition_index);
+                failed |= !self.on_replicated_partition(now, peer, &topic_partition, data, out);
+            }
+        }
+        if failed {
+            if let Some(fetcher) = self.fetchers.by_leader.get_mut(&peer) {
+                fetcher.backoff_until = Some(backoff);
+            }
+        }
+        self.send_replica_fetches(now, out);
+    }
+
+    /// One partition of a follower fetch response. Returns false if the fetch should back off.
+    fn on_replicated_partition(
+        &mut self,
+        now: Millis,
+        leader: BrokerId,
+        topic_partition: &TopicPartition,
+        data: PartitionData,
+        out: &mut Vec<Output<S::File>>,
+    ) -> bool {
+        let Some(partition) = self.replicas.get_mut(topic_partition) else {
+            return true;
+        };
+        if partition.is_leader() || partition.leader != leader || partition.offline().is_some() {
+            return true;
+        }
+        if data.error_code != 0 {
+            tracing::warn!(partition = %topic_partition, leader = leader.0, error = ?ErrorCode::from_code(data.error_code), "replica fetch of a partition failed");
+            return false;
+        }
+        let records = data.records.unwrap_or_default();
+        let batches = match whole_batches(&records) {
+            Ok(batches) => batches,
+            Err(error) => {
+                tracing::error!(partition = %topic_partition, %error, "a replicated batch is corrupt");
+                return false;
+            }
+        };
+        let mut flush_end = None;
+        let mut rolled = None;
+        for (header, range) in batches {
+            if header.last_offset() < partition.log.log_end_offset() {
+                continue;
+            }
+            match partition.append_as_follower(&records[range], &header) {
+                Ok(info) => {
+                    if info.flush_required {
+                        flush_end = Some(info.last_offset + 1);
+                    }
+                    rolled = info.rolled.or(rolled);
+                }
+                Err(error) => {
+                    tracing::error!(partition = %topic_partition, %error, "replicated append failed");
+                    return false;
+                }
+            }
+        }
+        partition.on_leader_high_watermark(data.high_watermark);
+        if let Some(end) = flush_end {
+            self.flush_partition(now, topic_partition, out);
+            if let Some(fetcher) = self.fetchers.by_leader.get_mut(&leader) {
+                fetcher.awaiting_flush.push((topic_partition.clone(), end));
+            }
+        } else if let Some(new_segment) = rolled {
+            self.flush_rolled(topic_partition, new_segment, out);
+        }
+        if self.advance_high_watermark(topic_partition, out) {
+            self.complete_delayed_fetches(now, &BTreeSet::from([topic_partition.clone()]), out);
+        }
+        true
+    }
+}
+
+/// The whole batches of a records blob, validated; a leader may end a response inside a
+/// batch, and that part is left for the next fetch.
+fn whole_batches(records: &[u8]) -> Result<Vec<(RecordBatchHeader, Range<usize>)>, BatchError> {
+    let mut batches = Vec::new();
+    let mut position = 0;
+    while position < records.len() {
+        let header = match validate_batch(&records[position..]) {
+            Ok(header) => header,
+            Err(BatchError::Truncated { .. }) => break,
+            Err(error) => return Err(error),
+        };
+        let end = position + header.size_bytes();
+        batches.push((header, position..end));
+        position = end;
+    }
+    Ok(batches)
+}

@@ -1,0 +1,456 @@
+//! Two broker state machines wired to each other by hand: a leader and a follower of one
+//! partition. Peer requests go through the real codec (the leader's Fetch response is encoded
+//! with its file ranges read back, and decoded as the follower's driver would).
+
+use std::collections::VecDeque;
+
+use kafka_protocol::messages::ProduceRequest;
+
+use super::*;
+use crate::broker::{PartitionState, PeerRequestId};
+use crate::types::{BrokerId, LeaderEpoch};
+
+const LEADER: usize = 0;
+const FOLLOWER: usize = 1;
+const LAG_MS: u64 = 30_000;
+
+/// The connection a broker's peer requests arrive on at the other broker.
+fn peer_connection(from: usize) -> ConnectionId {
+    ConnectionId(100 + from as u64)
+}
+
+struct Pair {
+    nodes: [Harness; 2],
+    /// Peer requests of a node are lost (it is cut off) while set.
+    cut_off: [bool; 2],
+    /// Fsyncs of a node wait in `held` while set.
+    hold_flushes: [bool; 2],
+    held: Vec<(usize, Output<File>)>,
+    /// Peer requests on their way: the leader answers on `peer_connection(from)`.
+    in_flight: Vec<(usize, PeerRequestId)>,
+    /// What the brokers answered their clients, in order.
+    client: Vec<Output<File>>,
+}
+
+fn tp() -> TopicPartition {
+    TopicPartition::new("t", 0)
+}
+
+fn node_config(node_id: i32) -> BrokerConfig {
+    BrokerConfig {
+        node_id,
+        ..BrokerConfig::default()
+    }
+}
+
+impl Pair {
+    /// Topic `t` with one partition on both brokers, led by broker 0 in epoch 1 with both
+    /// replicas in sync.
+    fn new(configs: &[(&str, &str)]) -> Pair {
+        let mut nodes =
+            [0, 1].map(|id| Harness::with_config(MemoryStorage::new(), node_config(id)));
+        for node in &mut nodes {
+            node.create_topic("t", 1, configs);
+        }
+        let mut pair = Pair {
+            nodes,
+            cut_off: [false; 2],
+            hold_flushes: [false; 2],
+            held: Vec::new(),
+            in_flight: Vec::new(),
+            client: Vec::new(),
+        };
+        let state = PartitionState {
+            leader: BrokerId(0),
+            leader_epoch: LeaderEpoch(1),
+            replicas: vec![BrokerId(0), BrokerId(1)],
+            isr: vec![BrokerId(0), BrokerId(1)],
+        };
+        for index in [LEADER, FOLLOWER] {
+            let node = &mut pair.nodes[index];
+            let mut out = Vec::new();
+            node.broker
+                .become_leader_or_follower(node.now, &tp(), state.clone(), &mut out);
+            node.broker.check_invariants();
+            pair.settle(index, out);
+        }
+        pair
+    }
+
+    fn partition(&self, index: usize) -> &Partition<MemoryStorage> {
+        self.nodes[index].broker.partition(&tp()).expect("held")
+    }
+
+    /// Feeds `outputs` of node `from` onward until nothing moves.
+    fn settle(&mut self, from: usize, outputs: Vec<Output<File>>) {
+        let mut queue: VecDeque<(usize, Output<File>)> =
+            outputs.into_iter().map(|output| (from, output)).collect();
+        while let Some((index, output)) = queue.pop_front() {
+            let more = self.route(index, output);
+            queue.extend(more);
+        }
+    }
+
+    fn route(&mut self, index: usize, output: Output<File>) -> Vec<(usize, Output<File>)> {
+        let node_outputs = |pair: &mut Pair, target: usize, input: Input| {
+            pair.nodes[target]
+                .input(input)
+                .into_iter()
+                .map(|output| (target, output))
+                .collect::<Vec<_>>()
+        };
+        match output {
+            Output::Flush { .. } if self.hold_flushes[index] => {
+                self.held.push((index, output));
+                Vec::new()
+            }
+            Output::Flush { flush_id, sync } => {
+                let result = self.nodes[index]
+                    .sync(&sync)
+                    .map_err(|error| error.to_string());
+                node_outputs(self, index, Input::FlushCompleted { flush_id, result })
+            }
+            Output::PeerRequest {
+                peer,
+                id,
+                api_version,
+                body,
+            } => self.deliver_peer_request(index, peer, id, api_version, *body),
+            Output::Respond {
+                connection,
+                response,
+            } if connection.0 >= 100 => {
+                let to = (connection.0 - 100) as usize;
+                let id = PeerRequestId(response.correlation_id as u64);
+                self.in_flight.retain(|pending| *pending != (to, id));
+                let decoded = decode(&response);
+                node_outputs(
+                    self,
+                    to,
+                    Input::PeerResponse {
+                        peer: BrokerId(index as i32),
+                        id,
+                        result: Ok(Box::new(decoded)),
+                    },
+                )
+            }
+            other => {
+                self.client.push(other);
+                Vec::new()
+            }
+        }
+    }
+
+    /// Node `from`'s request to `peer`, unless `from` is cut off.
+    fn deliver_peer_request(
+        &mut self,
+        from: usize,
+        peer: BrokerId,
+        id: PeerRequestId,
+        api_version: i16,
+        body: RequestKind,
+    ) -> Vec<(usize, Output<File>)> {
+        assert!(
+            !self.in_flight.iter().any(|(node, _)| *node == from),
+            "one fetch in flight per leader"
+        );
+        self.in_flight.push((from, id));
+        if self.cut_off[from] {
+            return Vec::new();
+        }
+        let target = peer.0 as usize;
+        let request = Request {
+            api_key: crate::protocol::codec::RequestApiKey::api_key(&body),
+            api_version,
+            correlation_id: id.0 as i32,
+            client_id: None,
+            body,
+        };
+        let input = Input::Request {
+            connection: peer_connection(from),
+            request: Box::new(request),
+        };
+        self.nodes[target]
+            .input(input)
+            .into_iter()
+            .map(|output| (target, output))
+            .collect()
+    }
+
+    /// Completes the held fsyncs of node `index`.
+    fn release_flushes(&mut self, index: usize) {
+        self.hold_flushes[index] = false;
+        let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|(node, _)| *node == index);
+        self.held = others;
+        for (node, output) in mine {
+            self.settle(node, vec![output]);
+        }
+    }
+
+    /// Moves both clocks forward and ticks both brokers.
+    fn advance(&mut self, ms: u64) {
+        for index in [LEADER, FOLLOWER] {
+            let node = &mut self.nodes[index];
+            node.now = node.now.plus(ms);
+            let out = node.input(Input::Tick);
+            self.settle(index, out);
+        }
+    }
+
+    /// A client request to node `index`; returns what the clients got back once settled.
+    fn request(&mut self, index: usize, api_version: i16, body: RequestKind) -> Vec<Output<File>> {
+        let out = self.nodes[index].request(api_version, body);
+        self.settle(index, out);
+        std::mem::take(&mut self.client)
+    }
+
+    fn produce(&mut self, acks: i16, timeout_ms: i32, text: &str) -> Vec<Output<File>> {
+        let data = TopicProduceData::default()
+            .with_name(topic_name("t"))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(value(text)))]);
+        let body = ProduceRequest::default()
+            .with_acks(acks)
+            .with_timeout_ms(timeout_ms)
+            .with_topic_data(vec![data]);
+        self.request(LEADER, 9, RequestKind::Produce(body))
+    }
+
+    /// The follower's fetch in flight fails (as a broken connection would).
+    fn fail_follower_fetch(&mut self) {
+        let pending: Vec<_> = std::mem::take(&mut self.in_flight);
+        for (from, id) in pending {
+            let out = self.nodes[from].input(Input::PeerResponse {
+                peer: BrokerId(0),
+                id,
+                result: Err("connection lost".to_owned()),
+            });
+            self.settle(from, out);
+        }
+    }
+
+    fn log_bytes(&self, index: usize) -> Vec<u8> {
+        let log = &self.partition(index).log;
+        match log
+            .read(0, log.log_end_offset(), u64::MAX)
+            .expect("readable")
+        {
+            crate::log::LogRead::Records {
+                file,
+                position,
+                len,
+            } => {
+                let mut buffer = vec![0; len as usize];
+                file.read_exact_at(&mut buffer, position).expect("read");
+                buffer
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// A response as the peer's driver sees it: encoded (file ranges read), then decoded.
+fn decode(response: &Response<File>) -> ResponseKind {
+    let mut frame = Vec::new();
+    for chunk in response.encode().expect("encodes") {
+        match chunk {
+            crate::protocol::fetch_response::Chunk::Bytes(bytes) => frame.extend_from_slice(&bytes),
+            crate::protocol::fetch_response::Chunk::File {
+                file,
+                position,
+                len,
+            } => {
+                let mut buffer = vec![0; len as usize];
+                file.read_exact_at(&mut buffer, position).expect("read");
+                frame.extend_from_slice(&buffer);
+            }
+        }
+    }
+    let (correlation_id, body) = crate::protocol::codec::decode_response(
+        Bytes::from(frame).slice(4..),
+        response.api_key,
+        response.api_version,
+    )
+    .expect("decodes");
+    assert_eq!(correlation_id, response.correlation_id);
+    body
+}
+
+fn produce_result(outputs: Vec<Output<File>>) -> (ErrorCode, i64) {
+    let (code, offset) = produced_offset(outputs);
+    (ErrorCode::from_code(code), offset)
+}
+
+fn isr(pair: &Pair) -> Vec<i32> {
+    pair.partition(LEADER).isr.iter().map(|id| id.0).collect()
+}
+
+#[test]
+fn acks_all_waits_for_the_follower_which_copies_the_log_and_learns_the_high_watermark() {
+    let mut pair = Pair::new(&[]);
+    assert_eq!(
+        produce_result(pair.produce(-1, 30_000, "a")),
+        (ErrorCode::None, 0)
+    );
+    assert_eq!(pair.partition(FOLLOWER).log.log_end_offset(), 1);
+    assert_eq!(pair.partition(LEADER).high_watermark(), 1);
+    assert_eq!(
+        pair.partition(FOLLOWER).high_watermark(),
+        0,
+        "the follower learns the new high watermark from the next fetch response"
+    );
+    pair.advance(500);
+    assert_eq!(pair.partition(FOLLOWER).high_watermark(), 1);
+    for index in 1..6 {
+        let text = format!("v{index}");
+        assert_eq!(
+            produce_result(pair.produce(1, 30_000, &text)),
+            (ErrorCode::None, index)
+        );
+    }
+    pair.advance(500);
+    assert_eq!(pair.partition(FOLLOWER).high_watermark(), 6);
+    assert_eq!(
+        pair.log_bytes(LEADER),
+        pair.log_bytes(FOLLOWER),
+        "the follower's log is the leader's, byte for byte (offsets and epochs kept)"
+    );
+    assert_eq!(isr(&pair), vec![0, 1]);
+}
+
+#[test]
+fn acks_all_times_out_while_the_follower_is_away_then_the_isr_shrinks_and_expands() {
+    let mut pair = Pair::new(&[("min.insync.replicas", "2")]);
+    pair.cut_off[FOLLOWER] = true;
+    pair.fail_follower_fetch();
+    assert!(
+        pair.produce(-1, 1_000, "a").is_empty(),
+        "acks=all waits for the follower"
+    );
+    pair.advance(1_000);
+    let timed_out = std::mem::take(&mut pair.client);
+    assert_eq!(produce_result(timed_out), (ErrorCode::RequestTimedOut, -1));
+    assert_eq!(
+        isr(&pair),
+        vec![0, 1],
+        "not yet lagging for replica.lag.time.max.ms"
+    );
+    assert_eq!(pair.partition(LEADER).high_watermark(), 0);
+
+    pair.advance(LAG_MS - 1_000);
+    assert_eq!(
+        isr(&pair),
+        vec![0, 1],
+        "lagging exactly replica.lag.time.max.ms is in sync"
+    );
+    pair.advance(1);
+    assert_eq!(isr(&pair), vec![0], "the follower left the ISR");
+    assert_eq!(
+        pair.partition(LEADER).high_watermark(),
+        1,
+        "the high watermark follows the smaller ISR"
+    );
+    assert_eq!(
+        produce_result(pair.produce(-1, 1_000, "b")).0,
+        ErrorCode::NotEnoughReplicas
+    );
+    assert_eq!(
+        produce_result(pair.produce(1, 1_000, "c")),
+        (ErrorCode::None, 1),
+        "acks=1 does not need the ISR"
+    );
+
+    pair.cut_off[FOLLOWER] = false;
+    pair.fail_follower_fetch();
+    pair.advance(1_000);
+    assert_eq!(
+        isr(&pair),
+        vec![0, 1],
+        "caught up, the follower is back in the ISR"
+    );
+    assert_eq!(pair.partition(FOLLOWER).log.log_end_offset(), 2);
+    assert_eq!(
+        produce_result(pair.produce(-1, 1_000, "d")),
+        (ErrorCode::None, 2)
+    );
+    assert_eq!(pair.log_bytes(LEADER), pair.log_bytes(FOLLOWER));
+}
+
+/// Kafka's `DelayedProduce`: once the high watermark passes the append, acks=all still fails
+/// if the ISR shrank below `min.insync.replicas` meanwhile; with `min.insync.replicas=1` the
+/// leader alone acknowledges it (the catalogue's "acks=all with a shrunk ISR").
+#[test]
+fn an_isr_shrink_under_a_waiting_acks_all_decides_by_min_insync_replicas() {
+    for (min_insync, expected) in [
+        ("2", (ErrorCode::NotEnoughReplicasAfterAppend, -1)),
+        ("1", (ErrorCode::None, 0)),
+    ] {
+        let mut pair = Pair::new(&[("min.insync.replicas", min_insync)]);
+        pair.cut_off[FOLLOWER] = true;
+        pair.fail_follower_fetch();
+        assert!(pair.produce(-1, 60_000, "a").is_empty());
+        pair.advance(LAG_MS + 1);
+        let answered = std::mem::take(&mut pair.client);
+        assert_eq!(
+            produce_result(answered),
+            expected,
+            "min.insync.replicas={min_insync}"
+        );
+    }
+}
+
+#[test]
+fn a_follower_refuses_clients_with_not_leader_or_follower() {
+    let mut pair = Pair::new(&[]);
+    let produced = {
+        let out = pair.nodes[FOLLOWER].produce("t", 0, 1, value("x"));
+        pair.settle(FOLLOWER, out);
+        std::mem::take(&mut pair.client)
+    };
+    assert_eq!(produce_result(produced).0, ErrorCode::NotLeaderOrFollower);
+    let fetched = {
+        let out = pair.nodes[FOLLOWER].fetch("t", 0, 0, 0);
+        pair.settle(FOLLOWER, out);
+        std::mem::take(&mut pair.client)
+    };
+    let Some(Output::Respond {
+        response: Response {
+            body: ResponseBody::Fetch(parts),
+            ..
+        },
+        ..
+    }) = fetched.into_iter().next()
+    else {
+        panic!("expected a fetch response")
+    };
+    assert_eq!(
+        ErrorCode::from_code(parts.topics[0].partitions[0].error_code),
+        ErrorCode::NotLeaderOrFollower
+    );
+}
+
+/// With `flush.messages=1` a follower reports an append (by fetching past it) only once its
+/// fsync is done, so acks=all never counts a follower's unsynced copy.
+#[test]
+fn with_flush_messages_1_the_follower_reports_only_durable_appends() {
+    let mut pair = Pair::new(&[("flush.messages", "1")]);
+    pair.hold_flushes[FOLLOWER] = true;
+    assert!(pair.produce(-1, 30_000, "a").is_empty());
+    assert_eq!(pair.partition(FOLLOWER).log.log_end_offset(), 1, "appended");
+    assert_eq!(
+        pair.partition(LEADER).high_watermark(),
+        0,
+        "the leader has not heard of it"
+    );
+    pair.advance(500);
+    assert!(pair.client.is_empty(), "still not acknowledged");
+    pair.release_flushes(FOLLOWER);
+    assert_eq!(pair.partition(LEADER).high_watermark(), 1);
+    assert_eq!(
+        produce_result(std::mem::take(&mut pair.client)),
+        (ErrorCode::None, 0)
+    );
+}
