@@ -21,6 +21,7 @@
 pub mod broker;
 pub mod client;
 pub mod config;
+pub mod controller;
 pub mod log;
 pub mod protocol;
 #[allow(

@@ -13,6 +13,16 @@ pub struct BrokerId(pub i32);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LeaderEpoch(pub i32);
 
+/// A broker's registration epoch: a new one each time it registers with the controller.
+/// Heartbeats and AlterPartition requests carrying an older one are stale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BrokerEpoch(pub i64);
+
+/// A partition epoch: bumped by every change of a partition's leader or ISR, so AlterPartition
+/// is a compare-and-set on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PartitionEpoch(pub i32);
+
 /// Milliseconds of the driver's monotonic clock (simulated under madsim). State machines take
 /// `now: Millis` as an argument and never read a clock themselves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

@@ -36,6 +36,11 @@ pub enum ErrorCode {
     UnknownLeaderEpoch = 75,
     UnknownTopicId = 100,
     InvalidRecord = 87,
+    NotController = 41,
+    StaleBrokerEpoch = 77,
+    InvalidUpdateVersion = 95,
+    BrokerIdNotRegistered = 102,
+    IneligibleReplica = 107,
 }
 
 impl ErrorCode {
@@ -102,7 +107,7 @@ impl ErrorCode {
     }
 }
 
-const ALL: [ErrorCode; 30] = [
+const ALL: [ErrorCode; 35] = [
     ErrorCode::UnknownServerError,
     ErrorCode::None,
     ErrorCode::OffsetOutOfRange,
@@ -133,6 +138,11 @@ const ALL: [ErrorCode; 30] = [
     ErrorCode::UnknownLeaderEpoch,
     ErrorCode::UnknownTopicId,
     ErrorCode::InvalidRecord,
+    ErrorCode::NotController,
+    ErrorCode::StaleBrokerEpoch,
+    ErrorCode::InvalidUpdateVersion,
+    ErrorCode::BrokerIdNotRegistered,
+    ErrorCode::IneligibleReplica,
 ];
 
 #[cfg(test)]
@@ -147,6 +157,25 @@ mod tests {
         assert_eq!(ErrorCode::InvalidRecord.code(), 87);
         assert_eq!(ErrorCode::from_code(36), ErrorCode::TopicAlreadyExists);
         assert_eq!(ErrorCode::from_code(12_345), ErrorCode::UnknownServerError);
+    }
+
+    /// Every code against kafka-protocol's table (generated from Kafka's `Errors.java`): the
+    /// same number under the same name.
+    #[test]
+    fn every_code_is_kafkas_under_its_name() {
+        for error in ALL {
+            if error == ErrorCode::None {
+                continue;
+            }
+            let theirs =
+                kafka_protocol::ResponseError::try_from_code(error.code()).expect("not NONE");
+            assert_eq!(
+                format!("{theirs:?}"),
+                format!("{error:?}"),
+                "code {}",
+                error.code()
+            );
+        }
     }
 
     #[test]
