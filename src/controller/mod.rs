@@ -16,6 +16,7 @@
 //! - AlterPartition from a leader, a compare-and-set on the partition epoch.
 
 pub mod image;
+pub mod node;
 pub mod records;
 
 use std::collections::BTreeMap;

@@ -260,7 +260,10 @@ impl RequestApiKey for RequestKind {
             RequestKind::ApiVersions(_) => ApiKey::ApiVersions,
             RequestKind::CreateTopics(_) => ApiKey::CreateTopics,
             RequestKind::DeleteRecords(_) => ApiKey::DeleteRecords,
-            other => panic!("seedlog's client never sends {other:?}"),
+            RequestKind::BrokerRegistration(_) => ApiKey::BrokerRegistration,
+            RequestKind::BrokerHeartbeat(_) => ApiKey::BrokerHeartbeat,
+            RequestKind::AlterPartition(_) => ApiKey::AlterPartition,
+            other => panic!("seedlog never sends {other:?}"),
         }
     }
 }

@@ -1,0 +1,826 @@
+//! A controller node (Kafka's `process.roles=controller`) as a sans-IO state machine: the
+//! [`QuorumController`]'s decisions, made durable in the metadata log `__cluster_metadata-0`
+//! before anyone hears of them. A record is *committed* once an fsync covers it; every answer
+//! (a registration's epoch, an AlterPartition's new state, a created topic) waits for the
+//! commit of the records it reports, and brokers fetch only committed records.
+//!
+//! This is a quorum of one: the log is local. The Raft quorum replaces how records become
+//! committed, not what the controller decides or what brokers see.
+//!
+//! Brokers talk to it with Kafka's own APIs: BrokerRegistration, BrokerHeartbeat,
+//! AlterPartition, CreateTopics (forwarded by brokers), and Fetch of `__cluster_metadata-0`,
+//! whose record values are encoded [`Record`]s and whose offsets are metadata offsets.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::alter_partition_response::{
+    PartitionData as AlterPartitionData, TopicData as AlterTopicData,
+};
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::{
+    AlterPartitionRequest, AlterPartitionResponse, BrokerHeartbeatRequest, BrokerHeartbeatResponse,
+    BrokerRegistrationRequest, BrokerRegistrationResponse, CreateTopicsRequest,
+    CreateTopicsResponse, FetchRequest, RequestKind, ResponseKind,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::broker::metadata::{validate_topic_name, METADATA_LOG_DIRECTORY};
+use crate::broker::{BrokerError, ConnectionId, FlushId, Input, Output, ReplyTo, ResponseBody};
+use crate::config::{BrokerConfig, TopicConfig};
+use crate::log::{FlushMark, FlushSync, LogConfig, LogRead, PartitionLog};
+use crate::protocol::codec::Request;
+use crate::protocol::fetch_response::{
+    FetchPartitionResponse, FetchResponseParts, FetchTopicResponse, RecordsSource,
+};
+use crate::protocol::record_batch::{build_batch, decode_records, validate_batch, KeyValue};
+use crate::protocol::ErrorCode;
+use crate::storage::{Storage, StorageFile};
+use crate::types::{BrokerEpoch, BrokerId, LeaderEpoch, Millis, PartitionEpoch};
+
+use super::records::Record;
+use super::{AlterPartition, ControllerConfig, QuorumController};
+
+/// The metadata log's partition name, as brokers fetch it.
+pub const METADATA_TOPIC: &str = "__cluster_metadata";
+
+fn metadata_log_config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 1 << 30,
+        index_interval_bytes: 4096,
+        flush_messages: 1,
+        flush_ms: None,
+        segment_ms: i64::MAX,
+    }
+}
+
+/// A controller node and what its driver must sync before serving.
+pub type Opened<S> = (ControllerNode<S>, Option<FlushSync<<S as Storage>::File>>);
+
+/// An answer waiting for the records it reports to be committed.
+#[derive(Debug)]
+struct Pending<F> {
+    /// The log end after its records.
+    end: i64,
+    output: Output<F>,
+}
+
+/// A broker's metadata fetch waiting for new committed records.
+#[derive(Debug)]
+struct ParkedFetch {
+    reply_to: ReplyTo,
+    request: FetchRequest,
+    deadline: Millis,
+}
+
+/// A controller node.
+#[derive(Debug)]
+pub struct ControllerNode<S: Storage> {
+    controller: QuorumController,
+    /// Defaults topic configs are validated against.
+    defaults: BrokerConfig,
+    log: PartitionLog<S>,
+    flushes: BTreeMap<FlushId, FlushMark>,
+    next_flush_id: u64,
+    pending: Vec<Pending<S::File>>,
+    fetches: Vec<ParkedFetch>,
+    /// The metadata offset each broker must have reached (its registration record applied)
+    /// before a heartbeat may unfence it.
+    registered_at: BTreeMap<BrokerId, i64>,
+}
+
+impl<S: Storage> ControllerNode<S> {
+    /// Opens the metadata log, replays it, and starts every broker's session at `now`.
+    /// Returns what the caller must sync before serving (what recovery found past the last
+    /// fsync: a crash may have left it in the page cache only).
+    pub fn open(
+        config: ControllerConfig,
+        defaults: BrokerConfig,
+        storage: S,
+        seed: u64,
+        now: Millis,
+    ) -> Result<Opened<S>, BrokerError> {
+        let (mut log, _report) = PartitionLog::open(
+            storage,
+            METADATA_LOG_DIRECTORY,
+            metadata_log_config(),
+            0,
+            now,
+        )?;
+        let to_sync = log.start_flush(now).map(|(sync, mark)| {
+            log.flush_completed(mark);
+            sync
+        });
+        let mut node = ControllerNode {
+            controller: QuorumController::new(config, seed),
+            defaults,
+            log,
+            flushes: BTreeMap::new(),
+            next_flush_id: 0,
+            pending: Vec::new(),
+            fetches: Vec::new(),
+            registered_at: BTreeMap::new(),
+        };
+        for (offset, record) in node.read_records(0)? {
+            node.note(offset, &record);
+            node.controller
+                .replay(&record)
+                .map_err(|error| BrokerError::DataDirectory(format!("metadata log: {error}")))?;
+        }
+        node.controller.activate(now);
+        Ok((node, to_sync))
+    }
+
+    /// The decisions and the image.
+    pub fn controller(&self) -> &QuorumController {
+        &self.controller
+    }
+
+    /// Records below this offset are committed.
+    pub fn committed(&self) -> i64 {
+        self.log.recovery_point()
+    }
+
+    fn note(&mut self, offset: i64, record: &Record) {
+        if let Record::RegisterBroker { broker, .. } = record {
+            self.registered_at.insert(*broker, offset + 1);
+        }
+    }
+
+    /// Every record from `offset` on, with its offset.
+    fn read_records(&self, mut offset: i64) -> Result<Vec<(i64, Record)>, BrokerError> {
+        let mut records = Vec::new();
+        let end = self.log.log_end_offset();
+        while offset < end {
+            let LogRead::Records {
+                file,
+                position,
+                len,
+            } = self.log.read(offset, end, 1 << 20)?
+            else {
+                break;
+            };
+            let mut bytes = vec![0; len as usize];
+            file.read_exact_at(&mut bytes, position)
+                .map_err(crate::log::LogError::from)?;
+            let decoded = decode_records(&bytes.into())
+                .map_err(|error| BrokerError::DataDirectory(error.to_string()))?;
+            for record in decoded {
+                let value = record.value.as_deref().unwrap_or_default();
+                let parsed = Record::decode(value)
+                    .map_err(|error| BrokerError::DataDirectory(error.to_string()))?;
+                records.push((record.offset, parsed));
+                offset = record.offset + 1;
+            }
+        }
+        Ok(records)
+    }
+
+    /// Reacts to one input.
+    pub fn handle(&mut self, now: Millis, input: Input, out: &mut Vec<Output<S::File>>) {
+        match input {
+            Input::Request {
+                connection,
+                request,
+            } => self.on_request(now, connection, *request, out),
+            Input::FlushCompleted { flush_id, result } => {
+                let mark = self
+                    .flushes
+                    .remove(&flush_id)
+                    .expect("completion of an unknown flush");
+                if let Err(error) = result {
+                    // Whether the records are on disk is unknown: Kafka's controller halts.
+                    panic!("fsync of the metadata log failed: {error}");
+                }
+                self.log.flush_completed(mark);
+                self.release(now, out);
+            }
+            Input::ConnectionClosed { connection } => {
+                self.fetches
+                    .retain(|fetch| fetch.reply_to.connection != connection);
+                self.pending.retain(|pending| match &pending.output {
+                    Output::Respond { connection: to, .. } => *to != connection,
+                    _ => true,
+                });
+            }
+            Input::PeerResponse { .. } => {}
+            Input::Tick => {
+                let records = self.controller.tick(now);
+                if !records.is_empty() {
+                    self.append(now, &records, out);
+                }
+                self.answer_fetches(now, out);
+            }
+            Input::Shutdown => out.push(Output::Stopped { clean: false }),
+        }
+    }
+
+    /// The earliest session expiry or parked fetch deadline.
+    pub fn next_deadline(&self) -> Option<Millis> {
+        let fetches = self.fetches.iter().map(|fetch| fetch.deadline);
+        fetches.chain(self.controller.next_deadline()).min()
+    }
+
+    /// The image's invariants and the log's.
+    pub fn check_invariants(&self) {
+        self.log.check_invariants();
+        self.controller.image().check_invariants();
+        for pending in &self.pending {
+            assert!(
+                pending.end > self.committed(),
+                "a committed answer is not held back"
+            );
+        }
+    }
+
+    fn on_request(
+        &mut self,
+        now: Millis,
+        connection: ConnectionId,
+        request: Request,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let reply_to = ReplyTo::new(connection, &request);
+        let api_version = request.api_version;
+        match request.body {
+            RequestKind::BrokerRegistration(body) => {
+                self.on_registration(now, reply_to, &body, out)
+            }
+            RequestKind::BrokerHeartbeat(body) => self.on_heartbeat(now, reply_to, &body, out),
+            RequestKind::AlterPartition(body) => self.on_alter_partition(now, reply_to, &body, out),
+            RequestKind::CreateTopics(body) => {
+                self.on_create_topics(now, reply_to, api_version, &body, out)
+            }
+            RequestKind::Fetch(body) => self.on_fetch(now, reply_to, body, out),
+            other => out.push(Output::Close {
+                connection,
+                reason: format!(
+                    "a controller does not answer {:?}",
+                    crate::protocol::codec::RequestApiKey::api_key(&other)
+                ),
+            }),
+        }
+    }
+
+    /// Appends records as one batch and starts its fsync; returns the log end after them.
+    fn append(&mut self, now: Millis, records: &[Record], out: &mut Vec<Output<S::File>>) -> i64 {
+        let base = self.log.log_end_offset();
+        for (index, record) in records.iter().enumerate() {
+            self.note(base + index as i64, record);
+        }
+        let values: Vec<Vec<u8>> = records.iter().map(Record::encode).collect();
+        let entries: Vec<KeyValue<'_>> = values
+            .iter()
+            .map(|value| (None, Some(value.as_slice())))
+            .collect();
+        let mut batch = build_batch(&entries, 0).to_vec();
+        let header = validate_batch(&batch).expect("a freshly built batch is valid");
+        if let Err(error) = self.log.append(&mut batch, &header, 0) {
+            panic!("append to the metadata log failed: {error}");
+        }
+        if let Some((sync, mark)) = self.log.start_flush(now) {
+            self.next_flush_id += 1;
+            let flush_id = FlushId(self.next_flush_id);
+            self.flushes.insert(flush_id, mark);
+            out.push(Output::Flush { flush_id, sync });
+        }
+        self.log.log_end_offset()
+    }
+
+    /// Sends `output` once everything below `end` is committed.
+    fn reply_at(&mut self, end: i64, output: Output<S::File>, out: &mut Vec<Output<S::File>>) {
+        if end <= self.committed() {
+            out.push(output);
+        } else {
+            self.pending.push(Pending { end, output });
+        }
+    }
+
+    /// Answers what a commit released, in arrival order, and feeds parked fetches.
+    fn release(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+        let committed = self.committed();
+        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|pending| pending.end <= committed);
+        self.pending = waiting;
+        out.extend(ready.into_iter().map(|pending| pending.output));
+        self.answer_fetches(now, out);
+    }
+
+    fn on_registration(
+        &mut self,
+        now: Millis,
+        reply_to: ReplyTo,
+        body: &BrokerRegistrationRequest,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let broker = BrokerId(body.broker_id.0);
+        let (host, port) = body
+            .listeners
+            .first()
+            .map_or((String::new(), 0), |listener| {
+                (listener.host.to_string(), i32::from(listener.port))
+            });
+        let (epoch, records) = self.controller.register_broker(now, broker, &host, port);
+        tracing::info!(broker = broker.0, epoch = epoch.0, %host, port, "broker registered");
+        let end = self.append(now, &records, out);
+        let response = BrokerRegistrationResponse::default().with_broker_epoch(epoch.0);
+        let output = reply_to.respond(ResponseBody::message(ResponseKind::BrokerRegistration(
+            response,
+        )));
+        self.reply_at(end, output, out);
+    }
+
+    fn on_heartbeat(
+        &mut self,
+        now: Millis,
+        reply_to: ReplyTo,
+        body: &BrokerHeartbeatRequest,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let broker = BrokerId(body.broker_id.0);
+        let caught_up = self
+            .registered_at
+            .get(&broker)
+            .is_some_and(|at| body.current_metadata_offset >= *at && *at <= self.committed());
+        let mut response = BrokerHeartbeatResponse::default().with_is_caught_up(caught_up);
+        let result = self.controller.heartbeat(
+            now,
+            broker,
+            BrokerEpoch(body.broker_epoch),
+            caught_up && !body.want_fence,
+        );
+        let end = match result {
+            Ok((reply, records)) => {
+                response.is_fenced = reply.fenced;
+                if records.is_empty() {
+                    self.committed()
+                } else {
+                    self.append(now, &records, out)
+                }
+            }
+            Err((error, message)) => {
+                tracing::warn!(broker = broker.0, %message, "heartbeat refused");
+                response.error_code = error.code();
+                response.is_fenced = true;
+                self.committed()
+            }
+        };
+        let output = reply_to.respond(ResponseBody::message(ResponseKind::BrokerHeartbeat(
+            response,
+        )));
+        self.reply_at(end, output, out);
+    }
+
+    fn on_alter_partition(
+        &mut self,
+        now: Millis,
+        reply_to: ReplyTo,
+        body: &AlterPartitionRequest,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let mut response = AlterPartitionResponse::default();
+        let mut records = Vec::new();
+        for topic in &body.topics {
+            let mut answers = AlterTopicData::default().with_topic_id(topic.topic_id);
+            for data in &topic.partitions {
+                let new_isr = if data.new_isr_with_epochs.is_empty() {
+                    data.new_isr.iter().map(|id| BrokerId(id.0)).collect()
+                } else {
+                    data.new_isr_with_epochs
+                        .iter()
+                        .map(|member| BrokerId(member.broker_id.0))
+                        .collect()
+                };
+                let request = AlterPartition {
+                    broker: BrokerId(body.broker_id.0),
+                    broker_epoch: BrokerEpoch(body.broker_epoch),
+                    topic_id: topic.topic_id,
+                    partition: data.partition_index,
+                    leader_epoch: LeaderEpoch(data.leader_epoch),
+                    partition_epoch: PartitionEpoch(data.partition_epoch),
+                    new_isr,
+                };
+                let mut answer =
+                    AlterPartitionData::default().with_partition_index(data.partition_index);
+                match self.controller.alter_partition(&request) {
+                    Ok((state, changes)) => {
+                        records.extend(changes);
+                        answer.leader_id = kafka_protocol::messages::BrokerId(state.leader.0);
+                        answer.leader_epoch = state.leader_epoch.0;
+                        answer.partition_epoch = state.partition_epoch.0;
+                        answer.isr = state
+                            .isr
+                            .iter()
+                            .map(|id| kafka_protocol::messages::BrokerId(id.0))
+                            .collect();
+                    }
+                    Err((error, message)) => {
+                        tracing::info!(%message, "AlterPartition refused");
+                        answer.error_code = error.code();
+                    }
+                }
+                answers.partitions.push(answer);
+            }
+            response.topics.push(answers);
+        }
+        let end = if records.is_empty() {
+            self.committed()
+        } else {
+            self.append(now, &records, out)
+        };
+        let output = reply_to.respond(ResponseBody::message(ResponseKind::AlterPartition(
+            response,
+        )));
+        self.reply_at(end, output, out);
+    }
+
+    fn on_create_topics(
+        &mut self,
+        now: Millis,
+        reply_to: ReplyTo,
+        api_version: i16,
+        body: &CreateTopicsRequest,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let mut response = CreateTopicsResponse::default();
+        let mut records = Vec::new();
+        for topic in &body.topics {
+            let name = topic.name.to_string();
+            let configs: BTreeMap<String, String> = topic
+                .configs
+                .iter()
+                .filter_map(|config| {
+                    config
+                        .value
+                        .as_ref()
+                        .map(|value| (config.name.to_string(), value.to_string()))
+                })
+                .collect();
+            let partitions = if topic.num_partitions == -1 {
+                self.defaults.num_partitions
+            } else {
+                topic.num_partitions
+            };
+            let factor = if topic.replication_factor == -1 {
+                self.defaults.default_replication_factor
+            } else {
+                topic.replication_factor
+            };
+            let outcome = validate_topic_name(&name)
+                .map_err(|message| (ErrorCode::InvalidTopicException, message))
+                .and_then(|()| {
+                    TopicConfig::with_overrides(&self.defaults, &configs)
+                        .map_err(|error| (ErrorCode::InvalidConfig, error.to_string()))
+                })
+                .and_then(|_| {
+                    self.controller
+                        .create_topic(&name, partitions, factor, configs.clone())
+                });
+            let mut result = CreatableTopicResult::default()
+                .with_name(topic.name.clone())
+                .with_error_message(None);
+            match outcome {
+                Ok((topic_id, created)) => {
+                    records.extend(created);
+                    if api_version >= 5 {
+                        result.num_partitions = partitions;
+                        result.replication_factor = factor;
+                    }
+                    if api_version >= 7 {
+                        result.topic_id = topic_id;
+                    }
+                }
+                Err((error, message)) => {
+                    result.error_code = error.code();
+                    result.error_message = Some(StrBytes::from_string(message));
+                }
+            }
+            response.topics.push(result);
+        }
+        let end = if records.is_empty() {
+            self.committed()
+        } else {
+            self.append(now, &records, out)
+        };
+        let output = reply_to.respond(ResponseBody::message(ResponseKind::CreateTopics(response)));
+        self.reply_at(end, output, out);
+    }
+
+    fn on_fetch(
+        &mut self,
+        now: Millis,
+        reply_to: ReplyTo,
+        request: FetchRequest,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let (parts, has_records) = self.read_metadata(&request);
+        if has_records || request.max_wait_ms <= 0 {
+            out.push(reply_to.respond(ResponseBody::Fetch(parts)));
+        } else {
+            self.fetches.push(ParkedFetch {
+                reply_to,
+                deadline: now.plus(request.max_wait_ms as u64),
+                request,
+            });
+        }
+    }
+
+    /// Answers parked fetches that have new records or whose deadline passed.
+    fn answer_fetches(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+        for fetch in std::mem::take(&mut self.fetches) {
+            let (parts, has_records) = self.read_metadata(&fetch.request);
+            if has_records || now >= fetch.deadline {
+                out.push(fetch.reply_to.respond(ResponseBody::Fetch(parts)));
+            } else {
+                self.fetches.push(fetch);
+            }
+        }
+    }
+
+    /// Committed metadata records from the fetch offset of `__cluster_metadata-0`; any other
+    /// partition is UNKNOWN_TOPIC_OR_PARTITION.
+    fn read_metadata(&self, request: &FetchRequest) -> (FetchResponseParts<S::File>, bool) {
+        let committed = self.committed();
+        let mut has_records = false;
+        let topics = request
+            .topics
+            .iter()
+            .map(|topic| {
+                let partitions = topic
+                    .partitions
+                    .iter()
+                    .map(|wanted| {
+                        let mut entry = FetchPartitionResponse {
+                            partition_index: wanted.partition,
+                            error_code: 0,
+                            high_watermark: committed,
+                            last_stable_offset: committed,
+                            log_start_offset: self.log.log_start_offset(),
+                            records: RecordsSource::Empty,
+                        };
+                        if topic.topic.as_str() != METADATA_TOPIC || wanted.partition != 0 {
+                            entry.error_code = ErrorCode::UnknownTopicOrPartition.code();
+                            return entry;
+                        }
+                        let max_bytes = wanted.partition_max_bytes.max(1) as u64;
+                        match self.log.read(wanted.fetch_offset, committed, max_bytes) {
+                            Ok(LogRead::Records {
+                                file,
+                                position,
+                                len,
+                            }) => {
+                                has_records = true;
+                                entry.records = RecordsSource::File {
+                                    file,
+                                    position,
+                                    len,
+                                };
+                            }
+                            Ok(LogRead::Empty) => {}
+                            Ok(LogRead::OutOfRange) => {
+                                entry.error_code = ErrorCode::OffsetOutOfRange.code();
+                            }
+                            Err(error) => {
+                                tracing::error!(%error, "metadata log read failed");
+                                entry.error_code = ErrorCode::KafkaStorageError.code();
+                            }
+                        }
+                        entry
+                    })
+                    .collect();
+                FetchTopicResponse {
+                    topic: topic.topic.to_string(),
+                    topic_id: topic.topic_id,
+                    partitions,
+                }
+            })
+            .collect();
+        let parts = FetchResponseParts {
+            error_code: 0,
+            session_id: 0,
+            topics,
+        };
+        (parts, has_records)
+    }
+}
+
+impl<S: Storage> crate::state_machine::StateMachine for ControllerNode<S> {
+    type Input = Input;
+    type Output = Output<S::File>;
+
+    fn handle(&mut self, now: Millis, input: Input, out: &mut Vec<Output<S::File>>) {
+        ControllerNode::handle(self, now, input, out);
+    }
+
+    fn next_deadline(&self) -> Option<Millis> {
+        ControllerNode::next_deadline(self)
+    }
+
+    fn check_invariants(&self) {
+        ControllerNode::check_invariants(self);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::broker_registration_request::Listener;
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::TopicName;
+
+    use super::*;
+    use crate::broker::Response;
+    use crate::storage::memory::{MemoryFile, MemoryStorage};
+
+    struct Node {
+        machine: ControllerNode<MemoryStorage>,
+        storage: MemoryStorage,
+        now: Millis,
+        correlation_id: i32,
+    }
+
+    impl Node {
+        fn open(storage: MemoryStorage) -> Node {
+            let (node, to_sync) = ControllerNode::open(
+                ControllerConfig::default(),
+                BrokerConfig::default(),
+                storage.clone(),
+                3,
+                Millis(0),
+            )
+            .expect("opens");
+            if let Some(sync) = to_sync {
+                sync.complete_now(&storage).expect("sync");
+            }
+            Node {
+                machine: node,
+                storage,
+                now: Millis(0),
+                correlation_id: 0,
+            }
+        }
+
+        /// Sends a request, completes every fsync, returns the one response body.
+        fn call(&mut self, api_version: i16, body: RequestKind) -> ResponseBody<MemoryFile> {
+            self.correlation_id += 1;
+            let request = Request {
+                api_key: crate::protocol::codec::RequestApiKey::api_key(&body),
+                api_version,
+                correlation_id: self.correlation_id,
+                client_id: None,
+                body,
+            };
+            let mut pending = Vec::new();
+            self.machine.handle(
+                self.now,
+                Input::Request {
+                    connection: ConnectionId(1),
+                    request: Box::new(request),
+                },
+                &mut pending,
+            );
+            let mut responses = Vec::new();
+            while let Some(output) = pending.pop() {
+                match output {
+                    Output::Flush { flush_id, sync } => {
+                        assert!(responses.is_empty(), "an answer before its commit");
+                        let result = sync.complete_now(&self.storage).map_err(|e| e.to_string());
+                        self.machine.handle(
+                            self.now,
+                            Input::FlushCompleted { flush_id, result },
+                            &mut pending,
+                        );
+                    }
+                    Output::Respond {
+                        response: Response { body, .. },
+                        ..
+                    } => responses.push(body),
+                    other => panic!("unexpected {other:?}"),
+                }
+                self.machine.check_invariants();
+            }
+            assert_eq!(responses.len(), 1);
+            responses.pop().expect("one")
+        }
+
+        fn message(&mut self, api_version: i16, body: RequestKind) -> ResponseKind {
+            match self.call(api_version, body) {
+                ResponseBody::Message(body) => *body,
+                ResponseBody::Fetch(_) => panic!("not a message"),
+            }
+        }
+
+        fn register(&mut self, broker: i32) -> i64 {
+            let listener = Listener::default()
+                .with_name(StrBytes::from_static_str("PLAINTEXT"))
+                .with_host(StrBytes::from_static_str("localhost"))
+                .with_port(9092);
+            let body = BrokerRegistrationRequest::default()
+                .with_broker_id(kafka_protocol::messages::BrokerId(broker))
+                .with_listeners(vec![listener]);
+            let ResponseKind::BrokerRegistration(response) =
+                self.message(1, RequestKind::BrokerRegistration(body))
+            else {
+                panic!("registration")
+            };
+            assert_eq!(response.error_code, 0);
+            response.broker_epoch
+        }
+
+        fn heartbeat(&mut self, broker: i32, epoch: i64, offset: i64) -> BrokerHeartbeatResponse {
+            let body = BrokerHeartbeatRequest::default()
+                .with_broker_id(kafka_protocol::messages::BrokerId(broker))
+                .with_broker_epoch(epoch)
+                .with_current_metadata_offset(offset);
+            let ResponseKind::BrokerHeartbeat(response) =
+                self.message(1, RequestKind::BrokerHeartbeat(body))
+            else {
+                panic!("heartbeat")
+            };
+            response
+        }
+
+        /// Every committed record, through a Fetch of `__cluster_metadata-0`.
+        fn fetch_records(&mut self) -> Vec<Record> {
+            let body = FetchRequest::default().with_topics(vec![FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_static_str(METADATA_TOPIC)))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(0)
+                    .with_fetch_offset(0)
+                    .with_partition_max_bytes(1 << 20)])]);
+            let ResponseBody::Fetch(parts) = self.call(12, RequestKind::Fetch(body)) else {
+                panic!("a fetch response")
+            };
+            let RecordsSource::File {
+                file,
+                position,
+                len,
+            } = &parts.topics[0].partitions[0].records
+            else {
+                return Vec::new();
+            };
+            let mut bytes = vec![0; *len as usize];
+            file.read_exact_at(&mut bytes, *position).expect("read");
+            decode_records(&bytes.into())
+                .expect("valid")
+                .iter()
+                .map(|record| {
+                    Record::decode(record.value.as_deref().expect("value")).expect("a record")
+                })
+                .collect()
+        }
+    }
+
+    #[test]
+    fn brokers_register_catch_up_and_read_every_committed_decision_back() {
+        let storage = MemoryStorage::new();
+        let mut node = Node::open(storage.clone());
+        let epoch = node.register(1);
+        let response = node.heartbeat(1, epoch, 0);
+        assert!(
+            response.is_fenced && !response.is_caught_up,
+            "has not read its registration"
+        );
+        let response = node.heartbeat(1, epoch, 1);
+        assert!(
+            response.is_caught_up && !response.is_fenced,
+            "unfenced once caught up"
+        );
+        let topic = CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("t")))
+            .with_num_partitions(2)
+            .with_replication_factor(1);
+        let ResponseKind::CreateTopics(created) = node.message(
+            7,
+            RequestKind::CreateTopics(CreateTopicsRequest::default().with_topics(vec![topic])),
+        ) else {
+            panic!("create topics")
+        };
+        assert_eq!(created.topics[0].error_code, 0);
+        let records = node.fetch_records();
+        let kinds: Vec<&str> = records
+            .iter()
+            .map(|record| match record {
+                Record::RegisterBroker { .. } => "register",
+                Record::UnfenceBroker { .. } => "unfence",
+                Record::Topic { .. } => "topic",
+                Record::Partition { .. } => "partition",
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            ["register", "unfence", "topic", "partition", "partition"]
+        );
+        let stale = node.heartbeat(1, epoch + 5, 5);
+        assert_eq!(
+            ErrorCode::from_code(stale.error_code),
+            ErrorCode::StaleBrokerEpoch
+        );
+
+        // A restart replays the log into the same image.
+        let image = node.machine.controller().image().clone();
+        let reopened = Node::open(storage);
+        assert_eq!(reopened.machine.controller().image(), &image);
+    }
+}
