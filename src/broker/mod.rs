@@ -9,6 +9,7 @@
 //! Request handlers live one per file in `handlers/`, named `on_<api>_request`.
 
 pub mod checkpoint;
+mod cluster;
 mod controller;
 mod flush;
 mod handlers;
@@ -344,6 +345,11 @@ pub struct Broker<S: Storage> {
     requested_starts: checkpoint::RecoveryPoints,
     /// The follower side of replication: one fetch session per leader.
     fetchers: replication::ReplicaFetchers,
+    /// Membership of a cluster run by a controller (`controller.quorum.voters`); `None`: the
+    /// broker is its own controller.
+    cluster: Option<cluster::Membership>,
+    /// The last [`PeerRequestId`] handed out.
+    next_peer_request: u64,
 }
 
 impl<S: Storage> Broker<S> {
@@ -385,7 +391,9 @@ impl<S: Storage> Broker<S> {
             }
             Input::ConnectionClosed { connection } => self.purgatory.drop_connection(connection),
             Input::PeerResponse { peer, id, result } => {
-                self.on_peer_response(now, peer, id, result, out)
+                if !self.on_controller_response(now, id, &result, out) {
+                    self.on_peer_response(now, peer, id, result, out);
+                }
             }
             Input::Tick => self.on_tick(now, out),
             Input::Shutdown => self.on_shutdown(now, out),
@@ -418,6 +426,9 @@ impl<S: Storage> Broker<S> {
                     self.on_list_offsets_request(request.api_version, body),
                 ));
             }
+            RequestKind::CreateTopics(_) if self.cluster.is_some() => {
+                self.forward_create_topics(Some(reply_to), request.api_version, request.body, out);
+            }
             RequestKind::CreateTopics(_) => {
                 self.on_create_topics_request(now, reply_to, &request, out)
             }
@@ -443,6 +454,9 @@ impl<S: Storage> Broker<S> {
             self.checkpoint.next_deadline(),
             self.log_starts.next_deadline(),
             self.next_replication_deadline(),
+            self.cluster
+                .as_ref()
+                .and_then(cluster::Membership::next_deadline),
         ]
         .into_iter()
         .flatten()
@@ -461,6 +475,11 @@ impl<S: Storage> Broker<S> {
                 );
             }
         }
+    }
+
+    fn next_peer_request_id(&mut self) -> PeerRequestId {
+        self.next_peer_request += 1;
+        PeerRequestId(self.next_peer_request)
     }
 
     fn new_topic_id(&mut self) -> uuid::Uuid {

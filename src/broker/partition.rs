@@ -40,6 +40,10 @@ pub struct Partition<S: Storage> {
     pub replicas: Vec<BrokerId>,
     /// In-sync replicas.
     pub isr: Vec<BrokerId>,
+    /// The partition epoch of the controller's state this replica follows.
+    pub partition_epoch: i32,
+    /// On the leader: an ISR change sent to the controller, not yet answered.
+    pending_isr: Option<Vec<BrokerId>>,
     /// This broker.
     local: BrokerId,
     /// On the leader: what it knows of every other replica. Empty on a follower.
@@ -97,8 +101,8 @@ impl FollowerState {
 /// What a follower's fetch changed on the leader.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FollowerFetch {
-    /// The follower joined the ISR.
-    pub joined_isr: bool,
+    /// The follower may join the ISR.
+    pub may_join: bool,
 }
 
 impl<S: Storage> Partition<S> {
@@ -117,6 +121,8 @@ impl<S: Storage> Partition<S> {
             leader_epoch: LeaderEpoch(0),
             replicas: vec![leader],
             isr: vec![leader],
+            partition_epoch: 0,
+            pending_isr: None,
             local: leader,
             followers: BTreeMap::new(),
             leader_epoch_start_offset: 0,
@@ -192,7 +198,7 @@ impl<S: Storage> Partition<S> {
             .front()
             .map_or(self.log.log_end_offset(), |(base, _)| *base);
         let candidate = if self.is_leader() {
-            self.isr
+            self.maximal_isr()
                 .iter()
                 .filter_map(|member| self.followers.get(member))
                 .map(|follower| follower.log_end_offset)
@@ -265,9 +271,9 @@ impl<S: Storage> Partition<S> {
     }
 
     /// On the leader: a follower fetched from `fetch_offset` while the leader's log ended at
-    /// `leader_log_end_offset`. Records its log end offset and catch-up time, and adds it to
-    /// the ISR once it has reached the high watermark and the start of the leader epoch (Kafka's
-    /// `maybeExpandIsr`). `None` if `replica` is not a follower of this partition.
+    /// `leader_log_end_offset`. Records its log end offset and catch-up time, and says whether
+    /// it may join the ISR: it has reached the high watermark and the start of the leader epoch
+    /// (Kafka's `maybeExpandIsr`). `None` if `replica` is not a follower of this partition.
     pub fn on_follower_fetch(
         &mut self,
         now: Millis,
@@ -279,47 +285,70 @@ impl<S: Storage> Partition<S> {
         let epoch_start = self.leader_epoch_start_offset;
         let follower = self.followers.get_mut(&replica)?;
         follower.on_fetch(now, fetch_offset, leader_log_end_offset);
-        let joins = !self.isr.contains(&replica)
+        let may_join = !self.maximal_isr().contains(&replica)
+            && self.pending_isr.is_none()
             && fetch_offset >= high_watermark
             && fetch_offset >= epoch_start;
-        if joins {
-            self.isr.push(replica);
-            self.isr.sort_unstable();
-            tracing::info!(partition = %self.topic_partition, ?replica, isr = ?self.isr, "ISR expanded");
-        }
-        Some(FollowerFetch { joined_isr: joins })
+        Some(FollowerFetch { may_join })
     }
 
-    /// On the leader: removes from the ISR every follower that has not caught up with the
-    /// leader's log end for longer than `lag_time_max_ms` (Kafka's `maybeShrinkIsr`). Returns
-    /// the removed followers.
-    pub fn shrink_isr(&mut self, now: Millis, lag_time_max_ms: u64) -> Vec<BrokerId> {
-        if !self.is_leader() || self.offline.is_some() {
+    /// On the leader: the ISR members that have not caught up with the leader's log end for
+    /// longer than `lag_time_max_ms` (Kafka's `getOutOfSyncReplicas`). None while an ISR change
+    /// is pending.
+    pub fn lagging_followers(&self, now: Millis, lag_time_max_ms: u64) -> Vec<BrokerId> {
+        if !self.is_leader() || self.offline.is_some() || self.pending_isr.is_some() {
             return Vec::new();
         }
-        let followers = &self.followers;
-        let lagging: Vec<BrokerId> = self
-            .isr
+        self.isr
             .iter()
             .copied()
             .filter(|member| {
-                followers.get(member).is_some_and(|follower| {
+                self.followers.get(member).is_some_and(|follower| {
                     follower
                         .last_caught_up
                         .is_none_or(|caught_up| now.0 > caught_up.0 + lag_time_max_ms)
                 })
             })
-            .collect();
-        if !lagging.is_empty() {
-            self.isr.retain(|member| !lagging.contains(member));
-            tracing::info!(partition = %self.topic_partition, removed = ?lagging, isr = ?self.isr, "ISR shrunk");
+            .collect()
+    }
+
+    /// Sets the ISR (a change the leader made, or the controller committed).
+    pub fn set_isr(&mut self, mut isr: Vec<BrokerId>) {
+        isr.sort_unstable();
+        isr.dedup();
+        if isr != self.isr {
+            tracing::info!(partition = %self.topic_partition, from = ?self.isr, to = ?isr, "ISR changed");
         }
-        lagging
+        self.isr = isr;
+        self.pending_isr = None;
+    }
+
+    /// On the leader: an ISR change sent to the controller and not answered yet. Until it is,
+    /// the high watermark counts the *maximal* ISR (the current one plus any member being
+    /// added), so it never passes what a member of either ISR lacks (Kafka's KIP-497).
+    pub fn set_pending_isr(&mut self, pending: Option<Vec<BrokerId>>) {
+        self.pending_isr = pending;
+    }
+
+    /// The ISR change waiting for the controller, if any.
+    pub fn pending_isr(&self) -> Option<&[BrokerId]> {
+        self.pending_isr.as_deref()
+    }
+
+    /// The current ISR plus the members a pending change adds.
+    fn maximal_isr(&self) -> Vec<BrokerId> {
+        let mut isr = self.isr.clone();
+        for member in self.pending_isr.iter().flatten() {
+            if !isr.contains(member) {
+                isr.push(*member);
+            }
+        }
+        isr
     }
 
     /// On the leader: the first time an ISR follower may have lagged too long.
     pub fn next_isr_deadline(&self, lag_time_max_ms: u64) -> Option<Millis> {
-        if !self.is_leader() || self.offline.is_some() {
+        if !self.is_leader() || self.offline.is_some() || self.pending_isr.is_some() {
             return None;
         }
         self.isr

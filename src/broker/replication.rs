@@ -31,7 +31,6 @@ pub const REPLICA_FETCH_VERSION: i16 = 12;
 /// The follower side: what each leader is being fetched for.
 #[derive(Debug, Default)]
 pub(super) struct ReplicaFetchers {
-    next_id: u64,
     by_leader: BTreeMap<BrokerId, Fetcher>,
 }
 
@@ -78,6 +77,8 @@ pub struct PartitionState {
     pub replicas: Vec<BrokerId>,
     /// The in-sync replicas, leader included.
     pub isr: Vec<BrokerId>,
+    /// The partition epoch of this state.
+    pub partition_epoch: i32,
 }
 
 impl<S: Storage> Broker<S> {
@@ -102,26 +103,73 @@ impl<S: Storage> Broker<S> {
             return;
         }
         assert!(
-            state.replicas.contains(&local) && state.isr.contains(&state.leader),
+            state.replicas.contains(&local)
+                && (state.isr.contains(&state.leader) || Self::is_no_leader(state.leader)),
             "a partition state for a replica here, with its leader in the ISR"
         );
+        let same_epoch =
+            state.leader_epoch == partition.leader_epoch && state.leader == partition.leader;
+        if same_epoch && state.replicas == partition.replicas {
+            // Only the ISR moved (an AlterPartition or a fenced member): roles stay.
+            partition.partition_epoch = state.partition_epoch;
+            partition.set_isr(state.isr);
+            self.after_isr_change(now, topic_partition, out);
+            return;
+        }
         self.fetchers.remove_partition(topic_partition);
+        partition.partition_epoch = state.partition_epoch;
         if state.leader == local {
             tracing::info!(partition = %topic_partition, epoch = state.leader_epoch.0, isr = ?state.isr, "became leader");
             partition.become_leader(now, state.leader_epoch, state.replicas, state.isr);
         } else {
             tracing::info!(partition = %topic_partition, epoch = state.leader_epoch.0, leader = state.leader.0, "became follower");
-            partition.become_follower(state.leader, state.leader_epoch, state.replicas, state.isr);
-            self.fetchers
-                .by_leader
-                .entry(state.leader)
-                .or_default()
-                .partitions
-                .insert(topic_partition.clone());
+            let leader = state.leader;
+            partition.become_follower(leader, state.leader_epoch, state.replicas, state.isr);
+            if !Self::is_no_leader(leader) {
+                self.fetchers
+                    .by_leader
+                    .entry(leader)
+                    .or_default()
+                    .partitions
+                    .insert(topic_partition.clone());
+            }
         }
-        self.advance_high_watermark(topic_partition, out);
-        self.complete_delayed_produces(topic_partition, out);
+        self.after_isr_change(now, topic_partition, out);
         self.send_replica_fetches(now, out);
+    }
+
+    /// A partition's ISR or role changed: its high watermark may move, which answers parked
+    /// produces and fetches.
+    pub(super) fn after_isr_change(
+        &mut self,
+        now: Millis,
+        topic_partition: &TopicPartition,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        if self.advance_high_watermark(topic_partition, out) {
+            self.complete_delayed_fetches(now, &BTreeSet::from([topic_partition.clone()]), out);
+        }
+        self.complete_delayed_produces(topic_partition, out);
+    }
+
+    /// Changes a led partition's ISR: by itself when the broker is its own controller, through
+    /// the controller (AlterPartition) in a cluster.
+    fn change_isr(
+        &mut self,
+        now: Millis,
+        topic_partition: &TopicPartition,
+        new_isr: Vec<BrokerId>,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        if self.cluster.is_some() {
+            self.propose_isr(topic_partition, new_isr, out);
+            return;
+        }
+        let Some(partition) = self.replicas.get_mut(topic_partition) else {
+            return;
+        };
+        partition.set_isr(new_isr);
+        self.after_isr_change(now, topic_partition, out);
     }
 
     /// After a follower's fetch was read: records each partition's fetch offset as that
@@ -143,11 +191,14 @@ impl<S: Storage> Broker<S> {
                 continue;
             }
             let leader_end = partition.log.log_end_offset();
-            if partition
-                .on_follower_fetch(now, replica, *fetch_offset, leader_end)
-                .is_none()
-            {
+            let Some(fetch) = partition.on_follower_fetch(now, replica, *fetch_offset, leader_end)
+            else {
                 continue;
+            };
+            if fetch.may_join {
+                let mut isr = partition.isr.clone();
+                isr.push(replica);
+                self.change_isr(now, topic_partition, isr, out);
             }
             if self.advance_high_watermark(topic_partition, out) {
                 advanced.insert(topic_partition.clone());
@@ -174,21 +225,21 @@ impl<S: Storage> Broker<S> {
             })
             .map(|(topic_partition, _)| topic_partition.clone())
             .collect();
-        let mut advanced = BTreeSet::new();
         for topic_partition in due {
-            let Some(partition) = self.replicas.get_mut(&topic_partition) else {
+            let Some(partition) = self.replicas.get(&topic_partition) else {
                 continue;
             };
-            if partition.shrink_isr(now, lag).is_empty() {
+            let lagging = partition.lagging_followers(now, lag);
+            if lagging.is_empty() {
                 continue;
             }
-            if self.advance_high_watermark(&topic_partition, out) {
-                advanced.insert(topic_partition.clone());
-            }
-            self.complete_delayed_produces(&topic_partition, out);
-        }
-        if !advanced.is_empty() {
-            self.complete_delayed_fetches(now, &advanced, out);
+            let isr = partition
+                .isr
+                .iter()
+                .copied()
+                .filter(|member| !lagging.contains(member))
+                .collect();
+            self.change_isr(now, &topic_partition, isr, out);
         }
         self.time_out_delayed_produces(now, out);
         self.send_replica_fetches(now, out);
@@ -237,8 +288,7 @@ impl<S: Storage> Broker<S> {
             let Some(body) = self.replica_fetch_request(leader) else {
                 continue;
             };
-            self.fetchers.next_id += 1;
-            let id = PeerRequestId(self.fetchers.next_id);
+            let id = self.next_peer_request_id();
             self.fetchers
                 .by_leader
                 .get_mut(&leader)

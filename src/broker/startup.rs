@@ -133,7 +133,10 @@ impl<S: Storage> Broker<S> {
             topic_counts: BTreeMap::new(),
             requested_starts: RecoveryPoints::new(),
             fetchers: super::replication::ReplicaFetchers::default(),
+            cluster: None,
+            next_peer_request: 0,
         };
+        broker.cluster = super::cluster::Membership::of(&broker.config);
         for record in broker.read_metadata_records()? {
             broker
                 .controller
@@ -141,7 +144,11 @@ impl<S: Storage> Broker<S> {
                 .apply(&record, &broker.config)
                 .map_err(BrokerError::DataDirectory)?;
         }
-        report.stray_files_removed = broker.remove_stray_files()?;
+        if broker.cluster.is_none() {
+            // In a cluster the topics come from the controller after start-up: nothing on disk
+            // is a stray yet.
+            report.stray_files_removed = broker.remove_stray_files()?;
+        }
         report.topics = broker.open_partitions(&recovery_points, &log_starts, now, &mut report)?;
         broker.clean_start = false; // partitions created from now on are new
         broker.sync_recovered_logs(now, &mut report);

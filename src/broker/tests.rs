@@ -1109,4 +1109,5 @@ fn a_delete_records_whose_checkpoint_fails_times_out() {
     );
 }
 
+mod cluster;
 mod replication;

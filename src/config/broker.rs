@@ -116,6 +116,43 @@ pub struct BrokerConfig {
     pub metrics_listener: Option<String>,
     /// The replica fetcher's and the leader's replication settings.
     pub replication: ReplicationConfig,
+    /// `controller.quorum.voters` (`id@host:port,...`): the controllers this broker registers
+    /// with and follows the metadata of. Empty: the broker is its own controller (one node).
+    pub controller_quorum_voters: Vec<Voter>,
+    /// `broker.heartbeat.interval.ms` (default 2000).
+    pub broker_heartbeat_interval_ms: i64,
+}
+
+/// One controller of `controller.quorum.voters`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Voter {
+    /// Its node id.
+    pub id: i32,
+    /// Host.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+}
+
+impl Voter {
+    /// Parses `controller.quorum.voters`: `id@host:port` entries separated by commas.
+    pub fn parse_list(key: &str, value: &str) -> Result<Vec<Voter>, ConfigError> {
+        value
+            .split(',')
+            .map(str::trim)
+            .filter(|entry| !entry.is_empty())
+            .map(|entry| {
+                let invalid = || ConfigError::invalid(key, value, "expected id@host:port,...");
+                let (id, address) = entry.split_once('@').ok_or_else(invalid)?;
+                let (host, port) = address.rsplit_once(':').ok_or_else(invalid)?;
+                Ok(Voter {
+                    id: id.parse().map_err(|_| invalid())?,
+                    host: host.to_owned(),
+                    port: port.parse().map_err(|_| invalid())?,
+                })
+            })
+            .collect()
+    }
 }
 
 /// Kafka's `replica.*` settings: how followers fetch from leaders and when a leader drops a
@@ -185,6 +222,8 @@ impl Default for BrokerConfig {
             queued_max_request_bytes: -1,
             metrics_listener: None,
             replication: ReplicationConfig::default(),
+            controller_quorum_voters: Vec::new(),
+            broker_heartbeat_interval_ms: 2_000,
         }
     }
 }

@@ -2,11 +2,13 @@
 //! are auto-created when both the request and `auto.create.topics.enable` allow it; until their
 //! record is durable they answer LEADER_NOT_AVAILABLE, as Kafka does.
 
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{
-    BrokerId as WireBrokerId, MetadataRequest, MetadataResponse, ResponseKind, TopicName,
+    BrokerId as WireBrokerId, CreateTopicsRequest, MetadataRequest, MetadataResponse, RequestKind,
+    ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -30,7 +32,22 @@ impl<S: Storage> Broker<S> {
             .with_node_id(node)
             .with_host(StrBytes::from_string(advertised.host))
             .with_port(i32::from(advertised.port));
-        let mut response = MetadataResponse::default().with_brokers(vec![broker]);
+        let brokers = match &self.cluster {
+            // In a cluster: every unfenced broker the metadata log names.
+            Some(membership) => membership
+                .image
+                .brokers()
+                .filter(|registration| !registration.fenced)
+                .map(|registration| {
+                    MetadataResponseBroker::default()
+                        .with_node_id(WireBrokerId(registration.id.0))
+                        .with_host(StrBytes::from_string(registration.host.clone()))
+                        .with_port(registration.port)
+                })
+                .collect(),
+            None => vec![broker],
+        };
+        let mut response = MetadataResponse::default().with_brokers(brokers);
         if api_version >= 1 {
             response.controller_id = node;
         }
@@ -97,6 +114,18 @@ impl<S: Storage> Broker<S> {
         if !allow_auto_create {
             return error_entry(ErrorCode::UnknownTopicOrPartition);
         }
+        if self.cluster.is_some() {
+            let topic = CreatableTopic::default()
+                .with_name(name.clone())
+                .with_num_partitions(-1)
+                .with_replication_factor(-1);
+            let body = CreateTopicsRequest::default()
+                .with_topics(vec![topic])
+                .with_timeout_ms(30_000);
+            self.forward_create_topics(None, 7, RequestKind::CreateTopics(body), out);
+            self.controller.pending.insert(name.to_string());
+            return error_entry(ErrorCode::LeaderNotAvailable);
+        }
         let record = MetadataRecord::Topic {
             name: name.to_string(),
             topic_id: self.new_topic_id().to_string(),
@@ -120,6 +149,28 @@ impl<S: Storage> Broker<S> {
         let partitions = (0..topic.partitions)
             .map(|index| {
                 let mut entry = MetadataResponsePartition::default().with_partition_index(index);
+                let registration = self
+                    .cluster
+                    .as_ref()
+                    .and_then(|membership| membership.image.topic(&topic.name))
+                    .and_then(|topic| topic.partitions.get(&index));
+                if let Some(registration) = registration {
+                    // In a cluster the controller's view is the answer: this broker may not
+                    // hold the partition at all.
+                    entry.leader_id = WireBrokerId(registration.leader.0);
+                    if api_version >= 7 {
+                        entry.leader_epoch = registration.leader_epoch.0;
+                    }
+                    let wire = |ids: &[crate::types::BrokerId]| {
+                        ids.iter().map(|id| WireBrokerId(id.0)).collect()
+                    };
+                    entry.replica_nodes = wire(&registration.replicas);
+                    entry.isr_nodes = wire(&registration.isr);
+                    if Self::is_no_leader(registration.leader) {
+                        entry.error_code = ErrorCode::LeaderNotAvailable.code();
+                    }
+                    return entry;
+                }
                 let Some(partition) = self
                     .replicas
                     .get(&TopicPartition::new(topic.name.clone(), index))

@@ -65,6 +65,7 @@ impl Pair {
             leader_epoch: LeaderEpoch(1),
             replicas: vec![BrokerId(0), BrokerId(1)],
             isr: vec![BrokerId(0), BrokerId(1)],
+            partition_epoch: 0,
         };
         for index in [LEADER, FOLLOWER] {
             let node = &mut pair.nodes[index];
@@ -253,7 +254,7 @@ impl Pair {
 }
 
 /// A response as the peer's driver sees it: encoded (file ranges read), then decoded.
-fn decode(response: &Response<File>) -> ResponseKind {
+pub(super) fn decode(response: &Response<File>) -> ResponseKind {
     let mut frame = Vec::new();
     for chunk in response.encode().expect("encodes") {
         match chunk {

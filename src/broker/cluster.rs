@@ -1,0 +1,480 @@
+//! A broker in a cluster (`controller.quorum.voters` set): its side of the controller protocol
+//! (Kafka's `BrokerLifecycleManager`, `BrokerMetadataListener` and `AlterPartitionManager`).
+//!
+//! - It registers (BrokerRegistration) for a broker epoch, then heartbeats every
+//!   `broker.heartbeat.interval.ms` with the metadata offset it has applied; the controller
+//!   unfences it once that offset passes its registration.
+//! - It follows the metadata log with long-polling Fetches of `__cluster_metadata-0`, applies the
+//!   records to its [`ClusterImage`], and reconciles: topics it did not know are added, partitions
+//!   it replicates are opened, and each partition becomes leader or follower as the image says.
+//! - As a leader it asks the controller to change ISRs (AlterPartition) instead of changing them
+//!   itself; until the answer comes the high watermark counts the maximal ISR.
+//! - CreateTopics from clients is forwarded to the controller and its answer relayed.
+//!
+//! Without `controller.quorum.voters` none of this runs: the broker is its own controller.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::alter_partition_request::{PartitionData, TopicData};
+use kafka_protocol::messages::broker_registration_request::Listener;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{
+    AlterPartitionRequest, BrokerHeartbeatRequest, BrokerRegistrationRequest, FetchRequest,
+    RequestKind, ResponseKind, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::controller::image::ClusterImage;
+use crate::controller::node::METADATA_TOPIC;
+use crate::controller::records::{Record, NO_LEADER};
+use crate::protocol::record_batch::decode_records;
+use crate::protocol::ErrorCode;
+use crate::storage::Storage;
+use crate::types::{BrokerEpoch, BrokerId, LeaderEpoch, Millis, TopicPartition};
+
+use super::metadata::MetadataRecord;
+use super::replication::PartitionState;
+use super::{Broker, Output, PeerRequestId, ReplyTo, ResponseBody};
+
+/// The pause after a failed registration or metadata fetch.
+const RETRY_MS: u64 = 1_000;
+/// How long a metadata fetch waits for new records at the controller.
+const METADATA_FETCH_WAIT_MS: i32 = 500;
+
+/// What a request to the controller was for.
+#[derive(Debug)]
+enum Call {
+    Registration,
+    Heartbeat,
+    MetadataFetch,
+    /// AlterPartition for these partitions.
+    AlterPartition(Vec<TopicPartition>),
+    /// A client's CreateTopics, to relay (`None`: an auto-creation nobody waits for).
+    CreateTopics(Option<ReplyTo>),
+}
+
+/// The broker's membership in a cluster.
+#[derive(Debug)]
+pub(super) struct Membership {
+    controller: BrokerId,
+    epoch: Option<BrokerEpoch>,
+    in_flight: BTreeMap<PeerRequestId, Call>,
+    next_heartbeat: Millis,
+    /// After a failure, no registration or metadata fetch before this.
+    retry_at: Millis,
+    /// What the metadata log says, as far as it has been read.
+    pub(super) image: ClusterImage,
+    /// The next metadata offset to fetch.
+    next_offset: i64,
+    fenced: bool,
+}
+
+impl Membership {
+    /// The membership `controller.quorum.voters` asks for, if any.
+    pub(super) fn of(config: &crate::config::BrokerConfig) -> Option<Self> {
+        let voter = config.controller_quorum_voters.first()?;
+        Some(Membership::new(BrokerId(voter.id)))
+    }
+
+    fn new(controller: BrokerId) -> Self {
+        Membership {
+            controller,
+            epoch: None,
+            in_flight: BTreeMap::new(),
+            next_heartbeat: Millis(0),
+            retry_at: Millis(0),
+            image: ClusterImage::default(),
+            next_offset: 0,
+            fenced: true,
+        }
+    }
+
+    fn has(&self, wanted: impl Fn(&Call) -> bool) -> bool {
+        self.in_flight.values().any(wanted)
+    }
+
+    /// When the next registration, heartbeat or metadata fetch is due.
+    pub(super) fn next_deadline(&self) -> Option<Millis> {
+        if self.epoch.is_none() {
+            return (!self.has(|call| matches!(call, Call::Registration))).then_some(self.retry_at);
+        }
+        let heartbeat =
+            (!self.has(|call| matches!(call, Call::Heartbeat))).then_some(self.next_heartbeat);
+        let fetch =
+            (!self.has(|call| matches!(call, Call::MetadataFetch))).then_some(self.retry_at);
+        [heartbeat, fetch].into_iter().flatten().min()
+    }
+}
+
+impl<S: Storage> Broker<S> {
+    fn controller_call(
+        &mut self,
+        call: Call,
+        body: RequestKind,
+        api_version: i16,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let id = self.next_peer_request_id();
+        let membership = self.cluster.as_mut().expect("in a cluster");
+        membership.in_flight.insert(id, call);
+        out.push(Output::PeerRequest {
+            peer: membership.controller,
+            id,
+            api_version,
+            body: Box::new(body),
+        });
+    }
+
+    /// Sends whatever is due: the registration, a heartbeat, the next metadata fetch.
+    pub(super) fn on_cluster_tick(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+        let Some(membership) = &self.cluster else {
+            return;
+        };
+        if membership
+            .next_deadline()
+            .is_none_or(|deadline| now < deadline)
+        {
+            return;
+        }
+        let Some(epoch) = membership.epoch else {
+            let advertised = self.config.advertised();
+            let listener = Listener::default()
+                .with_name(StrBytes::from_static_str("PLAINTEXT"))
+                .with_host(StrBytes::from_string(advertised.host))
+                .with_port(advertised.port);
+            let body = BrokerRegistrationRequest::default()
+                .with_broker_id(kafka_protocol::messages::BrokerId(self.config.node_id))
+                .with_cluster_id(StrBytes::from_string(self.cluster_id.clone()))
+                .with_listeners(vec![listener]);
+            self.controller_call(
+                Call::Registration,
+                RequestKind::BrokerRegistration(body),
+                0,
+                out,
+            );
+            return;
+        };
+        let heartbeat_due = !membership.has(|call| matches!(call, Call::Heartbeat))
+            && now >= membership.next_heartbeat;
+        let fetch_due = !membership.has(|call| matches!(call, Call::MetadataFetch))
+            && now >= membership.retry_at;
+        let next_offset = membership.next_offset;
+        if heartbeat_due {
+            let interval = self.config.broker_heartbeat_interval_ms as u64;
+            self.cluster.as_mut().expect("checked").next_heartbeat = now.plus(interval);
+            let body = BrokerHeartbeatRequest::default()
+                .with_broker_id(kafka_protocol::messages::BrokerId(self.config.node_id))
+                .with_broker_epoch(epoch.0)
+                .with_current_metadata_offset(next_offset);
+            self.controller_call(Call::Heartbeat, RequestKind::BrokerHeartbeat(body), 0, out);
+        }
+        if fetch_due {
+            let wanted = FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(next_offset)
+                .with_partition_max_bytes(1 << 20);
+            let body = FetchRequest::default()
+                .with_max_wait_ms(METADATA_FETCH_WAIT_MS)
+                .with_min_bytes(1)
+                .with_max_bytes(1 << 20)
+                .with_topics(vec![FetchTopic::default()
+                    .with_topic(TopicName(StrBytes::from_static_str(METADATA_TOPIC)))
+                    .with_partitions(vec![wanted])]);
+            self.controller_call(Call::MetadataFetch, RequestKind::Fetch(body), 12, out);
+        }
+    }
+
+    /// Whether a peer response answers one of the membership's calls; if so, handles it.
+    pub(super) fn on_controller_response(
+        &mut self,
+        now: Millis,
+        id: PeerRequestId,
+        result: &Result<Box<ResponseKind>, String>,
+        out: &mut Vec<Output<S::File>>,
+    ) -> bool {
+        let Some(membership) = self.cluster.as_mut() else {
+            return false;
+        };
+        let Some(call) = membership.in_flight.remove(&id) else {
+            return false;
+        };
+        let response = match result {
+            Ok(response) => response.as_ref(),
+            Err(error) => {
+                tracing::warn!(?call, %error, "controller request failed");
+                if let Call::CreateTopics(Some(reply_to)) = call {
+                    out.push(
+                        reply_to.respond(ResponseBody::message(ResponseKind::CreateTopics(
+                            kafka_protocol::messages::CreateTopicsResponse::default(),
+                        ))),
+                    );
+                }
+                membership.retry_at = now.plus(RETRY_MS);
+                return true;
+            }
+        };
+        match (call, response) {
+            (Call::Registration, ResponseKind::BrokerRegistration(body))
+                if body.error_code == 0 =>
+            {
+                tracing::info!(epoch = body.broker_epoch, "registered with the controller");
+                membership.epoch = Some(BrokerEpoch(body.broker_epoch));
+                membership.next_heartbeat = now;
+            }
+            (Call::Heartbeat, ResponseKind::BrokerHeartbeat(body)) => {
+                let error = ErrorCode::from_code(body.error_code);
+                if matches!(
+                    error,
+                    ErrorCode::StaleBrokerEpoch | ErrorCode::BrokerIdNotRegistered
+                ) {
+                    tracing::warn!(?error, "registration lost: registering again");
+                    membership.epoch = None;
+                } else if membership.fenced != body.is_fenced {
+                    tracing::info!(fenced = body.is_fenced, "fencing changed");
+                    membership.fenced = body.is_fenced;
+                }
+            }
+            (Call::MetadataFetch, ResponseKind::Fetch(body)) => {
+                self.on_metadata_fetched(now, body, out);
+            }
+            (Call::AlterPartition(partitions), ResponseKind::AlterPartition(body)) => {
+                self.on_alter_partition_answer(now, &partitions, body, out);
+            }
+            (Call::CreateTopics(reply_to), ResponseKind::CreateTopics(body)) => {
+                if let Some(reply_to) = reply_to {
+                    out.push(
+                        reply_to.respond(ResponseBody::message(ResponseKind::CreateTopics(
+                            body.clone(),
+                        ))),
+                    );
+                }
+            }
+            (call, other) => {
+                tracing::warn!(?call, response = ?other, "unexpected controller answer");
+                membership.retry_at = now.plus(RETRY_MS);
+            }
+        }
+        self.on_cluster_tick(now, out);
+        true
+    }
+
+    /// Applies the metadata records of a fetch, then reconciles the partitions.
+    fn on_metadata_fetched(
+        &mut self,
+        now: Millis,
+        response: &kafka_protocol::messages::FetchResponse,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let membership = self.cluster.as_mut().expect("in a cluster");
+        let data = response
+            .responses
+            .first()
+            .and_then(|topic| topic.partitions.first());
+        let Some(data) = data.filter(|data| data.error_code == 0) else {
+            tracing::warn!(?response, "metadata fetch failed");
+            membership.retry_at = now.plus(RETRY_MS);
+            return;
+        };
+        let bytes = data.records.clone().unwrap_or_default();
+        let records = match decode_records(&bytes) {
+            Ok(records) => records,
+            Err(error) => {
+                tracing::error!(%error, "undecodable metadata batch");
+                membership.retry_at = now.plus(RETRY_MS);
+                return;
+            }
+        };
+        for record in records {
+            if record.offset < membership.next_offset {
+                continue;
+            }
+            let applied = Record::decode(record.value.as_deref().unwrap_or_default())
+                .map_err(|error| error.to_string())
+                .and_then(|decoded| membership.image.apply(&decoded));
+            if let Err(error) = applied {
+                tracing::error!(offset = record.offset, %error, "metadata record does not apply");
+                membership.retry_at = now.plus(RETRY_MS);
+                break;
+            }
+            membership.next_offset = record.offset + 1;
+        }
+        self.reconcile(now, out);
+    }
+
+    /// Brings topics and partitions in line with the image.
+    fn reconcile(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+        let local = self.node_id();
+        let image = self.cluster.as_ref().expect("in a cluster").image.clone();
+        for topic in image.topics() {
+            if self.controller.image.topic(&topic.name).is_none() {
+                let record = MetadataRecord::Topic {
+                    name: topic.name.clone(),
+                    topic_id: topic.topic_id.to_string(),
+                    partitions: topic.partitions.len() as i32,
+                    replication_factor: topic
+                        .partitions
+                        .values()
+                        .next()
+                        .map_or(1, |partition| partition.replicas.len() as i16),
+                    configs: topic.configs.clone(),
+                };
+                if let Err(error) = self.controller.image.apply(&record, &self.config) {
+                    tracing::error!(topic = %topic.name, %error, "topic not applied");
+                    continue;
+                }
+                self.controller.pending.remove(&topic.name);
+            }
+            let Some(known) = self.controller.image.topic(&topic.name).cloned() else {
+                continue;
+            };
+            for (index, registration) in &topic.partitions {
+                if !registration.replicas.contains(&local) {
+                    continue;
+                }
+                let topic_partition = TopicPartition::new(topic.name.clone(), *index);
+                if !self.replicas.contains(&topic_partition) {
+                    let point = self
+                        .checkpoint
+                        .written
+                        .get(&topic_partition)
+                        .copied()
+                        .unwrap_or(0);
+                    if let Err(error) = self.open_partition(&known, *index, point, now) {
+                        tracing::error!(partition = %topic_partition, %error, "cannot open partition");
+                        continue;
+                    }
+                    self.flush_partition(now, &topic_partition, out);
+                }
+                let state = PartitionState {
+                    leader: registration.leader,
+                    leader_epoch: registration.leader_epoch,
+                    replicas: registration.replicas.clone(),
+                    isr: registration.isr.clone(),
+                    partition_epoch: registration.partition_epoch.0,
+                };
+                let partition = self.replicas.get(&topic_partition).expect("opened");
+                let current = (
+                    partition.leader,
+                    partition.leader_epoch,
+                    &partition.replicas,
+                    &partition.isr,
+                    partition.partition_epoch,
+                );
+                if current
+                    != (
+                        state.leader,
+                        state.leader_epoch,
+                        &state.replicas,
+                        &state.isr,
+                        state.partition_epoch,
+                    )
+                {
+                    self.become_leader_or_follower(now, &topic_partition, state, out);
+                }
+            }
+        }
+    }
+
+    /// As leader in a cluster: asks the controller for `new_isr` (one change in flight per
+    /// partition).
+    pub(super) fn propose_isr(
+        &mut self,
+        topic_partition: &TopicPartition,
+        new_isr: Vec<BrokerId>,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let Some(membership) = &self.cluster else {
+            return;
+        };
+        let Some(epoch) = membership.epoch else {
+            return;
+        };
+        let Some(topic_id) = membership
+            .image
+            .topic(&topic_partition.topic)
+            .map(|topic| topic.topic_id)
+        else {
+            return;
+        };
+        let Some(partition) = self.replicas.get_mut(topic_partition) else {
+            return;
+        };
+        if partition.pending_isr().is_some() {
+            return;
+        }
+        tracing::info!(partition = %topic_partition, isr = ?partition.isr, proposed = ?new_isr, "AlterPartition");
+        let data = PartitionData::default()
+            .with_partition_index(topic_partition.partition)
+            .with_leader_epoch(partition.leader_epoch.0)
+            .with_partition_epoch(partition.partition_epoch)
+            .with_new_isr(
+                new_isr
+                    .iter()
+                    .map(|id| kafka_protocol::messages::BrokerId(id.0))
+                    .collect(),
+            );
+        partition.set_pending_isr(Some(new_isr));
+        let body = AlterPartitionRequest::default()
+            .with_broker_id(kafka_protocol::messages::BrokerId(self.config.node_id))
+            .with_broker_epoch(epoch.0)
+            .with_topics(vec![TopicData::default()
+                .with_topic_id(topic_id)
+                .with_partitions(vec![data])]);
+        self.controller_call(
+            Call::AlterPartition(vec![topic_partition.clone()]),
+            RequestKind::AlterPartition(body),
+            2,
+            out,
+        );
+    }
+
+    /// The controller answered an AlterPartition: adopt the committed ISR, or drop the
+    /// proposal (the metadata log will say what holds).
+    fn on_alter_partition_answer(
+        &mut self,
+        now: Millis,
+        partitions: &[TopicPartition],
+        response: &kafka_protocol::messages::AlterPartitionResponse,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let answers = response
+            .topics
+            .iter()
+            .flat_map(|topic| topic.partitions.iter());
+        for (topic_partition, answer) in partitions.iter().zip(answers) {
+            let Some(partition) = self.replicas.get_mut(topic_partition) else {
+                continue;
+            };
+            partition.set_pending_isr(None);
+            let error = ErrorCode::from_code(answer.error_code);
+            if error != ErrorCode::None {
+                tracing::info!(partition = %topic_partition, ?error, "AlterPartition refused");
+                continue;
+            }
+            if partition.leader_epoch != LeaderEpoch(answer.leader_epoch)
+                || answer.partition_epoch <= partition.partition_epoch
+            {
+                continue;
+            }
+            partition.set_isr(answer.isr.iter().map(|id| BrokerId(id.0)).collect());
+            partition.partition_epoch = answer.partition_epoch;
+            self.after_isr_change(now, topic_partition, out);
+        }
+    }
+
+    /// A client's CreateTopics goes to the controller; its answer is relayed.
+    pub(super) fn forward_create_topics(
+        &mut self,
+        reply_to: Option<ReplyTo>,
+        api_version: i16,
+        body: RequestKind,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        self.controller_call(Call::CreateTopics(reply_to), body, api_version, out);
+    }
+
+    /// Whether `leader` is a broker that leads nothing right now.
+    pub(super) fn is_no_leader(leader: BrokerId) -> bool {
+        leader == NO_LEADER
+    }
+}

@@ -1,0 +1,429 @@
+//! A controller and three brokers wired by hand: registration, heartbeats, the metadata log,
+//! topic creation through a broker, replication, and a leader failover after the leader's
+//! session expires. Requests between nodes travel as structs; responses go through the codec.
+
+use crate::config::broker::Listener;
+use crate::config::broker::Voter;
+use crate::controller::node::ControllerNode;
+use crate::controller::records::NO_LEADER;
+use crate::controller::ControllerConfig;
+use crate::log::LogRead;
+use crate::types::BrokerId;
+
+use super::*;
+
+const CONTROLLER: i32 = 100;
+const STEP_MS: u64 = 100;
+
+enum Machine {
+    Controller(Box<ControllerNode<MemoryStorage>>),
+    Broker(Box<Broker<MemoryStorage>>),
+}
+
+struct Node {
+    id: i32,
+    machine: Machine,
+    storage: MemoryStorage,
+    down: bool,
+}
+
+impl Node {
+    fn handle(&mut self, now: Millis, input: Input) -> Vec<Output<File>> {
+        let mut out = Vec::new();
+        match &mut self.machine {
+            Machine::Controller(node) => {
+                node.handle(now, input, &mut out);
+                node.check_invariants();
+            }
+            Machine::Broker(broker) => {
+                broker.handle(now, input, &mut out);
+                broker.check_invariants();
+            }
+        }
+        out
+    }
+
+    fn broker(&self) -> &Broker<MemoryStorage> {
+        match &self.machine {
+            Machine::Broker(broker) => broker,
+            Machine::Controller(_) => panic!("node {} is the controller", self.id),
+        }
+    }
+
+    fn controller(&self) -> &ControllerNode<MemoryStorage> {
+        match &self.machine {
+            Machine::Controller(node) => node,
+            Machine::Broker(_) => panic!("node {} is a broker", self.id),
+        }
+    }
+}
+
+struct Cluster {
+    nodes: Vec<Node>,
+    now: Millis,
+    /// Peer requests not yet answered: (from, to, id).
+    in_flight: Vec<(usize, usize, PeerRequestId)>,
+    /// What clients got back.
+    client: Vec<Output<File>>,
+    correlation_id: i32,
+}
+
+fn broker_config(id: i32) -> BrokerConfig {
+    BrokerConfig {
+        node_id: id,
+        advertised_listeners: Some(Listener {
+            host: format!("broker-{id}"),
+            port: 9092,
+        }),
+        controller_quorum_voters: vec![Voter {
+            id: CONTROLLER,
+            host: "controller".to_owned(),
+            port: 9093,
+        }],
+        ..BrokerConfig::default()
+    }
+}
+
+impl Cluster {
+    fn new(brokers: i32) -> Cluster {
+        let storage = MemoryStorage::new();
+        let (controller, to_sync) = ControllerNode::open(
+            ControllerConfig::default(),
+            BrokerConfig::default(),
+            storage.clone(),
+            1,
+            Millis(0),
+        )
+        .expect("controller opens");
+        if let Some(sync) = to_sync {
+            sync.complete_now(&storage).expect("sync");
+        }
+        let mut nodes = vec![Node {
+            id: CONTROLLER,
+            machine: Machine::Controller(Box::new(controller)),
+            storage,
+            down: false,
+        }];
+        for id in 0..brokers {
+            let storage = MemoryStorage::new();
+            let (broker, report) = Broker::open(
+                broker_config(id),
+                storage.clone(),
+                10 + id as u64,
+                Millis(0),
+            )
+            .expect("broker opens");
+            report.to_sync.complete_now(&storage).expect("sync");
+            nodes.push(Node {
+                id,
+                machine: Machine::Broker(Box::new(broker)),
+                storage,
+                down: false,
+            });
+        }
+        Cluster {
+            nodes,
+            now: Millis(0),
+            in_flight: Vec::new(),
+            client: Vec::new(),
+            correlation_id: 0,
+        }
+    }
+
+    fn index(&self, id: i32) -> usize {
+        self.nodes
+            .iter()
+            .position(|node| node.id == id)
+            .expect("a node of the cluster")
+    }
+
+    fn settle(&mut self, from: usize, outputs: Vec<Output<File>>) {
+        let mut queue: std::collections::VecDeque<(usize, Output<File>)> =
+            outputs.into_iter().map(|output| (from, output)).collect();
+        while let Some((index, output)) = queue.pop_front() {
+            if self.nodes[index].down {
+                continue;
+            }
+            let more = self.route(index, output);
+            queue.extend(more);
+        }
+    }
+
+    fn feed(&mut self, index: usize, input: Input) -> Vec<(usize, Output<File>)> {
+        let now = self.now;
+        self.nodes[index]
+            .handle(now, input)
+            .into_iter()
+            .map(|output| (index, output))
+            .collect()
+    }
+
+    fn route(&mut self, index: usize, output: Output<File>) -> Vec<(usize, Output<File>)> {
+        match output {
+            Output::Flush { flush_id, sync } => {
+                let result = sync
+                    .complete_now(&self.nodes[index].storage)
+                    .map_err(|error| error.to_string());
+                self.feed(index, Input::FlushCompleted { flush_id, result })
+            }
+            Output::PeerRequest {
+                peer,
+                id,
+                api_version,
+                body,
+            } => {
+                let target = self.index(peer.0);
+                if self.nodes[target].down {
+                    let result = Err("connection refused".to_owned());
+                    return self.feed(index, Input::PeerResponse { peer, id, result });
+                }
+                self.in_flight.push((index, target, id));
+                let request = Request {
+                    api_key: crate::protocol::codec::RequestApiKey::api_key(body.as_ref()),
+                    api_version,
+                    correlation_id: id.0 as i32,
+                    client_id: None,
+                    body: *body,
+                };
+                let connection = ConnectionId(1000 + index as u64);
+                let input = Input::Request {
+                    connection,
+                    request: Box::new(request),
+                };
+                self.feed(target, input)
+            }
+            Output::Respond {
+                connection,
+                response,
+            } if connection.0 >= 1000 => {
+                let to = (connection.0 - 1000) as usize;
+                let id = PeerRequestId(response.correlation_id as u64);
+                self.in_flight.retain(|pending| *pending != (to, index, id));
+                if self.nodes[to].down {
+                    return Vec::new();
+                }
+                let decoded = super::replication::decode(&response);
+                let peer = BrokerId(self.nodes[index].id);
+                let result = Ok(Box::new(decoded));
+                self.feed(to, Input::PeerResponse { peer, id, result })
+            }
+            Output::Event(_) => Vec::new(),
+            other => {
+                self.client.push(other);
+                Vec::new()
+            }
+        }
+    }
+
+    /// Moves time forward in steps, ticking every live node.
+    fn advance(&mut self, ms: u64) {
+        for _ in 0..ms / STEP_MS {
+            self.now = self.now.plus(STEP_MS);
+            for index in 0..self.nodes.len() {
+                if self.nodes[index].down {
+                    continue;
+                }
+                let now = self.now;
+                let out = self.nodes[index].handle(now, Input::Tick);
+                self.settle(index, out);
+            }
+        }
+    }
+
+    /// The node stops: its requests fail at their senders, as a reset connection would.
+    fn kill(&mut self, id: i32) {
+        let index = self.index(id);
+        self.nodes[index].down = true;
+        let failed: Vec<(usize, usize, PeerRequestId)> = self
+            .in_flight
+            .iter()
+            .copied()
+            .filter(|(from, to, _)| *to == index || *from == index)
+            .collect();
+        self.in_flight.retain(|pending| !failed.contains(pending));
+        for (from, _, id) in failed {
+            if from == index {
+                continue;
+            }
+            let peer = BrokerId(id_of(&self.nodes, index));
+            let result = Err("connection reset".to_owned());
+            let out = self.nodes[from].handle(self.now, Input::PeerResponse { peer, id, result });
+            self.settle(from, out);
+        }
+    }
+
+    fn request(&mut self, id: i32, api_version: i16, body: RequestKind) -> Vec<Output<File>> {
+        self.correlation_id += 1;
+        let request = Request {
+            api_key: crate::protocol::codec::RequestApiKey::api_key(&body),
+            api_version,
+            correlation_id: self.correlation_id,
+            client_id: None,
+            body,
+        };
+        let index = self.index(id);
+        let out = self.nodes[index].handle(
+            self.now,
+            Input::Request {
+                connection: CONNECTION,
+                request: Box::new(request),
+            },
+        );
+        self.settle(index, out);
+        std::mem::take(&mut self.client)
+    }
+
+    fn produce(&mut self, id: i32, acks: i16, text: &str) -> (ErrorCode, i64) {
+        let data = TopicProduceData::default()
+            .with_name(topic_name("t"))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(value(text)))]);
+        let body = ProduceRequest::default()
+            .with_acks(acks)
+            .with_timeout_ms(30_000)
+            .with_topic_data(vec![data]);
+        let (code, offset) = produced_offset(self.request(id, 9, RequestKind::Produce(body)));
+        (ErrorCode::from_code(code), offset)
+    }
+
+    fn image(&self) -> &crate::controller::image::ClusterImage {
+        self.nodes[0].controller().controller().image()
+    }
+
+    fn leader(&self) -> BrokerId {
+        let topic = self.image().topic("t").expect("created");
+        topic.partitions[&0].leader
+    }
+
+    /// The values in broker `id`'s log of `t-0`.
+    fn values(&self, id: i32) -> Vec<String> {
+        let partition = self.nodes[self.index(id)]
+            .broker()
+            .partition(&TopicPartition::new("t", 0))
+            .expect("held");
+        let log = &partition.log;
+        let LogRead::Records {
+            file,
+            position,
+            len,
+        } = log
+            .read(0, log.log_end_offset(), u64::MAX)
+            .expect("readable")
+        else {
+            return Vec::new();
+        };
+        let mut bytes = vec![0; len as usize];
+        file.read_exact_at(&mut bytes, position).expect("read");
+        decode_records(&Bytes::from(bytes))
+            .expect("valid")
+            .into_iter()
+            .map(|record| String::from_utf8(record.value.expect("value").to_vec()).expect("utf8"))
+            .collect()
+    }
+}
+
+fn id_of(nodes: &[Node], index: usize) -> i32 {
+    nodes[index].id
+}
+
+/// Three brokers up and unfenced, and topic `t` (one partition, three replicas,
+/// `min.insync.replicas=2`) created through broker 1.
+fn cluster_with_a_topic() -> Cluster {
+    let mut cluster = Cluster::new(3);
+    cluster.advance(5_000);
+    let active: Vec<i32> = cluster
+        .image()
+        .brokers()
+        .filter(|broker| !broker.fenced)
+        .map(|broker| broker.id.0)
+        .collect();
+    assert_eq!(
+        active,
+        vec![0, 1, 2],
+        "every broker registered, caught up, unfenced"
+    );
+
+    let topic = CreatableTopic::default()
+        .with_name(topic_name("t"))
+        .with_num_partitions(1)
+        .with_replication_factor(3)
+        .with_configs(vec![CreatableTopicConfig::default()
+            .with_name(StrBytes::from_static_str("min.insync.replicas"))
+            .with_value(Some(StrBytes::from_static_str("2")))]);
+    let created = single_message(cluster.request(
+        1,
+        7,
+        RequestKind::CreateTopics(CreateTopicsRequest::default().with_topics(vec![topic])),
+    ));
+    let ResponseKind::CreateTopics(created) = created else {
+        panic!("a CreateTopics answer")
+    };
+    assert_eq!(created.topics[0].error_code, 0, "{created:?}");
+    cluster.advance(1_000);
+    cluster
+}
+
+#[test]
+fn a_cluster_replicates_and_fails_over_without_losing_acknowledged_writes() {
+    let mut cluster = cluster_with_a_topic();
+
+    let leader = cluster.leader();
+    for index in 0..5 {
+        assert_eq!(
+            cluster.produce(leader.0, -1, &format!("v{index}")),
+            (ErrorCode::None, index)
+        );
+    }
+    let follower = (0..3).find(|id| *id != leader.0).expect("a follower");
+    assert_eq!(
+        cluster.produce(follower, -1, "x").0,
+        ErrorCode::NotLeaderOrFollower
+    );
+
+    cluster.kill(leader.0);
+    // The last heartbeat was at most broker.heartbeat.interval.ms (2 s) before the kill, and
+    // the session lasts broker.session.timeout.ms (9 s).
+    cluster.advance(6_900);
+    assert_eq!(cluster.leader(), leader, "the session has not expired yet");
+    cluster.advance(2_200);
+    let new_leader = cluster.leader();
+    assert!(
+        new_leader != leader && new_leader != NO_LEADER,
+        "a new leader: {new_leader:?}"
+    );
+    let state = &cluster.image().topic("t").expect("exists").partitions[&0];
+    assert!(!state.isr.contains(&leader), "the dead leader left the ISR");
+    assert_eq!(state.leader_epoch.0, 1);
+    cluster.advance(1_000);
+
+    let acknowledged: Vec<String> = (0..5).map(|index| format!("v{index}")).collect();
+    assert_eq!(
+        cluster.values(new_leader.0),
+        acknowledged,
+        "nothing acknowledged is lost"
+    );
+    assert_eq!(
+        cluster.produce(new_leader.0, -1, "v5"),
+        (ErrorCode::None, 5),
+        "the new leader takes acks=all writes with the two live replicas"
+    );
+    cluster.advance(1_000);
+    let survivor = (0..3)
+        .find(|id| *id != leader.0 && *id != new_leader.0)
+        .expect("a third broker");
+    let mut all = acknowledged;
+    all.push("v5".to_owned());
+    assert_eq!(
+        cluster.values(survivor),
+        all,
+        "the follower follows the new leader"
+    );
+    let fenced: Vec<i32> = cluster
+        .image()
+        .brokers()
+        .filter(|broker| broker.fenced)
+        .map(|broker| broker.id.0)
+        .collect();
+    assert_eq!(fenced, vec![leader.0], "only the dead broker is fenced");
+}
