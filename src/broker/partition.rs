@@ -379,6 +379,24 @@ impl<S: Storage> Partition<S> {
         Ok(info)
     }
 
+    /// On a follower: drops everything from `offset` on (what the leader does not have).
+    /// Returns what to sync for the cut to be durable, if anything was cut.
+    pub fn truncate_to(
+        &mut self,
+        offset: i64,
+    ) -> Result<Option<crate::log::StartedFlush<S::File>>, LogError> {
+        assert!(!self.is_leader(), "only followers truncate");
+        let cut = self.log.truncate_to(offset)?;
+        let end = self.log.log_end_offset();
+        self.durability_barriers.retain(|(base, _)| *base < end);
+        if let Some((_, barrier_end)) = self.durability_barriers.back_mut() {
+            *barrier_end = (*barrier_end).min(end);
+        }
+        self.high_watermark = self.high_watermark.min(end);
+        self.leader_high_watermark = self.leader_high_watermark.min(end);
+        Ok(cut)
+    }
+
     /// On a follower: the leader's high watermark from a fetch response.
     pub fn on_leader_high_watermark(&mut self, leader_high_watermark: i64) {
         self.leader_high_watermark = self.leader_high_watermark.max(leader_high_watermark);

@@ -22,7 +22,8 @@ use crate::protocol::ErrorCode;
 use crate::storage::Storage;
 use crate::types::{BrokerId, LeaderEpoch, Millis, TopicPartition};
 
-use super::{Broker, Output, PeerRequestId};
+use super::purgatory::FlushTarget;
+use super::{Broker, BrokerEvent, Output, PeerRequestId};
 
 /// The Fetch version followers send: topics by name, `current_leader_epoch` (KIP-320) and the
 /// diverging epoch in the response.
@@ -124,7 +125,16 @@ impl<S: Storage> Broker<S> {
         } else {
             tracing::info!(partition = %topic_partition, epoch = state.leader_epoch.0, leader = state.leader.0, "became follower");
             let leader = state.leader;
+            let high_watermark = partition.high_watermark();
             partition.become_follower(leader, state.leader_epoch, state.replicas, state.isr);
+            // Before leader epochs (KIP-101), a new follower drops everything past its high
+            // watermark: what the new leader lacks goes, and what it has is fetched again.
+            self.truncate_follower(
+                topic_partition,
+                high_watermark,
+                "became follower: truncate to the high watermark",
+                out,
+            );
             if !Self::is_no_leader(leader) {
                 self.fetchers
                     .by_leader
@@ -136,6 +146,52 @@ impl<S: Storage> Broker<S> {
         }
         self.after_isr_change(now, topic_partition, out);
         self.send_replica_fetches(now, out);
+    }
+
+    /// On a follower: cuts the log at `offset`, records the truncation, and starts the fsync
+    /// that makes the cut durable.
+    fn truncate_follower(
+        &mut self,
+        topic_partition: &TopicPartition,
+        offset: i64,
+        reason: &str,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let Some(partition) = self.replicas.get_mut(topic_partition) else {
+            return;
+        };
+        let high_watermark = partition.high_watermark();
+        match partition.truncate_to(offset) {
+            Ok(None) => {}
+            Ok(Some((sync, mark))) => {
+                let from_offset = partition.log.log_end_offset();
+                tracing::info!(partition = %topic_partition, from_offset, %reason, "truncated");
+                out.push(Output::Event(BrokerEvent::Truncated {
+                    partition: topic_partition.clone(),
+                    from_offset,
+                    reason: reason.to_owned(),
+                }));
+                if partition.high_watermark() != high_watermark {
+                    out.push(Output::Event(BrokerEvent::HighWatermark {
+                        partition: topic_partition.clone(),
+                        offset: partition.high_watermark(),
+                    }));
+                }
+                let target = FlushTarget::Partition {
+                    topic_partition: topic_partition.clone(),
+                    mark,
+                };
+                self.start_flush(target, sync, out);
+            }
+            Err(error) => {
+                let reason = format!("truncation failed: {error}");
+                partition.go_offline(reason.clone());
+                out.push(Output::Event(BrokerEvent::Offline {
+                    partition: topic_partition.clone(),
+                    reason,
+                }));
+            }
+        }
     }
 
     /// A partition's ISR or role changed: its high watermark may move, which answers parked
@@ -417,8 +473,24 @@ impl<S: Storage> Broker<S> {
         if partition.is_leader() || partition.leader != leader || partition.offline().is_some() {
             return true;
         }
-        if data.error_code != 0 {
-            tracing::warn!(partition = %topic_partition, leader = leader.0, error = ?ErrorCode::from_code(data.error_code), "replica fetch of a partition failed");
+        let error = ErrorCode::from_code(data.error_code);
+        if error == ErrorCode::OffsetOutOfRange
+            && data.high_watermark >= 0
+            && partition.log.log_end_offset() > data.high_watermark
+        {
+            // The follower holds more than the leader: drop what lies past the leader's high
+            // watermark (what the leader has of it comes back with the next fetch).
+            let offset = data.high_watermark;
+            self.truncate_follower(
+                topic_partition,
+                offset,
+                "the leader's log ends below ours",
+                out,
+            );
+            return true;
+        }
+        if error != ErrorCode::None {
+            tracing::warn!(partition = %topic_partition, leader = leader.0, ?error, "replica fetch of a partition failed");
             return false;
         }
         let records = data.records.unwrap_or_default();

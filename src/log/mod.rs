@@ -6,6 +6,7 @@ pub mod segment;
 
 pub use partition_log::{
     AppendInfo, FlushMark, FlushSync, LogConfig, LogRead, PartitionLog, RecoveryReport,
+    StartedFlush,
 };
 
 /// An operating error of the log (IO or corruption found while serving).

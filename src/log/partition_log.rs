@@ -125,12 +125,21 @@ pub struct FlushMark {
     pub offset: i64,
     directory_changes: u64,
     parent_changes: u64,
+    /// How many truncations the log had when the flush started: a later truncation caps
+    /// what the flush can vouch for (it synced bytes that may since have been cut and
+    /// replaced).
+    truncations: usize,
 }
+
+/// A flush to run: what to sync, and what becomes durable once it is.
+pub type StartedFlush<F> = (FlushSync<F>, FlushMark);
 
 /// A partition's local log.
 #[derive(Debug)]
 pub struct PartitionLog<S: Storage> {
     storage: S,
+    /// The offsets the log was truncated to (by a follower), in order.
+    truncated_at: Vec<i64>,
     directory: String,
     config: LogConfig,
     segments: BTreeMap<i64, LogSegment<S::File>>,
@@ -286,6 +295,7 @@ impl<S: Storage> PartitionLog<S> {
         } = opening;
         let created = segments.is_empty();
         let mut log = PartitionLog {
+            truncated_at: Vec::new(),
             storage,
             directory: directory.to_owned(),
             config,
@@ -467,6 +477,52 @@ impl<S: Storage> PartitionLog<S> {
         Ok(doomed)
     }
 
+    /// Removes everything from the batch holding `offset` on (Kafka's `UnifiedLog.truncateTo`,
+    /// which a follower runs to drop what its new leader does not have). The recovery point
+    /// falls with the log end. Returns what must be synced for the truncation to be durable
+    /// (the cut segment, and the directory if segments went), or `None` if nothing was cut.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<Option<StartedFlush<S::File>>, LogError> {
+        if offset >= self.log_end_offset {
+            return Ok(None);
+        }
+        let first = *self.segments.keys().next().expect("a log has a segment");
+        // Segments from `offset` on go whole, except the first, which is cut instead.
+        let doomed: Vec<i64> = self
+            .segments
+            .range(offset.max(first + 1)..)
+            .map(|(base, _)| *base)
+            .collect();
+        for base in doomed {
+            self.segments.remove(&base);
+            self.storage
+                .remove(&crate::log::segment::segment_name(&self.directory, base))?;
+            self.directory_changes += 1;
+        }
+        let active = self
+            .segments
+            .values_mut()
+            .next_back()
+            .expect("the first segment stays");
+        active.truncate_to(offset)?;
+        let file = active.file().clone();
+        self.log_end_offset = active.next_offset();
+        self.recovery_point = self.recovery_point.min(self.log_end_offset);
+        self.truncated_at.push(self.log_end_offset);
+        self.unflushed_messages = 0;
+        let directories = self.unsynced_directories();
+        let mark = FlushMark {
+            offset: self.recovery_point,
+            directory_changes: self.directory_changes,
+            parent_changes: self.parent_changes,
+            truncations: self.truncated_at.len(),
+        };
+        let sync = FlushSync {
+            files: vec![file],
+            directories,
+        };
+        Ok(Some((sync, mark)))
+    }
+
     /// Removes the first `count` segments and their files; answers `count`.
     fn remove_segments(&mut self, count: usize) -> Result<usize, LogError> {
         for _ in 0..count {
@@ -577,6 +633,7 @@ impl<S: Storage> PartitionLog<S> {
             offset: self.log_end_offset,
             directory_changes: self.directory_changes,
             parent_changes: self.parent_changes,
+            truncations: self.truncated_at.len(),
         };
         Some((FlushSync { files, directories }, mark))
     }
@@ -598,6 +655,7 @@ impl<S: Storage> PartitionLog<S> {
             offset: end.max(self.recovery_point),
             directory_changes: self.directory_changes,
             parent_changes: self.parent_changes,
+            truncations: self.truncated_at.len(),
         };
         Some((FlushSync { files, directories }, mark))
     }
@@ -635,10 +693,15 @@ impl<S: Storage> PartitionLog<S> {
     /// Records that every sync of a flush started earlier succeeded.
     pub fn flush_completed(&mut self, mark: FlushMark) {
         assert!(
-            mark.offset <= self.log_end_offset,
+            mark.offset <= self.log_end_offset || mark.truncations < self.truncated_at.len(),
             "flushed past the log end"
         );
-        self.recovery_point = self.recovery_point.max(mark.offset);
+        let cap = self.truncated_at[mark.truncations..]
+            .iter()
+            .copied()
+            .min()
+            .unwrap_or(i64::MAX);
+        self.recovery_point = self.recovery_point.max(mark.offset.min(cap));
         self.directory_synced = self.directory_synced.max(mark.directory_changes);
         self.parent_synced = self.parent_synced.max(mark.parent_changes);
     }

@@ -283,6 +283,27 @@ impl<F: StorageFile> LogSegment<F> {
         )))
     }
 
+    /// Removes every batch whose last offset is at or past `offset` (Kafka's
+    /// `LogSegment.truncateTo`: a batch holding `offset` goes whole). Returns the bytes removed.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<u64, LogError> {
+        self.ensure_loaded()?;
+        let mut cut = None;
+        self.walk(|position, header| {
+            if cut.is_none() && header.last_offset() >= offset {
+                cut = Some(position);
+            }
+        })?;
+        let Some(position) = cut else {
+            return Ok(0);
+        };
+        let removed = self.size_bytes - position;
+        self.file.set_len(position)?;
+        self.size_bytes = position;
+        self.next_offset = i64::MAX; // the walk below finds the end
+        *self = self.rebuilt_by_walk()?;
+        Ok(removed)
+    }
+
     /// Appends a batch whose offsets are already assigned and whose CRC was checked.
     pub fn append(&mut self, batch: &[u8], header: &RecordBatchHeader) -> Result<(), LogError> {
         assert!(self.loaded, "appends go to a loaded segment");

@@ -66,6 +66,8 @@ struct Cluster {
     /// What clients got back.
     client: Vec<Output<File>>,
     correlation_id: i32,
+    /// Node pairs (by index) that cannot reach each other.
+    blocked: Vec<(usize, usize)>,
 }
 
 fn broker_config(id: i32) -> BrokerConfig {
@@ -127,6 +129,7 @@ impl Cluster {
             in_flight: Vec::new(),
             client: Vec::new(),
             correlation_id: 0,
+            blocked: Vec::new(),
         }
     }
 
@@ -178,6 +181,9 @@ impl Cluster {
                     return self.feed(index, Input::PeerResponse { peer, id, result });
                 }
                 self.in_flight.push((index, target, id));
+                if self.is_blocked(index, target) {
+                    return Vec::new();
+                }
                 let request = Request {
                     api_key: crate::protocol::codec::RequestApiKey::api_key(body.as_ref()),
                     api_version,
@@ -198,6 +204,9 @@ impl Cluster {
             } if connection.0 >= 1000 => {
                 let to = (connection.0 - 1000) as usize;
                 let id = PeerRequestId(response.correlation_id as u64);
+                if self.is_blocked(index, to) {
+                    return Vec::new();
+                }
                 self.in_flight.retain(|pending| *pending != (to, index, id));
                 if self.nodes[to].down {
                     return Vec::new();
@@ -228,6 +237,52 @@ impl Cluster {
                 self.settle(index, out);
             }
         }
+    }
+
+    fn is_blocked(&self, a: usize, b: usize) -> bool {
+        self.blocked.contains(&(a, b)) || self.blocked.contains(&(b, a))
+    }
+
+    /// Cuts the links between two nodes.
+    fn block(&mut self, a: i32, b: i32) {
+        let pair = (self.index(a), self.index(b));
+        self.blocked.push(pair);
+    }
+
+    /// Heals every cut link; requests lost on them fail at their senders.
+    fn heal(&mut self) {
+        let blocked = std::mem::take(&mut self.blocked);
+        let lost: Vec<(usize, usize, PeerRequestId)> = self
+            .in_flight
+            .iter()
+            .copied()
+            .filter(|(from, to, _)| {
+                blocked.contains(&(*from, *to)) || blocked.contains(&(*to, *from))
+            })
+            .collect();
+        self.in_flight.retain(|pending| !lost.contains(pending));
+        for (from, to, id) in lost {
+            if self.nodes[from].down {
+                continue;
+            }
+            let peer = BrokerId(self.nodes[to].id);
+            let result = Err("connection reset".to_owned());
+            let out = self.nodes[from].handle(self.now, Input::PeerResponse { peer, id, result });
+            self.settle(from, out);
+        }
+    }
+
+    /// A killed broker starts again on what its disk kept (a process crash keeps the page cache).
+    fn restart(&mut self, id: i32) {
+        let index = self.index(id);
+        let storage = self.nodes[index].storage.clone();
+        storage.crash(CrashLevel::Process, &mut |_| 0);
+        let (broker, report) =
+            Broker::open(broker_config(id), storage.clone(), 20 + id as u64, self.now)
+                .expect("broker reopens");
+        report.to_sync.complete_now(&storage).expect("sync");
+        self.nodes[index].machine = Machine::Broker(Box::new(broker));
+        self.nodes[index].down = false;
     }
 
     /// The node stops: its requests fail at their senders, as a reset connection would.
@@ -426,4 +481,51 @@ fn a_cluster_replicates_and_fails_over_without_losing_acknowledged_writes() {
         .map(|broker| broker.id.0)
         .collect();
     assert_eq!(fenced, vec![leader.0], "only the dead broker is fenced");
+}
+
+/// The catalogue's first anomaly, in the core: an acks=1 write that only the leader had is
+/// acknowledged, the leader dies, a follower takes over and reuses the offset; when the old
+/// leader returns it truncates to its high watermark (before leader epochs) and converges.
+#[test]
+fn an_acks_1_write_only_the_dead_leader_had_is_lost_and_its_offset_reused() {
+    let mut cluster = cluster_with_a_topic();
+    let leader = cluster.leader();
+    assert_eq!(cluster.produce(leader.0, -1, "v0"), (ErrorCode::None, 0));
+    cluster.advance(1_000);
+    let followers: Vec<i32> = (0..3).filter(|id| *id != leader.0).collect();
+    for follower in &followers {
+        cluster.block(leader.0, *follower);
+    }
+    assert_eq!(
+        cluster.produce(leader.0, 1, "lost"),
+        (ErrorCode::None, 1),
+        "acks=1 answers from the leader alone"
+    );
+    cluster.kill(leader.0);
+    cluster.heal();
+    cluster.advance(9_200);
+    let new_leader = cluster.leader();
+    assert!(
+        followers.contains(&new_leader.0),
+        "a follower leads: {new_leader:?}"
+    );
+    assert_eq!(
+        cluster.produce(new_leader.0, -1, "v1"),
+        (ErrorCode::None, 1),
+        "offset 1 is given to another record"
+    );
+
+    cluster.restart(leader.0);
+    cluster.advance(5_000);
+    assert_eq!(
+        cluster.values(leader.0),
+        vec!["v0".to_owned(), "v1".to_owned()],
+        "the old leader dropped its unreplicated write and follows"
+    );
+    for follower in followers {
+        assert_eq!(
+            cluster.values(follower),
+            vec!["v0".to_owned(), "v1".to_owned()]
+        );
+    }
 }

@@ -357,3 +357,71 @@ fn a_batch_newer_than_segment_ms_past_the_first_batch_rolls_the_segment() {
     assert_eq!(append_at(7_002), Some(5));
     assert_eq!(log.segment_count(), 3);
 }
+
+/// A follower's truncation (Kafka's `truncateTo`): whole batches from the one holding the
+/// offset, later segments deleted, the recovery point lowered. Only the sync it asks for makes
+/// it durable: without it a power loss brings the cut records back.
+#[test]
+fn truncation_cuts_whole_batches_deletes_later_segments_and_is_durable_once_synced() {
+    for synced in [true, false] {
+        let storage = MemoryStorage::new();
+        let (mut log, _) = open(&storage, 200, 0);
+        for index in 0..10 {
+            append_value(&mut log, &format!("value-{index}"));
+        }
+        flush(&storage, &mut log);
+        let segments = log.segment_count();
+        assert!(segments > 2, "small segments roll");
+        let (sync, mark) = log
+            .truncate_to(4)
+            .expect("truncates")
+            .expect("something cut");
+        assert_eq!(log.log_end_offset(), 4);
+        assert_eq!(log.recovery_point(), 4);
+        assert!(log.segment_count() < segments, "later segments are deleted");
+        log.check_invariants();
+        assert!(
+            log.truncate_to(7).expect("nothing").is_none(),
+            "past the end: no cut"
+        );
+        if synced {
+            sync.complete_now(&storage).expect("sync");
+            log.flush_completed(mark);
+        }
+        drop(log);
+        storage.crash(CrashLevel::PowerLoss, &mut |_| 0);
+        let (mut log, _) = open(&storage, 200, 0);
+        let expected = if synced { 4 } else { 10 };
+        assert_eq!(log.log_end_offset(), expected, "synced: {synced}");
+        if synced {
+            assert_eq!(
+                append_value(&mut log, "new-4").base_offset,
+                4,
+                "the offset is reused"
+            );
+        }
+    }
+}
+
+/// A flush started before a truncation synced bytes that may since have been cut and
+/// replaced: its completion vouches for nothing past the truncation point.
+#[test]
+fn a_flush_from_before_a_truncation_does_not_vouch_for_what_replaced_the_cut() {
+    let storage = MemoryStorage::new();
+    let (mut log, _) = open(&storage, 1 << 20, 0);
+    for index in 0..6 {
+        append_value(&mut log, &format!("value-{index}"));
+    }
+    let (old_sync, old_mark) = log.start_flush(Millis(0)).expect("unflushed data");
+    let (cut_sync, cut_mark) = log.truncate_to(4).expect("truncates").expect("cut");
+    append_value(&mut log, "new-4");
+    append_value(&mut log, "new-5");
+    old_sync.complete_now(&storage).expect("sync");
+    log.flush_completed(old_mark);
+    assert_eq!(log.recovery_point(), 4, "capped at the truncation");
+    cut_sync.complete_now(&storage).expect("sync");
+    log.flush_completed(cut_mark);
+    assert_eq!(log.recovery_point(), 4);
+    flush(&storage, &mut log);
+    assert_eq!(log.recovery_point(), 6);
+}
