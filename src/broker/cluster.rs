@@ -473,6 +473,21 @@ impl<S: Storage> Broker<S> {
         self.controller_call(Call::CreateTopics(reply_to), body, api_version, out);
     }
 
+    /// Where another node listens: a controller from `controller.quorum.voters`, a broker from
+    /// its registration in the metadata log.
+    pub fn peer_address(&self, peer: BrokerId) -> Option<String> {
+        if let Some(voter) = self
+            .config
+            .controller_quorum_voters
+            .iter()
+            .find(|voter| voter.id == peer.0)
+        {
+            return Some(format!("{}:{}", voter.host, voter.port));
+        }
+        let registration = self.cluster.as_ref()?.image.broker(peer)?;
+        Some(format!("{}:{}", registration.host, registration.port))
+    }
+
     /// Whether `leader` is a broker that leads nothing right now.
     pub(super) fn is_no_leader(leader: BrokerId) -> bool {
         leader == NO_LEADER

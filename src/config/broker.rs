@@ -121,6 +121,22 @@ pub struct BrokerConfig {
     pub controller_quorum_voters: Vec<Voter>,
     /// `broker.heartbeat.interval.ms` (default 2000).
     pub broker_heartbeat_interval_ms: i64,
+    /// `broker.session.timeout.ms` (default 9000): on a controller, how long a broker may go
+    /// without a heartbeat before it is fenced.
+    pub broker_session_timeout_ms: i64,
+    /// `process.roles`: `broker` (the default; with no `controller.quorum.voters`, a broker that
+    /// is its own controller) or `controller`.
+    pub process_role: ProcessRole,
+}
+
+/// What a node runs (`process.roles`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProcessRole {
+    /// A broker.
+    #[default]
+    Broker,
+    /// A controller.
+    Controller,
 }
 
 /// One controller of `controller.quorum.voters`.
@@ -224,6 +240,8 @@ impl Default for BrokerConfig {
             replication: ReplicationConfig::default(),
             controller_quorum_voters: Vec::new(),
             broker_heartbeat_interval_ms: 2_000,
+            broker_session_timeout_ms: 9_000,
+            process_role: ProcessRole::Broker,
         }
     }
 }
@@ -315,6 +333,36 @@ impl BrokerConfig {
                 }
                 self.metrics_listener = Some(address.to_owned());
             }
+            _ => return self.set_cluster(key, value),
+        }
+        Ok(())
+    }
+
+    /// The keys of a node in a controller-run cluster.
+    fn set_cluster(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        match key {
+            "process.roles" => {
+                self.process_role = match value.trim() {
+                    "broker" => ProcessRole::Broker,
+                    "controller" => ProcessRole::Controller,
+                    _ => {
+                        return Err(ConfigError::invalid(
+                            key,
+                            value,
+                            "expected broker or controller (combined mode is not implemented)",
+                        ))
+                    }
+                }
+            }
+            "controller.quorum.voters" => {
+                self.controller_quorum_voters = Voter::parse_list(key, value)?;
+            }
+            "broker.heartbeat.interval.ms" => {
+                self.broker_heartbeat_interval_ms = parse_at_least(key, value, 1)?
+            }
+            "broker.session.timeout.ms" => {
+                self.broker_session_timeout_ms = parse_at_least(key, value, 1)?
+            }
             _ => return Err(ConfigError::unknown(key)),
         }
         Ok(())
@@ -380,11 +428,7 @@ impl Configurable for BrokerConfig {
             "unclean.leader.election.enable" => {
                 self.unclean_leader_election_enable = parse_bool(key, value)?
             }
-            "process.roles"
-            | "controller.quorum.voters"
-            | "controller.listener.names"
-            | "num.network.threads"
-            | "num.io.threads" => {
+            "controller.listener.names" | "num.network.threads" | "num.io.threads" => {
                 return Err(ConfigError::not_implemented(key, ""));
             }
             _ => return self.set_network(key, value),
@@ -409,9 +453,26 @@ impl Configurable for BrokerConfig {
                 self.replication.fetch_wait_max_ms, self.replication.lag_time_max_ms
             )));
         }
-        if self.default_replication_factor != 1 {
+        if self.broker_heartbeat_interval_ms >= self.broker_session_timeout_ms {
             return Err(ConfigError::Conflict(format!(
-                "default.replication.factor={} needs replication, which seedlog does not implement yet",
+                "broker.heartbeat.interval.ms={} must be less than broker.session.timeout.ms={}",
+                self.broker_heartbeat_interval_ms, self.broker_session_timeout_ms
+            )));
+        }
+        if self.process_role == ProcessRole::Controller
+            && !self
+                .controller_quorum_voters
+                .iter()
+                .any(|voter| voter.id == self.node_id)
+        {
+            return Err(ConfigError::Conflict(format!(
+                "process.roles=controller needs node.id={} among controller.quorum.voters",
+                self.node_id
+            )));
+        }
+        if self.default_replication_factor != 1 && self.controller_quorum_voters.is_empty() {
+            return Err(ConfigError::Conflict(format!(
+                "default.replication.factor={} needs other brokers: set controller.quorum.voters",
                 self.default_replication_factor
             )));
         }

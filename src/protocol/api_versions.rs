@@ -37,6 +37,17 @@ pub const SUPPORTED_APIS: [SupportedApi; 7] = [
     api(ApiKey::DeleteRecords, 0, 2), // v2 flexible
 ];
 
+/// What a controller answers: brokers register, heartbeat, change ISRs, forward topic
+/// creation and fetch the metadata log.
+pub const CONTROLLER_APIS: [SupportedApi; 6] = [
+    api(ApiKey::Fetch, 12, 16),
+    api(ApiKey::ApiVersions, 0, 4),
+    api(ApiKey::CreateTopics, 2, 7),
+    api(ApiKey::AlterPartition, 2, 3),
+    api(ApiKey::BrokerRegistration, 0, 4),
+    api(ApiKey::BrokerHeartbeat, 0, 1),
+];
+
 /// The supported range for `key`, if seedlog implements it.
 pub fn supported(key: ApiKey) -> Option<SupportedApi> {
     SUPPORTED_APIS.iter().copied().find(|api| api.key == key)

@@ -11,7 +11,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
-use super::api_versions;
+use super::api_versions::{self, SupportedApi};
 use super::error_code::ErrorCode;
 use super::frame::FRAME_PREFIX_BYTES;
 
@@ -91,8 +91,14 @@ pub enum CodecError {
     },
 }
 
-/// Decodes one request frame (without its size prefix).
+/// Decodes one request frame (without its size prefix) for a broker.
 pub fn decode_request(frame: Bytes) -> Result<Decoded, CodecError> {
+    decode_request_for(frame, &api_versions::SUPPORTED_APIS)
+}
+
+/// Decodes one request frame for a listener that answers `apis` (a broker's or a
+/// controller's).
+pub fn decode_request_for(frame: Bytes, apis: &[SupportedApi]) -> Result<Decoded, CodecError> {
     const HEADER_FIXED_BYTES: usize = 8;
     if frame.len() < HEADER_FIXED_BYTES {
         return Err(CodecError::ShortHeader(frame.len()));
@@ -101,7 +107,11 @@ pub fn decode_request(frame: Bytes) -> Result<Decoded, CodecError> {
     let api_version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
     let api_key = ApiKey::try_from(key_raw).map_err(|()| CodecError::UnknownApiKey(key_raw))?;
-    let supported = api_versions::supported(api_key).ok_or(CodecError::UnsupportedApi(api_key))?;
+    let supported = apis
+        .iter()
+        .copied()
+        .find(|api| api.key == api_key)
+        .ok_or(CodecError::UnsupportedApi(api_key))?;
     if !(supported.min_version..=supported.max_version).contains(&api_version) {
         if api_key == ApiKey::ApiVersions {
             return Ok(Decoded::UnsupportedApiVersions {

@@ -130,6 +130,34 @@ impl ClientConnection {
         Ok(connection)
     }
 
+    /// Connects without negotiating versions: for a peer node, whose request versions the
+    /// core fixes.
+    pub async fn connect_raw(
+        address: &str,
+        client_id: &str,
+    ) -> Result<ClientConnection, ClientError> {
+        let stream = tokio::time::timeout(CONNECTION_SETUP_TIMEOUT, TcpStream::connect(address))
+            .await
+            .map_err(|_| ClientError::Timeout(CONNECTION_SETUP_TIMEOUT))??;
+        stream.set_nodelay(true)?;
+        Ok(ClientConnection {
+            conn: Connection::new(stream),
+            client_id: client_id.to_owned(),
+            next_correlation_id: 0,
+            in_flight: VecDeque::new(),
+            versions: BTreeMap::new(),
+        })
+    }
+
+    /// Sends a request at `api_version` and waits for its response (nothing else in flight).
+    pub async fn call_at_version(
+        &mut self,
+        api_version: i16,
+        body: RequestKind,
+    ) -> Result<ResponseKind, ClientError> {
+        self.call_at(api_version, body).await
+    }
+
     async fn negotiate(&mut self) -> Result<(), ClientError> {
         let request = ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str("seedlog"))

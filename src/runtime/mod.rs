@@ -7,6 +7,7 @@ pub mod consumer;
 mod driver;
 pub mod metrics;
 pub mod net;
+mod peers;
 pub mod producer;
 pub mod server;
 pub mod storage;

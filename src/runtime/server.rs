@@ -8,21 +8,25 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_protocol::messages::{ApiKey, ResponseKind};
+use kafka_protocol::messages::ApiKey;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 
+use crate::broker::metrics::BrokerMetrics;
 use crate::broker::{
-    Broker, BrokerError, BrokerEvent, ConnectionId, FlushId, Input, Output, PeerRequestId, Response,
+    Broker, BrokerError, BrokerEvent, ConnectionId, FlushId, Input, Output, Response,
 };
 use crate::config::BrokerConfig;
+use crate::controller::node::ControllerNode;
 use crate::log::FlushSync;
 use crate::protocol::codec::Request;
 use crate::runtime::clock::Clock;
 use crate::runtime::driver::Driver;
 use crate::runtime::metrics::{self, ShellMetrics, SnapshotRequest};
 use crate::runtime::net::ConnectionFaults;
+use crate::runtime::peers::{PeerAnswer, PeerCall, Peers};
 use crate::runtime::storage::{DurableFile, DurableStorage};
+use crate::state_machine::StateMachine;
 use crate::types::{BrokerId, Millis};
 
 use self::connections::{Acceptor, ConnectionLimits, ConnectionShared, LimitsConfig};
@@ -31,6 +35,35 @@ use self::connections::{Acceptor, ConnectionLimits, ConnectionShared, LimitsConf
 pub trait BrokerObserver: Send + Sync {
     /// One event, in the order the broker produced them.
     fn on_event(&self, event: &BrokerEvent);
+}
+
+/// What the server loop needs of the machine it serves, beyond the state machine: a broker
+/// or a controller.
+pub trait Served<F>: StateMachine<Input = Input, Output = Output<F>> {
+    /// A snapshot for the metrics endpoint, if the machine has one.
+    fn metrics_snapshot(&self) -> Option<BrokerMetrics>;
+    /// Where to reach another node (`host:port`), if known.
+    fn peer_address(&self, peer: BrokerId) -> Option<String>;
+}
+
+impl<S: DurableStorage> Served<S::File> for Broker<S> {
+    fn metrics_snapshot(&self) -> Option<BrokerMetrics> {
+        Some(self.metrics())
+    }
+
+    fn peer_address(&self, peer: BrokerId) -> Option<String> {
+        Broker::peer_address(self, peer)
+    }
+}
+
+impl<S: DurableStorage> Served<S::File> for ControllerNode<S> {
+    fn metrics_snapshot(&self) -> Option<BrokerMetrics> {
+        None
+    }
+
+    fn peer_address(&self, _peer: BrokerId) -> Option<String> {
+        None
+    }
 }
 
 /// Knobs the embedding world sets.
@@ -105,11 +138,6 @@ enum DriverMessage<F> {
         flush_id: FlushId,
         result: Result<(), String>,
     },
-    PeerResponse {
-        peer: BrokerId,
-        id: PeerRequestId,
-        result: Result<Box<ResponseKind>, String>,
-    },
 }
 
 /// Runs a broker until the process (or simulated node) dies.
@@ -142,8 +170,80 @@ pub async fn run_broker<S: DurableStorage>(
         corruption = report.recovery.corruption.as_deref().unwrap_or("none"),
         "log recovered"
     );
-    let listener = TcpListener::bind(&bind_address).await?;
     tracing::info!(address = %bind_address, node_id = broker.node_id().0, "listening");
+    let listening = Listening {
+        bind_address,
+        limits: config_limits,
+        apis: &crate::protocol::api_versions::SUPPORTED_APIS,
+        metrics_listener,
+        client_id: format!("broker-{}", broker.node_id().0),
+    };
+    serve(broker, clock, storage, listening, options).await
+}
+
+/// A controller node (`process.roles=controller`): the controller's decisions over its local
+/// metadata log, served to brokers until the process (or simulated node) dies.
+pub async fn run_controller<S: DurableStorage>(
+    config: BrokerConfig,
+    storage: S,
+    options: ServerOptions,
+) -> Result<(), ServerError> {
+    let clock = Clock::start();
+    let settings = crate::controller::ControllerConfig {
+        broker_session_timeout_ms: config.broker_session_timeout_ms as u64,
+        unclean_leader_election_enable: config.unclean_leader_election_enable,
+    };
+    let bind_address = config.listeners.bind_address();
+    let listening = Listening {
+        bind_address,
+        limits: LimitsConfig::of(&config),
+        apis: &crate::protocol::api_versions::CONTROLLER_APIS,
+        metrics_listener: None,
+        client_id: format!("controller-{}", config.node_id),
+    };
+    let node_id = config.node_id;
+    let (node, to_sync) =
+        ControllerNode::open(settings, config, storage.clone(), options.seed, clock.now())?;
+    if let Some(sync) = to_sync {
+        run_flush(&storage, sync)
+            .await
+            .map_err(std::io::Error::other)?;
+    }
+    tracing::info!(
+        address = %listening.bind_address,
+        node_id,
+        committed = node.committed(),
+        "controller listening"
+    );
+    serve(node, clock, storage, listening, options).await
+}
+
+/// Where and how a node listens.
+struct Listening {
+    bind_address: String,
+    limits: LimitsConfig,
+    apis: &'static [crate::protocol::api_versions::SupportedApi],
+    metrics_listener: Option<String>,
+    /// Names this node in its requests to peers.
+    client_id: String,
+}
+
+/// Binds, accepts and drives `machine` until it stops.
+async fn serve<S: DurableStorage, M: Served<S::File>>(
+    machine: M,
+    clock: Clock,
+    storage: S,
+    listening: Listening,
+    options: ServerOptions,
+) -> Result<(), ServerError> {
+    let Listening {
+        bind_address,
+        limits: config_limits,
+        apis,
+        metrics_listener,
+        client_id,
+    } = listening;
+    let listener = TcpListener::bind(&bind_address).await?;
     let (to_driver, inbox) = mpsc::channel(1024);
     // Closed when the shutdown starts: every waiter wakes, in the order it waited. (Not a
     // `watch` channel: its notify shards are picked at random, so wake-ups would not be
@@ -167,6 +267,7 @@ pub async fn run_broker<S: DurableStorage>(
         shared: ConnectionShared {
             to_driver: to_driver.clone(),
             max_request_bytes: config_limits.max_request_bytes,
+            apis,
             faults: options.faults.clone(),
             closing: Arc::clone(&closing),
             metrics: metrics.clone(),
@@ -174,11 +275,14 @@ pub async fn run_broker<S: DurableStorage>(
         alive,
     };
     let accept_task = tokio::spawn(acceptor.run());
+    let (answers, peer_answers) = mpsc::unbounded_channel();
     let shell = Shell {
         storage,
         observer: options.observer,
         to_driver,
         metrics,
+        peers: Peers::new(client_id, answers),
+        peer_answers,
     };
     let stop = Stop {
         requested: options.shutdown,
@@ -187,7 +291,7 @@ pub async fn run_broker<S: DurableStorage>(
         all_closed,
         snapshots,
     };
-    drive(broker, clock, inbox, shell, stop).await;
+    drive(machine, clock, inbox, shell, stop).await;
     Ok(())
 }
 
@@ -207,6 +311,8 @@ struct Shell<S: DurableStorage> {
     observer: Option<Arc<dyn BrokerObserver>>,
     to_driver: mpsc::Sender<DriverMessage<S::File>>,
     metrics: Option<ShellMetrics>,
+    peers: Peers,
+    peer_answers: mpsc::UnboundedReceiver<PeerAnswer>,
 }
 
 /// Where a broker is on its way out.
@@ -239,16 +345,16 @@ async fn notified(notify: Option<&Notify>) {
 }
 
 /// The driver loop: one input at a time into the state machine, outputs executed in order.
-async fn drive<S: DurableStorage>(
-    broker: Broker<S>,
+async fn drive<S: DurableStorage, M: Served<S::File>>(
+    machine: M,
     clock: Clock,
     mut inbox: mpsc::Receiver<DriverMessage<S::File>>,
-    shell: Shell<S>,
+    mut shell: Shell<S>,
     mut stop: Stop,
 ) {
     let mut replies: BTreeMap<ConnectionId, oneshot::Sender<Reply<S::File>>> = BTreeMap::new();
     let mut outputs = Vec::new();
-    let mut driver = Driver::new(broker, clock);
+    let mut driver = Driver::new(machine, clock);
     let mut phase = Phase::Serving;
     let requested = stop.requested.clone();
     loop {
@@ -270,10 +376,12 @@ async fn drive<S: DurableStorage>(
                     Input::ConnectionClosed { connection }
                 }
                 DriverMessage::FlushDone { flush_id, result } => Input::FlushCompleted { flush_id, result },
-                DriverMessage::PeerResponse { peer, id, result } => Input::PeerResponse { peer, id, result },
             },
+            Some((peer, id, result)) = shell.peer_answers.recv() => Input::PeerResponse { peer, id, result },
             Some(reply) = next_snapshot(stop.snapshots.as_mut()) => {
-                let _ = reply.send(driver.machine().metrics());
+                if let Some(snapshot) = driver.machine().metrics_snapshot() {
+                    let _ = reply.send(snapshot);
+                }
                 continue;
             }
             () = notified(requested.as_deref()), if phase == Phase::Serving => {
@@ -298,19 +406,43 @@ async fn drive<S: DurableStorage>(
             }
         };
         driver.step(input, &mut outputs);
-        let mut stopped = None;
-        for output in outputs.drain(..) {
-            if let Output::Stopped { clean } = output {
-                stopped = Some(clean);
-                continue;
-            }
-            execute(output, &mut replies, &shell);
-        }
+        let stopped = carry_out(&mut outputs, &driver, &mut replies, &mut shell);
         if let Some(clean) = stopped {
             tracing::info!(clean, "stopped");
             return;
         }
     }
+}
+
+/// Carries out a step's outputs in order; returns `Some(clean)` if the machine stopped.
+fn carry_out<S: DurableStorage, M: Served<S::File>>(
+    outputs: &mut Vec<Output<S::File>>,
+    driver: &Driver<M>,
+    replies: &mut BTreeMap<ConnectionId, oneshot::Sender<Reply<S::File>>>,
+    shell: &mut Shell<S>,
+) -> Option<bool> {
+    let mut stopped = None;
+    for output in outputs.drain(..) {
+        match output {
+            Output::Stopped { clean } => stopped = Some(clean),
+            Output::PeerRequest {
+                peer,
+                id,
+                api_version,
+                body,
+            } => {
+                let address = driver.machine().peer_address(peer);
+                let call = PeerCall {
+                    id,
+                    api_version,
+                    body,
+                };
+                shell.peers.send(peer, address, call);
+            }
+            output => execute(output, replies, shell),
+        }
+    }
+    stopped
 }
 
 fn execute<S: DurableStorage>(
@@ -347,23 +479,7 @@ fn execute<S: DurableStorage>(
                     .await;
             });
         }
-        Output::PeerRequest { peer, id, .. } => {
-            // Brokers learn each other's addresses from the controller's metadata, which has
-            // not landed: no partition has a remote leader yet, so this cannot happen. Answer
-            // with an error rather than leave the fetcher waiting for ever.
-            tracing::error!(
-                peer = peer.0,
-                "no connection to broker {}: peer addresses come with the controller quorum",
-                peer.0
-            );
-            let to_driver = shell.to_driver.clone();
-            tokio::spawn(async move {
-                let result = Err(format!("no route to broker {}", peer.0));
-                let _ = to_driver
-                    .send(DriverMessage::PeerResponse { peer, id, result })
-                    .await;
-            });
-        }
+        Output::PeerRequest { .. } => unreachable!("the driver loop sends peer requests"),
         Output::Event(event) => publish(shell.observer.as_deref(), &event),
         Output::Stopped { .. } => unreachable!("the driver loop handles Stopped"),
     }

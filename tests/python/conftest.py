@@ -29,11 +29,16 @@ def free_port() -> int:
 
 
 class Broker:
-    def __init__(self, directory: Path) -> None:
-        self.port = free_port()
+    """A `seedlog broker` process; `properties` are added to its node.id, listeners and log.dirs."""
+
+    def __init__(self, directory: Path, node_id: int = 0, properties: str = "", port: int | None = None) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.port = port or free_port()
         self.address = f"127.0.0.1:{self.port}"
         config = directory / "server.properties"
-        config.write_text(f"node.id=0\nlisteners=PLAINTEXT://{self.address}\nlog.dirs={directory / 'data'}\n")
+        config.write_text(
+            f"node.id={node_id}\nlisteners=PLAINTEXT://{self.address}\nlog.dirs={directory / 'data'}\n{properties}"
+        )
         self.log_path = directory / "broker.log"
         self.log = self.log_path.open("w")
         self.process = subprocess.Popen(
@@ -51,7 +56,8 @@ class Broker:
         raise RuntimeError(f"seedlog did not start:\n{self.log_path.read_text()}")
 
     def stop(self) -> None:
-        self.process.kill()
+        if self.process.poll() is None:
+            self.process.kill()
         self.process.wait(timeout=10)
         self.log.close()
 

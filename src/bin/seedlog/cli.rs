@@ -9,6 +9,7 @@ use anyhow::{bail, Context};
 use bytes::Bytes;
 use clap::{Parser, Subcommand};
 use seedlog::client::producer::ProducerRecord;
+use seedlog::config::broker::ProcessRole;
 use seedlog::config::{
     apply_properties, parse_properties, BrokerConfig, Configurable, ConsumerConfig, ProducerConfig,
 };
@@ -16,7 +17,7 @@ use seedlog::runtime::admin::{create_topics, metadata, partition_count, NewTopic
 use seedlog::runtime::client::ClientConnection;
 use seedlog::runtime::consumer::{Consumer, ConsumerRecord};
 use seedlog::runtime::producer::Producer;
-use seedlog::runtime::server::{run_broker, ServerOptions};
+use seedlog::runtime::server::{run_broker, run_controller, ServerOptions};
 use seedlog::runtime::storage::FileStorage;
 use seedlog::types::TopicPartition;
 use std::sync::Arc;
@@ -219,17 +220,16 @@ async fn broker(path: PathBuf) -> anyhow::Result<()> {
     let seed = madsim::rand::random::<u64>();
     let shutdown = Arc::new(Notify::new());
     tokio::spawn(notify_on_signal(shutdown.clone()));
-    run_broker(
-        config,
-        storage,
-        ServerOptions {
-            seed,
-            faults: None,
-            observer: None,
-            shutdown: Some(shutdown),
-        },
-    )
-    .await?;
+    let options = ServerOptions {
+        seed,
+        faults: None,
+        observer: None,
+        shutdown: Some(shutdown),
+    };
+    match config.process_role {
+        ProcessRole::Broker => run_broker(config, storage, options).await?,
+        ProcessRole::Controller => run_controller(config, storage, options).await?,
+    }
     Ok(())
 }
 

@@ -13,7 +13,8 @@ use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
 use crate::broker::{produce_rejection, ConnectionId, Response, ResponseBody};
 use crate::config::BrokerConfig;
-use crate::protocol::codec::{decode_request, encode_api_versions_fallback, Decoded, Request};
+use crate::protocol::api_versions::SupportedApi;
+use crate::protocol::codec::{decode_request_for, encode_api_versions_fallback, Decoded, Request};
 use crate::runtime::metrics::ShellMetrics;
 use crate::runtime::net::{Connection, ConnectionFaults, FaultAction, ReadLimits};
 use crate::runtime::storage::DurableFile;
@@ -109,6 +110,8 @@ pub(super) struct Acceptor<F> {
 pub(super) struct ConnectionShared<F> {
     pub(super) to_driver: mpsc::Sender<DriverMessage<F>>,
     pub(super) max_request_bytes: usize,
+    /// The APIs this listener answers (a broker's or a controller's).
+    pub(super) apis: &'static [SupportedApi],
     pub(super) faults: Option<Arc<dyn ConnectionFaults>>,
     /// Closed (never given permits) when the broker starts its shutdown.
     pub(super) closing: Arc<Semaphore>,
@@ -120,6 +123,7 @@ impl<F> Clone for ConnectionShared<F> {
         ConnectionShared {
             to_driver: self.to_driver.clone(),
             max_request_bytes: self.max_request_bytes,
+            apis: self.apis,
             faults: self.faults.clone(),
             closing: Arc::clone(&self.closing),
             metrics: self.metrics.clone(),
@@ -225,6 +229,7 @@ async fn serve_connection<F: DurableFile>(accepted: Accepted, shared: Connection
 async fn read_request(
     conn: &mut Connection,
     max_request_bytes: usize,
+    apis: &[SupportedApi],
 ) -> Result<Option<Box<Request>>, String> {
     loop {
         let Some(frame) = conn
@@ -234,7 +239,7 @@ async fn read_request(
         else {
             return Ok(None);
         };
-        match decode_request(frame).map_err(|error| error.to_string())? {
+        match decode_request_for(frame, apis).map_err(|error| error.to_string())? {
             Decoded::Request(request) => return Ok(Some(request)),
             Decoded::UnsupportedApiVersions {
                 correlation_id,
@@ -317,7 +322,7 @@ async fn serve_requests<F: DurableFile>(
         let next = tokio::select! {
             biased;
             _ = shared.closing.acquire() => return Ok(()),
-            next = read_request(conn, shared.max_request_bytes) => next?,
+            next = read_request(conn, shared.max_request_bytes, shared.apis) => next?,
         };
         let Some(request) = next else {
             return Ok(());

@@ -1,0 +1,95 @@
+"""A real cluster on loopback: one controller and three brokers (`controller.quorum.voters`).
+kafka-python produces with acks=all to a topic with three replicas and min.insync.replicas=2;
+the partition leader is killed with SIGKILL mid-stream; the producer fails over to the new
+leader the controller elects, and a consumer reads back every acknowledged record."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.admin import NewTopic
+
+from conftest import Broker, free_port
+
+CONTROLLER_ID = 100
+
+
+@pytest.fixture()
+def cluster(tmp_path: Path):
+    controller_port = free_port()
+    voters = f"controller.quorum.voters={CONTROLLER_ID}@127.0.0.1:{controller_port}\n"
+    controller = Broker(tmp_path / "controller", CONTROLLER_ID, "process.roles=controller\n" + voters, controller_port)
+    brokers = [Broker(tmp_path / f"broker-{node}", node, voters) for node in range(3)]
+    yield controller, brokers
+    for node in [*brokers, controller]:
+        node.stop()
+
+
+def leader_of(admin: KafkaAdminClient, topic: str) -> int:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        described = admin.describe_topics([topic])
+        partitions = described[0]["partitions"] if described else []
+        if partitions and partitions[0]["leader_id"] >= 0 and len(partitions[0]["isr_nodes"]) == 3:
+            return partitions[0]["leader_id"]
+        time.sleep(0.2)
+    raise AssertionError(f"no leader with a full ISR for {topic}")
+
+
+def test_acks_all_survives_a_kill_9_of_the_leader(cluster) -> None:
+    _, brokers = cluster
+    bootstrap = [broker.address for broker in brokers]
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            admin.create_topics([NewTopic("replicated", 1, 3, topic_configs={"min.insync.replicas": "2"})])
+            break
+        except Exception:  # brokers still registering with the controller
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    leader = leader_of(admin, "replicated")
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        enable_idempotence=False,
+        retries=50,
+        request_timeout_ms=5000,
+        delivery_timeout_ms=60000,
+        max_in_flight_requests_per_connection=1,
+    )
+    acknowledged = []
+    for index in range(300):
+        if index == 100:
+            brokers[leader].process.kill()
+        value = f"value-{index}"
+        producer.send("replicated", value.encode()).get(timeout=60)
+        acknowledged.append(value)
+    producer.close()
+    new_leader = leader_of_live(admin, "replicated", leader)
+    assert new_leader != leader
+    consumer = KafkaConsumer(
+        "replicated",
+        bootstrap_servers=[broker.address for node, broker in enumerate(brokers) if node != leader],
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=5000,
+    )
+    seen = {message.value.decode() for message in consumer}
+    consumer.close()
+    missing = [value for value in acknowledged if value not in seen]
+    assert not missing, f"{len(missing)} acknowledged records lost, first {missing[:5]}"
+
+
+def leader_of_live(admin: KafkaAdminClient, topic: str, dead: int) -> int:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        described = admin.describe_topics([topic])
+        leader = described[0]["partitions"][0]["leader_id"]
+        if leader >= 0 and leader != dead:
+            return leader
+        time.sleep(0.2)
+    raise AssertionError("no new leader")
