@@ -15,8 +15,9 @@ use madsim::net::NetSim;
 use madsim::rand::Rng;
 use madsim::runtime::{Handle, Runtime};
 use madsim::task::NodeId;
+use seedlog::config::broker::ProcessRole;
 use seedlog::config::{BrokerConfig, Configurable};
-use seedlog::runtime::server::{run_broker, BrokerObserver, ServerOptions};
+use seedlog::runtime::server::{run_broker, run_controller, BrokerObserver, ServerOptions};
 use seedlog::storage::memory::{CrashLevel, DiskFaults, FsyncFailure};
 use seedlog::types::TopicPartition;
 use serde_json::json;
@@ -50,6 +51,30 @@ const SETUP_MARGIN: Duration = Duration::from_mins(1);
 
 fn broker_ip(index: u32) -> IpAddr {
     IpAddr::from([10, 0, 0, (index + 1) as u8])
+}
+
+const CONTROLLER_PORT: u16 = 9093;
+/// Controllers' node ids start here (brokers are 0..brokers).
+const CONTROLLER_ID_BASE: u32 = 1000;
+
+fn controller_ip(index: u32) -> IpAddr {
+    IpAddr::from([10, 0, 3, (index + 1) as u8])
+}
+
+/// `controller.quorum.voters` of a scenario with controllers.
+fn quorum_voters(scenario: &Scenario) -> Option<String> {
+    (scenario.controllers > 0).then(|| {
+        (0..scenario.controllers)
+            .map(|index| {
+                format!(
+                    "{}@{}:{CONTROLLER_PORT}",
+                    CONTROLLER_ID_BASE + index,
+                    controller_ip(index)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    })
 }
 
 thread_local! {
@@ -406,14 +431,42 @@ fn retention_waits(scenario: &Scenario, producers_unfinished: bool) -> BTreeMap<
         .collect()
 }
 
+fn controller_config(scenario: &Scenario, index: u32) -> BrokerConfig {
+    let mut config = BrokerConfig::default();
+    let base = [
+        (
+            "node.id".to_owned(),
+            (CONTROLLER_ID_BASE + index).to_string(),
+        ),
+        ("process.roles".to_owned(), "controller".to_owned()),
+        (
+            "listeners".to_owned(),
+            format!("PLAINTEXT://{}:{CONTROLLER_PORT}", controller_ip(index)),
+        ),
+        ("log.dirs".to_owned(), "/data".to_owned()),
+        (
+            "controller.quorum.voters".to_owned(),
+            quorum_voters(scenario).expect("a scenario with controllers"),
+        ),
+    ];
+    let pairs = base.iter().chain(&scenario.broker_overrides);
+    config
+        .apply(pairs.map(|(key, value)| (key.as_str(), value.as_str())))
+        .expect("the loader validated the config");
+    config
+}
+
 fn broker_config(scenario: &Scenario, index: u32) -> BrokerConfig {
     let mut config = BrokerConfig::default();
     let listener = format!("PLAINTEXT://{}:{BROKER_PORT}", broker_ip(index));
-    let base = [
+    let mut base = vec![
         ("node.id".to_owned(), index.to_string()),
         ("listeners".to_owned(), listener),
         ("log.dirs".to_owned(), "/data".to_owned()),
     ];
+    if let Some(voters) = quorum_voters(scenario) {
+        base.push(("controller.quorum.voters".to_owned(), voters));
+    }
     let pairs = base.iter().chain(&scenario.broker_overrides);
     config
         .apply(pairs.map(|(key, value)| (key.as_str(), value.as_str())))
@@ -426,9 +479,19 @@ fn start_brokers(handle: &Handle, env: &Env, scenario: &Scenario) -> Brokers {
     let mut nodes = BTreeMap::new();
     let mut rules = BTreeMap::new();
     let mut stops = BTreeMap::new();
-    for index in 0..scenario.brokers {
+    let brokers = (0..scenario.brokers).map(|index| {
         let name = format!("broker-{index}");
-        let config = broker_config(scenario, index);
+        (name, broker_ip(index), broker_config(scenario, index))
+    });
+    let controllers = (0..scenario.controllers).map(|index| {
+        let name = format!("controller-{index}");
+        (
+            name,
+            controller_ip(index),
+            controller_config(scenario, index),
+        )
+    });
+    for (name, ip, config) in controllers.chain(brokers) {
         let (fsync_low, fsync_high) = scenario.fsync_latency_us;
         let broker_rules = ConnectionRules::default();
         rules.insert(name.clone(), broker_rules.clone());
@@ -438,7 +501,7 @@ fn start_brokers(handle: &Handle, env: &Env, scenario: &Scenario) -> Brokers {
         let node = handle
             .create_node()
             .name(name.clone())
-            .ip(broker_ip(index))
+            .ip(ip)
             .init(move || {
                 let config = config.clone();
                 let faults = broker_rules.clone();
@@ -459,8 +522,12 @@ fn start_brokers(handle: &Handle, env: &Env, scenario: &Scenario) -> Brokers {
                         observer: Some(observer),
                         shutdown: Some(shutdown),
                     };
-                    if let Err(error) = run_broker(config, storage, options).await {
-                        tracing::error!(%error, "broker stopped");
+                    let result = match config.process_role {
+                        ProcessRole::Broker => run_broker(config, storage, options).await,
+                        ProcessRole::Controller => run_controller(config, storage, options).await,
+                    };
+                    if let Err(error) = result {
+                        tracing::error!(%error, "node stopped");
                     }
                 }
             })
@@ -587,7 +654,10 @@ async fn liveness_phase(
 
 async fn supervise(scenario: &Scenario) -> (History, Duration) {
     let handle = Handle::current();
-    let env = Env::new(format!("{}:{BROKER_PORT}", broker_ip(0)));
+    let servers = (0..scenario.brokers)
+        .map(|index| format!("{}:{BROKER_PORT}", broker_ip(index)))
+        .collect();
+    let env = Env::new(servers);
     let Brokers {
         mut nodes,
         rules,

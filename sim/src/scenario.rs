@@ -73,6 +73,9 @@ struct RawMeta {
 #[serde(deny_unknown_fields)]
 struct RawCluster {
     brokers: Spanned<u32>,
+    /// Controller nodes (0: the one broker is its own controller; 1: a controller node).
+    #[serde(default)]
+    controllers: Option<Spanned<u32>>,
     #[serde(default)]
     config: Option<ConfigTable>,
 }
@@ -375,6 +378,9 @@ pub struct Scenario {
     pub liveness_ms: u64,
     /// Number of brokers.
     pub brokers: u32,
+    /// Number of controller nodes (0 or 1): with one, the brokers register with it and follow
+    /// its metadata log.
+    pub controllers: u32,
     /// Broker config overrides (Kafka names).
     pub broker_overrides: Vec<(String, String)>,
     /// Topics created before the workload.
@@ -512,15 +518,37 @@ pub fn parse(file: &str, source: &str) -> Result<Scenario, ScenarioError> {
     build(&loader, raw)
 }
 
+/// The numbers of brokers and controllers.
+fn build_cluster_size(
+    loader: &Loader<'_>,
+    cluster: &RawCluster,
+) -> Result<(u32, u32), ScenarioError> {
+    let brokers = *cluster.brokers.get_ref();
+    if !(1..=9).contains(&brokers) {
+        return Err(loader.error_at(cluster.brokers.span(), "brokers must be 1 to 9"));
+    }
+    let controllers = match &cluster.controllers {
+        Some(count) if *count.get_ref() > 1 => {
+            return Err(loader.error_at(
+                count.span(),
+                "controllers must be 0 or 1 (a Raft quorum of controllers is not built yet)",
+            ))
+        }
+        Some(count) if *count.get_ref() == 0 && brokers > 1 => {
+            return Err(loader.error_at(
+                count.span(),
+                "several brokers need a controller (controllers = 1)",
+            ))
+        }
+        Some(count) => *count.get_ref(),
+        None => u32::from(brokers > 1),
+    };
+    Ok((brokers, controllers))
+}
+
 fn build(loader: &Loader<'_>, raw: RawScenario) -> Result<Scenario, ScenarioError> {
     let cluster = raw.cluster.get_ref();
-    let brokers = *cluster.brokers.get_ref();
-    if brokers != 1 {
-        return Err(loader.error_at(
-            cluster.brokers.span(),
-            "seedlog runs exactly one broker until replication lands (brokers = 1)",
-        ));
-    }
+    let (brokers, controllers) = build_cluster_size(loader, cluster)?;
     let mut broker_config = BrokerConfig::default();
     loader.apply(
         &mut broker_config,
@@ -541,8 +569,9 @@ fn build(loader: &Loader<'_>, raw: RawScenario) -> Result<Scenario, ScenarioErro
         .collect();
     let mut nodes: BTreeSet<String> = (0..brokers)
         .map(|index| format!("broker-{index}"))
+        .chain((0..controllers).map(|index| format!("controller-{index}")))
         .collect();
-    let topics = build_topics(loader, &raw.topics, &broker_config)?;
+    let topics = build_topics(loader, &raw.topics, &broker_config, brokers)?;
     let (producers, consumers) = build_clients(loader, &raw, &topics, &mut nodes)?;
     let duration_ms = *raw.scenario.duration_ms.get_ref();
     let mut faults = Vec::new();
@@ -561,6 +590,7 @@ fn build(loader: &Loader<'_>, raw: RawScenario) -> Result<Scenario, ScenarioErro
         duration_ms,
         liveness_ms: raw.scenario.liveness_ms.unwrap_or(LIVENESS_MS_DEFAULT),
         brokers,
+        controllers,
         broker_overrides,
         topics,
         producers,
@@ -616,6 +646,7 @@ fn build_topics(
     loader: &Loader<'_>,
     raw: &[Spanned<RawTopic>],
     broker: &BrokerConfig,
+    brokers: u32,
 ) -> Result<Vec<NewTopic>, ScenarioError> {
     let mut topics = Vec::new();
     for topic in raw {
@@ -639,14 +670,15 @@ fn build_topics(
             .replication_factor
             .as_ref()
             .map_or(1, |factor| *factor.get_ref());
-        if replication_factor != 1 {
+        if replication_factor < 1 || replication_factor as u32 > brokers {
             let span = topic
                 .replication_factor
                 .as_ref()
                 .map_or(0..0, Spanned::span);
-            return Err(
-                loader.error_at(span, "replication_factor must be 1 until replication lands")
-            );
+            return Err(loader.error_at(
+                span,
+                format!("replication_factor must be 1 to the number of brokers ({brokers})"),
+            ));
         }
         let mut config = TopicConfig::defaults(broker);
         loader.apply(&mut config, topic.config.as_ref(), &[])?;

@@ -33,15 +33,18 @@ pub struct Env {
     start: tokio::time::Instant,
     /// `host:port` of the first broker.
     pub bootstrap: String,
+    /// `host:port` of every broker: the clients' `bootstrap.servers`.
+    pub servers: Vec<String>,
 }
 
 impl Env {
     /// A new environment whose clock starts now.
-    pub fn new(bootstrap: String) -> Env {
+    pub fn new(servers: Vec<String>) -> Env {
         Env {
             recorder: Arc::new(Mutex::new(Recorder::default())),
             start: tokio::time::Instant::now(),
-            bootstrap,
+            bootstrap: servers.first().cloned().unwrap_or_default(),
+            servers,
         }
     }
 
@@ -200,7 +203,7 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
         .map(|partition| format!("{}-{partition}", spec.topic).into())
         .collect();
     let mut config = spec.config.clone();
-    config.bootstrap_servers = vec![env.bootstrap.clone()];
+    config.bootstrap_servers = env.servers.clone();
     config.client_id.clone_from(&spec.id);
     let producer = Producer::start(config).expect("the scenario loader validated this config");
     let interval = Duration::from_secs_f64(spec.interval_ms / 1000.0);
@@ -374,7 +377,7 @@ pub async fn consumer_incarnation(env: Env, spec: ConsumerSpec, stop: Arc<Atomic
         names: BTreeMap::new(),
     };
     let mut config = spec.config.clone();
-    config.bootstrap_servers = vec![env.bootstrap.clone()];
+    config.bootstrap_servers = env.servers.clone();
     config.client_id.clone_from(&spec.id);
     let mut consumer = Consumer::new(config).expect("the scenario loader validated this config");
     consumer.assign(&spec.partitions);
@@ -666,9 +669,10 @@ async fn probe_max_timestamp(
 
 fn final_consumer(env: &Env) -> Consumer {
     let mut config = ConsumerConfig::default();
+    let servers = env.servers.join(",");
     config
         .apply([
-            ("bootstrap.servers", env.bootstrap.as_str()),
+            ("bootstrap.servers", servers.as_str()),
             ("client.id", FINAL_READER),
             ("auto.offset.reset", "earliest"),
             ("request.timeout.ms", "5000"),

@@ -168,7 +168,15 @@ fn unknown_checks_topics_and_replication_are_rejected() {
         error_of(&GOOD.replace(r#"topic = "orders""#, r#"topic = "order""#))
             .contains("unknown topic 'order'")
     );
-    assert!(error_of(&GOOD.replace("brokers = 1", "brokers = 3")).starts_with("t.toml:7:"));
+    assert!(error_of(&GOOD.replace("brokers = 1", "brokers = 10")).starts_with("t.toml:7:"));
+    assert!(
+        error_of(&GOOD.replace("brokers = 1", "brokers = 3\ncontrollers = 0"))
+            .contains("several brokers need a controller")
+    );
+    assert!(
+        error_of(&GOOD.replace("brokers = 1", "brokers = 3\ncontrollers = 3"))
+            .contains("controllers must be 0 or 1")
+    );
     assert!(error_of(&GOOD.replace(
         r#"may_violate = { "at-least-once""#,
         r#"may_violate = { "lost-write""#
