@@ -17,6 +17,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use std::ops::Range;
 
+use crate::config::broker::ReplicationGeneration;
 use crate::protocol::record_batch::{validate_batch, BatchError, RecordBatchHeader};
 use crate::protocol::ErrorCode;
 use crate::storage::Storage;
@@ -119,22 +120,33 @@ impl<S: Storage> Broker<S> {
         }
         self.fetchers.remove_partition(topic_partition);
         partition.partition_epoch = state.partition_epoch;
+        let generation = self.config.replication.generation;
+        if let Err(error) = partition.log.load_leader_epochs() {
+            let reason = format!("leader epochs unreadable: {error}");
+            partition.go_offline(reason.clone());
+            out.push(Output::Event(BrokerEvent::Offline {
+                partition: topic_partition.clone(),
+                reason,
+            }));
+            return;
+        }
         if state.leader == local {
             tracing::info!(partition = %topic_partition, epoch = state.leader_epoch.0, isr = ?state.isr, "became leader");
             partition.become_leader(now, state.leader_epoch, state.replicas, state.isr);
+            if let Err(error) = partition.log.start_leader_epoch(state.leader_epoch.0) {
+                tracing::error!(partition = %topic_partition, %error, "leader epoch not recorded");
+            }
         } else {
             tracing::info!(partition = %topic_partition, epoch = state.leader_epoch.0, leader = state.leader.0, "became follower");
             let leader = state.leader;
             let high_watermark = partition.high_watermark();
             partition.become_follower(leader, state.leader_epoch, state.replicas, state.isr);
-            // Before leader epochs (KIP-101), a new follower drops everything past its high
-            // watermark: what the new leader lacks goes, and what it has is fetched again.
-            self.truncate_follower(
-                topic_partition,
-                high_watermark,
-                "became follower: truncate to the high watermark",
-                out,
-            );
+            if generation == ReplicationGeneration::HwTruncation {
+                // Before leader epochs (KIP-101), a new follower drops everything past its high
+                // watermark: what the new leader lacks goes, and what it has is fetched again.
+                let reason = "became follower: truncate to the high watermark";
+                self.truncate_follower(topic_partition, high_watermark, reason, out);
+            }
             if !Self::is_no_leader(leader) {
                 self.fetchers
                     .by_leader
@@ -146,6 +158,33 @@ impl<S: Storage> Broker<S> {
         }
         self.after_isr_change(now, topic_partition, out);
         self.send_replica_fetches(now, out);
+    }
+
+    /// KIP-320/595: the leader says where our last epoch ends on its log; truncate to that or
+    /// to where the same epoch ends here, whichever is lower, and fetch again.
+    fn truncate_diverging(
+        &mut self,
+        topic_partition: &TopicPartition,
+        (epoch, leader_end): (i32, i64),
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let Some(partition) = self.replicas.get(topic_partition) else {
+            return;
+        };
+        let end = partition.log.log_end_offset();
+        let own = partition
+            .log
+            .leader_epochs()
+            .map_or(crate::log::leader_epochs::UNDEFINED, |epochs| {
+                epochs.end_offset_for(epoch, end)
+            });
+        let offset = match own {
+            _ if leader_end < 0 => partition.high_watermark(),
+            (own_epoch, own_end) if own_epoch == epoch => leader_end.min(own_end),
+            _ => leader_end,
+        };
+        let reason = format!("the leader's epoch {epoch} ends at offset {leader_end}");
+        self.truncate_follower(topic_partition, offset.min(end), &reason, out);
     }
 
     /// On a follower: cuts the log at `offset`, records the truncation, and starts the fsync
@@ -371,10 +410,19 @@ impl<S: Storage> Broker<S> {
             if partition.offline().is_some() {
                 continue;
             }
+            let last_fetched_epoch = match settings.generation {
+                ReplicationGeneration::HwTruncation => -1,
+                ReplicationGeneration::Kip320 => partition
+                    .log
+                    .leader_epochs()
+                    .and_then(crate::log::leader_epochs::LeaderEpochCache::latest_epoch)
+                    .unwrap_or(-1),
+            };
             topics.entry(&topic_partition.topic).or_default().push(
                 FetchPartition::default()
                     .with_partition(topic_partition.partition)
                     .with_current_leader_epoch(partition.leader_epoch.0)
+                    .with_last_fetched_epoch(last_fetched_epoch)
                     .with_fetch_offset(partition.log.log_end_offset())
                     .with_log_start_offset(partition.log.log_start_offset())
                     .with_partition_max_bytes(settings.fetch_max_bytes),
@@ -492,6 +540,11 @@ impl<S: Storage> Broker<S> {
         if error != ErrorCode::None {
             tracing::warn!(partition = %topic_partition, leader = leader.0, ?error, "replica fetch of a partition failed");
             return false;
+        }
+        if data.diverging_epoch.end_offset >= 0 || data.diverging_epoch.epoch >= 0 {
+            let diverging = (data.diverging_epoch.epoch, data.diverging_epoch.end_offset);
+            self.truncate_diverging(topic_partition, diverging, out);
+            return true;
         }
         let records = data.records.unwrap_or_default();
         let batches = match whole_batches(&records) {

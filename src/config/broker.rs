@@ -188,6 +188,24 @@ pub struct ReplicationConfig {
     pub fetch_response_max_bytes: i32,
     /// `replica.fetch.backoff.ms` (default 1000): the pause after a failed follower fetch.
     pub fetch_backoff_ms: i64,
+    /// `seedlog.replication.generation`: which historical follower protocol runs.
+    pub generation: ReplicationGeneration,
+}
+
+/// The follower protocol of a Kafka generation (`seedlog.replication.generation`), selectable
+/// so that the simulator can show each historical anomaly and its fix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReplicationGeneration {
+    /// `hw-truncation`: before KIP-101 a follower truncates to its high watermark when it
+    /// starts following (and on restart), which loses committed records when the high
+    /// watermark lags and that follower is elected next.
+    HwTruncation,
+    /// `kip-320` (today's Kafka): followers send the epoch of their last batch and truncate
+    /// where the leader says their logs diverge (KIP-101's leader epochs, walked back over
+    /// several epochs as KIP-279 fixed, carried in the Fetch itself as since Kafka 2.7);
+    /// fetches are fenced by `current_leader_epoch` (KIP-320).
+    #[default]
+    Kip320,
 }
 
 impl Default for ReplicationConfig {
@@ -199,6 +217,7 @@ impl Default for ReplicationConfig {
             fetch_max_bytes: 1024 * 1024,
             fetch_response_max_bytes: 10 * 1024 * 1024,
             fetch_backoff_ms: 1_000,
+            generation: ReplicationGeneration::default(),
         }
     }
 }
@@ -322,6 +341,25 @@ impl BrokerConfig {
             }
             "replica.fetch.response.max.bytes" => {
                 self.replication.fetch_response_max_bytes = parse_at_least(key, value, 0)?
+            }
+            "seedlog.replication.generation" => {
+                self.replication.generation = match value.trim() {
+                    "hw-truncation" => ReplicationGeneration::HwTruncation,
+                    "kip-320" => ReplicationGeneration::Kip320,
+                    "kip-101" | "kip-279" => {
+                        return Err(ConfigError::not_implemented(
+                            key,
+                            "kip-101 and kip-279 (OffsetsForLeaderEpoch before fetching) are not built; kip-320 covers their fixes",
+                        ))
+                    }
+                    _ => {
+                        return Err(ConfigError::invalid(
+                            key,
+                            value,
+                            "expected hw-truncation or kip-320",
+                        ))
+                    }
+                }
             }
             "replica.fetch.backoff.ms" => {
                 self.replication.fetch_backoff_ms = parse_at_least(key, value, 0)?

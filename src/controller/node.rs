@@ -556,6 +556,7 @@ impl<S: Storage> ControllerNode<S> {
                             high_watermark: committed,
                             last_stable_offset: committed,
                             log_start_offset: self.log.log_start_offset(),
+                            diverging_epoch: None,
                             records: RecordsSource::Empty,
                         };
                         if topic.topic.as_str() != METADATA_TOPIC || wanted.partition != 0 {

@@ -1,5 +1,6 @@
 //! The partition log: segments, sparse offset index, recovery, flush policy.
 
+pub mod leader_epochs;
 pub mod offset_index;
 pub mod partition_log;
 pub mod segment;

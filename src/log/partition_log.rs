@@ -22,6 +22,7 @@ use crate::protocol::record_batch::{assign_offsets, RecordBatchHeader};
 use crate::storage::Storage;
 use crate::types::Millis;
 
+use super::leader_epochs::LeaderEpochCache;
 use super::segment::{parse_segment_name, LogSegment};
 use super::LogError;
 
@@ -140,6 +141,9 @@ pub struct PartitionLog<S: Storage> {
     storage: S,
     /// The offsets the log was truncated to (by a follower), in order.
     truncated_at: Vec<i64>,
+    /// The leader-epoch cache, once built ([`PartitionLog::load_leader_epochs`]): a replica in
+    /// a cluster needs it, a broker that is its own controller never does.
+    leader_epochs: Option<LeaderEpochCache>,
     directory: String,
     config: LogConfig,
     segments: BTreeMap<i64, LogSegment<S::File>>,
@@ -296,6 +300,7 @@ impl<S: Storage> PartitionLog<S> {
         let created = segments.is_empty();
         let mut log = PartitionLog {
             truncated_at: Vec::new(),
+            leader_epochs: None,
             storage,
             directory: directory.to_owned(),
             config,
@@ -457,6 +462,9 @@ impl<S: Storage> PartitionLog<S> {
             self.log_end_offset = start;
             self.recovery_point = start;
             self.unflushed_messages = 0;
+            if let Some(epochs) = &mut self.leader_epochs {
+                epochs.truncate_from_start(start);
+            }
             return Ok(all);
         }
         let doomed = self
@@ -473,8 +481,40 @@ impl<S: Storage> PartitionLog<S> {
             .expect("the active segment stays");
         // DeleteRecords may start the log inside its first segment (retention never does).
         self.log_start_offset = start.clamp(first, self.log_end_offset);
+        if let Some(epochs) = &mut self.leader_epochs {
+            epochs.truncate_from_start(self.log_start_offset);
+        }
         self.recovery_point = self.recovery_point.max(self.log_start_offset);
         Ok(doomed)
+    }
+
+    /// Builds the leader-epoch cache from the batch headers, if not built yet.
+    pub fn load_leader_epochs(&mut self) -> Result<&LeaderEpochCache, LogError> {
+        if self.leader_epochs.is_none() {
+            let mut cache = LeaderEpochCache::default();
+            for segment in self.segments.values() {
+                segment.batch_epochs(|epoch, base| cache.assign(epoch, base))?;
+            }
+            cache.truncate_from_start(self.log_start_offset);
+            self.leader_epochs = Some(cache);
+        }
+        Ok(self.leader_epochs.as_ref().expect("built above"))
+    }
+
+    /// A new leader epoch starts at the log end (Kafka's `makeLeader` assigns it before the
+    /// first batch of the epoch is written).
+    pub fn start_leader_epoch(&mut self, epoch: i32) -> Result<(), LogError> {
+        let end = self.log_end_offset;
+        self.load_leader_epochs()?;
+        if let Some(epochs) = &mut self.leader_epochs {
+            epochs.assign(epoch, end);
+        }
+        Ok(())
+    }
+
+    /// The leader-epoch cache, if built.
+    pub fn leader_epochs(&self) -> Option<&LeaderEpochCache> {
+        self.leader_epochs.as_ref()
     }
 
     /// Removes everything from the batch holding `offset` on (Kafka's `UnifiedLog.truncateTo`,
@@ -508,6 +548,9 @@ impl<S: Storage> PartitionLog<S> {
         self.log_end_offset = active.next_offset();
         self.recovery_point = self.recovery_point.min(self.log_end_offset);
         self.truncated_at.push(self.log_end_offset);
+        if let Some(epochs) = &mut self.leader_epochs {
+            epochs.truncate_from_end(self.log_end_offset);
+        }
         self.unflushed_messages = 0;
         let directories = self.unsynced_directories();
         let mark = FlushMark {
@@ -610,6 +653,9 @@ impl<S: Storage> PartitionLog<S> {
             "a segment outgrew segment.bytes with a second batch"
         );
         self.log_end_offset = header.last_offset() + 1;
+        if let Some(epochs) = &mut self.leader_epochs {
+            epochs.assign(header.partition_leader_epoch, header.base_offset);
+        }
         self.unflushed_messages += i64::from(header.records_count.max(1));
         Ok(AppendInfo {
             base_offset,

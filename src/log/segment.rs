@@ -283,6 +283,11 @@ impl<F: StorageFile> LogSegment<F> {
         )))
     }
 
+    /// Every batch's leader epoch and base offset, in order (a header walk).
+    pub fn batch_epochs(&self, mut visit: impl FnMut(i32, i64)) -> Result<(), LogError> {
+        self.walk(|_, header| visit(header.partition_leader_epoch, header.base_offset))
+    }
+
     /// Removes every batch whose last offset is at or past `offset` (Kafka's
     /// `LogSegment.truncateTo`: a batch holding `offset` goes whole). Returns the bytes removed.
     pub fn truncate_to(&mut self, offset: i64) -> Result<u64, LogError> {

@@ -48,6 +48,9 @@ pub struct FetchPartitionResponse<F> {
     pub high_watermark: i64,
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
+    /// KIP-320/595 (v12+, a tagged field): the follower's log diverges from the leader's; its
+    /// last fetched epoch ends at this `(epoch, end_offset)` here.
+    pub diverging_epoch: Option<(i32, i64)>,
     pub records: RecordsSource<F>,
 }
 
@@ -239,7 +242,19 @@ impl<F: Clone> Encoder<F> {
                 });
             }
         }
-        self.tags();
+        match partition.diverging_epoch {
+            Some((epoch, end_offset)) if self.flexible => {
+                // One tagged field, tag 0: EpochEndOffset { epoch, end_offset, no tags }.
+                let buf = &mut self.buf;
+                put_unsigned_varint(buf, 1);
+                put_unsigned_varint(buf, 0);
+                put_unsigned_varint(buf, 13);
+                buf.put_i32(epoch);
+                buf.put_i64(end_offset);
+                buf.put_u8(0);
+            }
+            _ => self.tags(),
+        }
     }
 
     /// Closes the last bytes chunk and writes the size prefix.
@@ -287,6 +302,7 @@ mod tests {
 
     fn ours(file: &Bytes, topic_id: Uuid) -> FetchResponseParts<TestFile> {
         let partition = |index, error, hw: i64, start: i64, records| FetchPartitionResponse {
+            diverging_epoch: None,
             partition_index: index,
             error_code: error,
             high_watermark: hw,

@@ -23,6 +23,7 @@ use crate::types::{BrokerId, Millis, TopicPartition};
 
 const TOPIC_IDS_FROM: i16 = 13;
 const REPLICA_STATE_FROM: i16 = 15;
+const DIVERGING_EPOCH_FROM: i16 = 12;
 
 /// The follower a fetch comes from, if it is a replica's fetch.
 fn fetching_replica(api_version: i16, body: &FetchRequest) -> Option<BrokerId> {
@@ -42,6 +43,7 @@ fn error_partition<F>(partition_index: i32, error: ErrorCode) -> FetchPartitionR
         high_watermark: -1,
         last_stable_offset: -1,
         log_start_offset: -1,
+        diverging_epoch: None,
         records: RecordsSource::Empty,
     }
 }
@@ -68,7 +70,10 @@ impl<S: Storage> Broker<S> {
                         .partitions
                         .iter()
                         .zip(&requested.partitions)
-                        .filter(|(answer, _)| answer.error_code == 0)
+                        .filter(|(answer, _)| {
+                            // A diverging follower's fetch offset is not its log end here.
+                            answer.error_code == 0 && answer.diverging_epoch.is_none()
+                        })
                         .map(|(answer, wanted)| {
                             let partition =
                                 TopicPartition::new(topic.topic.clone(), answer.partition_index);
@@ -201,11 +206,18 @@ impl<S: Storage> Broker<S> {
             high_watermark,
             last_stable_offset: high_watermark,
             log_start_offset: partition.log.log_start_offset(),
+            diverging_epoch: None,
             records: RecordsSource::Empty,
         };
         let max_bytes = (wanted.partition_max_bytes.max(0) as u64).min(budget.remaining);
         if max_bytes == 0 && budget.total > 0 {
             return entry;
+        }
+        if replica.is_some() && api_version >= DIVERGING_EPOCH_FROM {
+            entry.diverging_epoch = diverging_epoch(partition, wanted);
+            if entry.diverging_epoch.is_some() {
+                return entry;
+            }
         }
         let read_end = if replica.is_some() {
             partition.log.log_end_offset()
@@ -242,6 +254,21 @@ impl<S: Storage> Broker<S> {
         }
         entry
     }
+}
+
+/// KIP-320/595: where the follower's last fetched epoch ends on this leader, if the follower's
+/// log has gone past it (Kafka's check in `Partition.fetchRecords`).
+fn diverging_epoch<S: Storage>(
+    partition: &Partition<S>,
+    wanted: &FetchPartition,
+) -> Option<(i32, i64)> {
+    if wanted.last_fetched_epoch < 0 {
+        return None;
+    }
+    let epochs = partition.log.leader_epochs()?;
+    let (epoch, end) =
+        epochs.end_offset_for(wanted.last_fetched_epoch, partition.log.log_end_offset());
+    (end < wanted.fetch_offset || epoch < wanted.last_fetched_epoch).then_some((epoch, end))
 }
 
 /// The request-wide `max_bytes` as partitions consume it.

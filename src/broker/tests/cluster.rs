@@ -485,7 +485,8 @@ fn a_cluster_replicates_and_fails_over_without_losing_acknowledged_writes() {
 
 /// The catalogue's first anomaly, in the core: an acks=1 write that only the leader had is
 /// acknowledged, the leader dies, a follower takes over and reuses the offset; when the old
-/// leader returns it truncates to its high watermark (before leader epochs) and converges.
+/// leader returns, the new leader's fetch answer says where their logs diverge (epoch 0 ends at
+/// offset 1 there), the old leader truncates to it and converges.
 #[test]
 fn an_acks_1_write_only_the_dead_leader_had_is_lost_and_its_offset_reused() {
     let mut cluster = cluster_with_a_topic();
