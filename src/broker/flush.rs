@@ -8,7 +8,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::protocol::record_batch::{build_batch, validate_batch, KeyValue};
+use crate::protocol::record_batch::value_batch;
 use crate::storage::{Storage, StorageFile};
 use crate::types::{Millis, TopicPartition};
 
@@ -81,12 +81,7 @@ impl<S: Storage> Broker<S> {
         out: &mut Vec<Output<S::File>>,
     ) -> Result<FlushId, LogError> {
         let values: Vec<Vec<u8>> = records.iter().map(MetadataRecord::to_bytes).collect();
-        let entries: Vec<KeyValue<'_>> = values
-            .iter()
-            .map(|value| (None, Some(value.as_slice())))
-            .collect();
-        let mut batch = build_batch(&entries, 0).to_vec();
-        let header = validate_batch(&batch).expect("a freshly built batch is valid");
+        let (mut batch, header) = value_batch(&values);
         self.controller.log.append(&mut batch, &header, 0)?;
         let (sync, mark) = self.controller.log.start_flush(now).expect("just appended");
         let target = FlushTarget::Metadata {

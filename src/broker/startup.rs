@@ -22,7 +22,8 @@ use super::{Broker, BrokerError, BrokerEvent, StartupReport};
 
 const META_PROPERTIES: &str = "meta.properties";
 
-fn metadata_log_config() -> LogConfig {
+/// The metadata log's settings: an fsync per append, never rolled by time.
+pub(crate) fn metadata_log_config() -> LogConfig {
     LogConfig {
         segment_bytes: 1 << 30,
         index_interval_bytes: 4096,

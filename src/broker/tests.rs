@@ -247,6 +247,21 @@ fn fetched_values(outputs: Vec<Output<File>>) -> Vec<String> {
         .collect()
 }
 
+/// A Produce of one record to `topic-0` with `acks` and `timeout_ms`.
+fn produce_one(topic: &str, acks: i16, timeout_ms: i32, text: &str) -> RequestKind {
+    let data = TopicProduceData::default()
+        .with_name(topic_name(topic))
+        .with_partition_data(vec![PartitionProduceData::default()
+            .with_index(0)
+            .with_records(Some(value(text)))]);
+    RequestKind::Produce(
+        ProduceRequest::default()
+            .with_acks(acks)
+            .with_timeout_ms(timeout_ms)
+            .with_topic_data(vec![data]),
+    )
+}
+
 fn value(text: &str) -> Bytes {
     build_batch(&[(None, Some(text.as_bytes()))], 1)
 }

@@ -25,14 +25,15 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::metadata::{validate_topic_name, METADATA_LOG_DIRECTORY};
+use crate::broker::metadata_log_config;
 use crate::broker::{BrokerError, ConnectionId, FlushId, Input, Output, ReplyTo, ResponseBody};
 use crate::config::{BrokerConfig, TopicConfig};
-use crate::log::{FlushMark, FlushSync, LogConfig, LogRead, PartitionLog};
+use crate::log::{FlushMark, FlushSync, LogRead, PartitionLog};
 use crate::protocol::codec::Request;
 use crate::protocol::fetch_response::{
     FetchPartitionResponse, FetchResponseParts, FetchTopicResponse, RecordsSource,
 };
-use crate::protocol::record_batch::{build_batch, decode_records, validate_batch, KeyValue};
+use crate::protocol::record_batch::{decode_records, value_batch};
 use crate::protocol::ErrorCode;
 use crate::storage::{Storage, StorageFile};
 use crate::types::{BrokerEpoch, BrokerId, LeaderEpoch, Millis, PartitionEpoch};
@@ -42,16 +43,6 @@ use super::{AlterPartition, ControllerConfig, QuorumController};
 
 /// The metadata log's partition name, as brokers fetch it.
 pub const METADATA_TOPIC: &str = "__cluster_metadata";
-
-fn metadata_log_config() -> LogConfig {
-    LogConfig {
-        segment_bytes: 1 << 30,
-        index_interval_bytes: 4096,
-        flush_messages: 1,
-        flush_ms: None,
-        segment_ms: i64::MAX,
-    }
-}
 
 /// A controller node and what its driver must sync before serving.
 pub type Opened<S> = (ControllerNode<S>, Option<FlushSync<<S as Storage>::File>>);
@@ -268,12 +259,7 @@ impl<S: Storage> ControllerNode<S> {
             self.note(base + index as i64, record);
         }
         let values: Vec<Vec<u8>> = records.iter().map(Record::encode).collect();
-        let entries: Vec<KeyValue<'_>> = values
-            .iter()
-            .map(|value| (None, Some(value.as_slice())))
-            .collect();
-        let mut batch = build_batch(&entries, 0).to_vec();
-        let header = validate_batch(&batch).expect("a freshly built batch is valid");
+        let (mut batch, header) = value_batch(&values);
         if let Err(error) = self.log.append(&mut batch, &header, 0) {
             panic!("append to the metadata log failed: {error}");
         }

@@ -196,6 +196,18 @@ pub fn split_batches(
     Ok(batches)
 }
 
+/// A batch of key-less records holding `values`, timestamp 0, ready to append (a metadata
+/// log's records).
+pub fn value_batch(values: &[Vec<u8>]) -> (Vec<u8>, RecordBatchHeader) {
+    let entries: Vec<KeyValue<'_>> = values
+        .iter()
+        .map(|value| (None, Some(value.as_slice())))
+        .collect();
+    let batch = build_batch(&entries, 0).to_vec();
+    let header = validate_batch(&batch).expect("a freshly built batch is valid");
+    (batch, header)
+}
+
 /// One record handed to or returned by the seedlog clients.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {

@@ -329,16 +329,8 @@ impl Cluster {
     }
 
     fn produce(&mut self, id: i32, acks: i16, text: &str) -> (ErrorCode, i64) {
-        let data = TopicProduceData::default()
-            .with_name(topic_name("t"))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(value(text)))]);
-        let body = ProduceRequest::default()
-            .with_acks(acks)
-            .with_timeout_ms(30_000)
-            .with_topic_data(vec![data]);
-        let (code, offset) = produced_offset(self.request(id, 9, RequestKind::Produce(body)));
+        let body = produce_one("t", acks, 30_000, text);
+        let (code, offset) = produced_offset(self.request(id, 9, body));
         (ErrorCode::from_code(code), offset)
     }
 

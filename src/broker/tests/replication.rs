@@ -4,8 +4,6 @@
 
 use std::collections::VecDeque;
 
-use kafka_protocol::messages::ProduceRequest;
-
 use super::*;
 use crate::broker::{PartitionState, PeerRequestId};
 use crate::types::{BrokerId, LeaderEpoch};
@@ -208,16 +206,7 @@ impl Pair {
     }
 
     fn produce(&mut self, acks: i16, timeout_ms: i32, text: &str) -> Vec<Output<File>> {
-        let data = TopicProduceData::default()
-            .with_name(topic_name("t"))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(value(text)))]);
-        let body = ProduceRequest::default()
-            .with_acks(acks)
-            .with_timeout_ms(timeout_ms)
-            .with_topic_data(vec![data]);
-        self.request(LEADER, 9, RequestKind::Produce(body))
+        self.request(LEADER, 9, produce_one("t", acks, timeout_ms, text))
     }
 
     /// The follower's fetch in flight fails (as a broken connection would).
