@@ -15,7 +15,7 @@
 //! process number, as in Jepsen); `invoke` gives the index of the invocation a completion answers
 //! (a seedlog producer pipelines sends); a poll's `partition_errors` lists partitions that could
 //! not deliver; clients record `assign`, `reset` (auto.offset.reset) and `seek`; brokers record
-//! `hw`, `log-start`, `truncate` and `offline`; the final reader records `final-read-start`
+//! `hw`, `log-start`, `truncate`, `offline` and `leader`; the final reader records `final-read-start`
 //! (before it asks for the end offsets) and one `final-read` per partition.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -223,6 +223,14 @@ pub enum Body {
         /// Compact JSON.
         value: String,
     },
+    /// `leader`: a broker became a partition's leader in a leader epoch. (Last, so that the
+    /// hashes of histories without it stay as they were.)
+    Leader {
+        /// Partition.
+        partition: Partition,
+        /// The leader epoch.
+        epoch: i32,
+    },
 }
 
 impl Body {
@@ -237,6 +245,7 @@ impl Body {
             Body::HighWatermark { .. } => "hw",
             Body::LogStart { .. } => "log-start",
             Body::Truncate { .. } => "truncate",
+            Body::Leader { .. } => "leader",
             Body::Offline { .. } => "offline",
             Body::Breach { .. } => "breach",
             Body::FinalReadStart => "final-read-start",
@@ -405,6 +414,9 @@ impl Op {
                 from_offset,
                 reason,
             } => json!({"partition": &**partition, "from_offset": from_offset, "reason": reason}),
+            Body::Leader { partition, epoch } => {
+                json!({"partition": &**partition, "epoch": epoch})
+            }
             Body::Offline { partition, reason } => {
                 json!({"partition": &**partition, "reason": reason})
             }
@@ -530,6 +542,13 @@ struct RawPosition {
 struct RawPartitionOffset {
     partition: String,
     offset: i64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLeader {
+    partition: String,
+    epoch: i32,
 }
 
 #[derive(Deserialize)]
@@ -736,6 +755,13 @@ fn body_of(
                 partition: raw.partition.into(),
                 from_offset: raw.from_offset,
                 reason: raw.reason,
+            }
+        }
+        "leader" => {
+            let raw: RawLeader = parse_as(value, f)?;
+            Body::Leader {
+                partition: raw.partition.into(),
+                epoch: raw.epoch,
             }
         }
         "offline" => {

@@ -130,6 +130,13 @@ impl BrokerObserver for HistoryObserver {
                 from_offset: *from_offset,
                 reason: reason.clone(),
             },
+            BrokerEvent::Leader {
+                partition,
+                leader_epoch,
+            } => Body::Leader {
+                partition: self.name(partition),
+                epoch: *leader_epoch,
+            },
             BrokerEvent::Offline { partition, reason } => Body::Offline {
                 partition: self.name(partition),
                 reason: reason.clone(),

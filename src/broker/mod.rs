@@ -175,6 +175,13 @@ pub enum BrokerEvent {
         /// Why.
         reason: String,
     },
+    /// This broker became the partition's leader in `leader_epoch` (a controller's decision).
+    Leader {
+        /// Which partition.
+        partition: TopicPartition,
+        /// The leader epoch it leads in.
+        leader_epoch: i32,
+    },
     /// The partition went offline (a failed fsync or write, or corruption).
     Offline {
         /// Which partition.

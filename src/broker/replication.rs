@@ -133,6 +133,10 @@ impl<S: Storage> Broker<S> {
         if state.leader == local {
             tracing::info!(partition = %topic_partition, epoch = state.leader_epoch.0, isr = ?state.isr, "became leader");
             partition.become_leader(now, state.leader_epoch, state.replicas, state.isr);
+            out.push(Output::Event(BrokerEvent::Leader {
+                partition: topic_partition.clone(),
+                leader_epoch: state.leader_epoch.0,
+            }));
             if let Err(error) = partition.log.start_leader_epoch(state.leader_epoch.0) {
                 tracing::error!(partition = %topic_partition, %error, "leader epoch not recorded");
             }

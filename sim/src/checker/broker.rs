@@ -11,6 +11,9 @@
 //! against its read). Delivery checks cannot see a wrong size, a fetch answered early or a
 //! wrong timestamp lookup: the same records arrive either way.
 //!
+//! Leadership is a controller's decision: `one-leader` fires when two brokers claimed the same
+//! partition in the same leader epoch.
+//!
 //! And the cluster as a whole must make progress once it is healed: `stalled` fires when the
 //! harness recorded that producers were still sending three quarters of the way through the
 //! liveness phase. Safety checks alone pass a broker that acknowledges nothing.
@@ -37,6 +40,7 @@ pub(super) fn check(analysis: &Analysis) -> Vec<CheckResult> {
                 .map(|(index, node, detail)| format!("{node} received (op {index}): {detail}"))
                 .collect(),
         ),
+        CheckResult::new(Check::OneLeader, split_leaderships(analysis)),
         CheckResult::new(
             Check::Stalled,
             analysis
@@ -51,6 +55,24 @@ pub(super) fn check(analysis: &Analysis) -> Vec<CheckResult> {
                 .collect(),
         ),
     ]
+}
+
+/// At most one broker leads a partition in a leader epoch (Kafka's leader epochs are the
+/// fencing tokens of KIP-101 and KIP-320: two leaders with one epoch would let both write
+/// batches that followers cannot tell apart).
+fn split_leaderships(analysis: &Analysis) -> Vec<String> {
+    analysis
+        .leaders
+        .iter()
+        .filter_map(|((partition, epoch), claims)| {
+            let first = &claims.first()?.1;
+            let other = claims.iter().find(|(_, node)| node != first)?;
+            Some(format!(
+                "{partition} in leader epoch {epoch}: led by {first} and by {} (op {})",
+                other.1, other.0
+            ))
+        })
+        .collect()
 }
 
 fn backwards(analysis: &Analysis, samples: &Samples, what: &str) -> Vec<String> {

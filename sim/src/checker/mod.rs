@@ -64,11 +64,13 @@ pub enum Check {
     Stalled,
     /// `failed-send`.
     FailedSend,
+    /// `one-leader`.
+    OneLeader,
 }
 
 impl Check {
     /// Every check, in report order.
-    pub const ALL: [Check; 16] = [
+    pub const ALL: [Check; 17] = [
         Check::LostWrite,
         Check::Unseen,
         Check::Duplicate,
@@ -85,6 +87,7 @@ impl Check {
         Check::Contract,
         Check::Stalled,
         Check::FailedSend,
+        Check::OneLeader,
     ];
 
     /// Jepsen's name (or ours, in the same style).
@@ -106,6 +109,7 @@ impl Check {
             Check::Contract => "contract",
             Check::Stalled => "stalled",
             Check::FailedSend => "failed-send",
+            Check::OneLeader => "one-leader",
         }
     }
 
@@ -131,6 +135,9 @@ pub const FINAL_READER: &str = "final-reader";
 
 /// Examples kept per violated check.
 const EXAMPLES_MAX: usize = 5;
+
+/// A broker's claim to lead: `(history index, broker)`.
+pub(crate) type Claim = (u64, Arc<str>);
 
 /// The verdict of one check.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -232,6 +239,8 @@ pub(crate) struct Analysis {
     pub(crate) truncations: BTreeMap<Partition, Vec<Truncation>>,
     pub(crate) high_watermarks: Samples,
     pub(crate) log_starts: Samples,
+    /// The brokers that claimed leadership of each partition in each leader epoch.
+    pub(crate) leaders: BTreeMap<(Partition, i32), Vec<Claim>>,
     pub(crate) consumers: BTreeMap<Arc<str>, ConsumerNode>,
     pub(crate) final_reads: BTreeMap<Partition, FinalRead>,
     /// The final log: what the final reader found at each offset.
@@ -351,6 +360,11 @@ impl Analysis {
                 .entry((Arc::clone(actor), Arc::clone(partition)))
                 .or_default()
                 .push((op.index, *offset)),
+            Body::Leader { partition, epoch } => self
+                .leaders
+                .entry((Arc::clone(partition), *epoch))
+                .or_default()
+                .push((op.index, Arc::clone(actor))),
             Body::Nemesis { f, value } if f == "producers-unfinished" => {
                 self.unfinished_producers.push((op.index, value.clone()))
             }

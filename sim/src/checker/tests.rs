@@ -115,6 +115,15 @@ impl Builder {
         self.recorder.event(time, "broker-0", body);
     }
 
+    fn leader(&mut self, node: &str, partition: &str, epoch: i32) {
+        let time = self.tick();
+        let body = Body::Leader {
+            partition: partition.into(),
+            epoch,
+        };
+        self.recorder.event(time, node, body);
+    }
+
     fn truncate(&mut self, partition: &str, from_offset: i64) {
         self.broker(Body::Truncate {
             partition: partition.into(),
@@ -503,4 +512,29 @@ fn producers_unfinished_after_the_heal_are_stalled() {
     assert_eq!(violated(&results), vec!["stalled"]);
     let example = &results[&Check::Stalled].examples[0];
     assert!(example.contains("p1"), "{example}");
+}
+
+/// Leader epochs fence leaders: a broker that led a partition in an epoch must be the only one
+/// that ever does. A new leader in a new epoch is fine, and so is the same broker leading again.
+#[test]
+fn two_brokers_leading_one_partition_in_one_epoch_violate_one_leader() {
+    let history = |split: bool| {
+        let mut b = Builder::new();
+        b.leader("broker-0", "t-0", 0);
+        b.leader("broker-1", "t-0", 1);
+        b.leader("broker-1", "t-0", 1);
+        b.leader("broker-2", "t-1", 0);
+        if split {
+            b.leader("broker-2", "t-0", 1);
+        }
+        b.results()
+    };
+    assert_eq!(violated(&history(false)), NONE);
+    let results = history(true);
+    assert_eq!(violated(&results), vec!["one-leader"]);
+    let example = &results[&Check::OneLeader].examples[0];
+    assert!(
+        example.contains("t-0 in leader epoch 1: led by broker-1 and by broker-2"),
+        "{example}"
+    );
 }
