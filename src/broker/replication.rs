@@ -294,7 +294,13 @@ impl<S: Storage> Broker<S> {
             else {
                 continue;
             };
-            if fetch.may_join {
+            // KIP-841: a fenced broker is not eligible for the ISR; proposing it would only be
+            // refused (INELIGIBLE_REPLICA) at every fetch until the controller unfences it.
+            let eligible = self
+                .cluster
+                .as_ref()
+                .is_none_or(|membership| membership.image.is_active(replica));
+            if fetch.may_join && eligible {
                 let mut isr = partition.isr.clone();
                 isr.push(replica);
                 self.change_isr(now, topic_partition, isr, out);

@@ -133,6 +133,10 @@ impl Pair {
                     },
                 )
             }
+            Output::Event(event) => {
+                self.nodes[index].events.push(event);
+                Vec::new()
+            }
             other => {
                 self.client.push(other);
                 Vec::new()
