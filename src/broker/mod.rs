@@ -22,7 +22,7 @@ pub use checkpoint::{
 pub use handlers::produce_rejection;
 pub use replication::{PartitionState, REPLICA_FETCH_VERSION};
 pub use shutdown::CLEAN_SHUTDOWN_FILE;
-pub(crate) use startup::metadata_log_config;
+pub(crate) use startup::{metadata_log_config, read_log_records};
 pub mod metadata;
 pub mod metrics;
 pub mod partition;

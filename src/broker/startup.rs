@@ -277,31 +277,14 @@ impl<S: Storage> Broker<S> {
     }
 
     fn read_metadata_records(&self) -> Result<Vec<MetadataRecord>, BrokerError> {
-        let mut records = Vec::new();
-        let mut offset = self.controller.log.log_start_offset();
-        let end = self.controller.log.log_end_offset();
-        while offset < end {
-            let LogRead::Records {
-                file,
-                position,
-                len,
-            } = self.controller.log.read(offset, end, 1 << 20)?
-            else {
-                break;
-            };
-            let mut bytes = vec![0; len as usize];
-            file.read_exact_at(&mut bytes, position)
-                .map_err(LogError::from)?;
-            let decoded = decode_records(&bytes.into())
-                .map_err(|error| BrokerError::DataDirectory(error.to_string()))?;
-            for record in &decoded {
+        let log = &self.controller.log;
+        read_log_records(log, log.log_start_offset())?
+            .iter()
+            .map(|record| {
                 let value = record.value.as_deref().unwrap_or_default();
-                records
-                    .push(MetadataRecord::from_bytes(value).map_err(BrokerError::DataDirectory)?);
-                offset = record.offset + 1;
-            }
-        }
-        Ok(records)
+                MetadataRecord::from_bytes(value).map_err(BrokerError::DataDirectory)
+            })
+            .collect()
     }
 
     fn remove_stray_files(&self) -> Result<usize, BrokerError> {
@@ -352,6 +335,35 @@ impl<S: Storage> Broker<S> {
         self.replicas.insert(replica);
         Ok(recovery)
     }
+}
+
+/// Every record of a metadata log from `offset` on (the broker's own, or a controller's).
+pub(crate) fn read_log_records<S: Storage>(
+    log: &PartitionLog<S>,
+    mut offset: i64,
+) -> Result<Vec<crate::protocol::record_batch::Record>, BrokerError> {
+    let mut records = Vec::new();
+    let end = log.log_end_offset();
+    while offset < end {
+        let LogRead::Records {
+            file,
+            position,
+            len,
+        } = log.read(offset, end, 1 << 20)?
+        else {
+            break;
+        };
+        let mut bytes = vec![0; len as usize];
+        file.read_exact_at(&mut bytes, position)
+            .map_err(LogError::from)?;
+        let decoded = decode_records(&bytes.into())
+            .map_err(|error| BrokerError::DataDirectory(error.to_string()))?;
+        if let Some(last) = decoded.last() {
+            offset = last.offset + 1;
+        }
+        records.extend(decoded);
+    }
+    Ok(records)
 }
 
 fn add_recovery(total: &mut RecoveryReport, one: &RecoveryReport) {

@@ -25,7 +25,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::metadata::{validate_topic_name, METADATA_LOG_DIRECTORY};
-use crate::broker::metadata_log_config;
+use crate::broker::{metadata_log_config, read_log_records};
 use crate::broker::{BrokerError, ConnectionId, FlushId, Input, Output, ReplyTo, ResponseBody};
 use crate::config::{BrokerConfig, TopicConfig};
 use crate::log::{FlushMark, FlushSync, LogRead, PartitionLog};
@@ -33,9 +33,9 @@ use crate::protocol::codec::Request;
 use crate::protocol::fetch_response::{
     FetchPartitionResponse, FetchResponseParts, FetchTopicResponse, RecordsSource,
 };
-use crate::protocol::record_batch::{decode_records, value_batch};
+use crate::protocol::record_batch::value_batch;
 use crate::protocol::ErrorCode;
-use crate::storage::{Storage, StorageFile};
+use crate::storage::Storage;
 use crate::types::{BrokerEpoch, BrokerId, LeaderEpoch, Millis, PartitionEpoch};
 
 use super::records::Record;
@@ -138,32 +138,16 @@ impl<S: Storage> ControllerNode<S> {
     }
 
     /// Every record from `offset` on, with its offset.
-    fn read_records(&self, mut offset: i64) -> Result<Vec<(i64, Record)>, BrokerError> {
-        let mut records = Vec::new();
-        let end = self.log.log_end_offset();
-        while offset < end {
-            let LogRead::Records {
-                file,
-                position,
-                len,
-            } = self.log.read(offset, end, 1 << 20)?
-            else {
-                break;
-            };
-            let mut bytes = vec![0; len as usize];
-            file.read_exact_at(&mut bytes, position)
-                .map_err(crate::log::LogError::from)?;
-            let decoded = decode_records(&bytes.into())
-                .map_err(|error| BrokerError::DataDirectory(error.to_string()))?;
-            for record in decoded {
+    fn read_records(&self, offset: i64) -> Result<Vec<(i64, Record)>, BrokerError> {
+        read_log_records(&self.log, offset)?
+            .iter()
+            .map(|record| {
                 let value = record.value.as_deref().unwrap_or_default();
                 let parsed = Record::decode(value)
                     .map_err(|error| BrokerError::DataDirectory(error.to_string()))?;
-                records.push((record.offset, parsed));
-                offset = record.offset + 1;
-            }
-        }
-        Ok(records)
+                Ok((record.offset, parsed))
+            })
+            .collect()
     }
 
     /// Reacts to one input.
@@ -617,7 +601,9 @@ mod tests {
 
     use super::*;
     use crate::broker::Response;
+    use crate::protocol::record_batch::decode_records;
     use crate::storage::memory::{MemoryFile, MemoryStorage};
+    use crate::storage::StorageFile;
 
     struct Node {
         machine: ControllerNode<MemoryStorage>,
