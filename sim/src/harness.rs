@@ -19,18 +19,19 @@ use seedlog::config::broker::ProcessRole;
 use seedlog::config::{BrokerConfig, Configurable};
 use seedlog::runtime::server::{run_broker, run_controller, BrokerObserver, ServerOptions};
 use seedlog::storage::memory::{CrashLevel, DiskFaults, FsyncFailure};
-use seedlog::types::TopicPartition;
+use seedlog::types::{BrokerId, TopicPartition};
 use serde_json::json;
 use tokio::sync::Notify;
 
 use crate::checker::FINAL_READER;
+use crate::cluster_monitor::ClusterMonitor;
 use crate::connection_faults::ConnectionRules;
 use crate::disk::SimDisks;
 use crate::history::History;
-use crate::scenario::{ConnectionFaultKind, FaultAction, Scenario, TimeSpec};
+use crate::scenario::{ConnectionFaultKind, FaultAction, Scenario, Selector, TimeSpec};
 use crate::workload::{
     consumer_incarnation, final_read, finished, producer_incarnation, setup_topics, Env,
-    HistoryObserver, SharedProgress,
+    HistoryObserver, SharedMonitor, SharedProgress,
 };
 
 /// The result of one seed.
@@ -167,6 +168,8 @@ struct Cluster {
     rules: BTreeMap<String, ConnectionRules>,
     /// Each broker's clean-shutdown request (its SIGTERM), new at every start.
     stops: BTreeMap<String, StopSlot>,
+    /// The cluster invariants' monitor (replicated scenarios).
+    monitor: Option<SharedMonitor>,
     down: Mutex<BTreeSet<String>>,
     /// Brokers stopped cleanly and not killed since: a restart kills them first (the process
     /// still holds its port).
@@ -188,6 +191,7 @@ impl Cluster {
         let id = self.id(target);
         madsim::plugin::simulator::<SimDisks>().set_next_crash(id, level);
         self.handle.kill(id);
+        self.monitor_down(target);
         self.stopped
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -203,6 +207,78 @@ impl Cluster {
         };
         self.env
             .nemesis("crash", &json!({"node": target, "level": level}));
+    }
+
+    /// The action with its selector target (`leader(P)`, `followers(P)`, `isr(P)`,
+    /// `controller-leader`) resolved to a node now, as the brokers see it; the history records
+    /// what it resolved to. `None` when nothing matches (no running leader, no follower up):
+    /// the fault does not fire.
+    fn resolve(&self, action: &FaultAction) -> Option<FaultAction> {
+        let mut action = action.clone();
+        let Some(target) = action.target_mut() else {
+            return Some(action);
+        };
+        let Some(selector) = Selector::parse(target) else {
+            return Some(action);
+        };
+        let node = self.select(&selector);
+        self.env
+            .nemesis("resolve", &json!({"target": &*target, "node": node}));
+        *target = node?;
+        Some(action)
+    }
+
+    fn select(&self, selector: &Selector) -> Option<String> {
+        let partition = match selector {
+            Selector::ControllerLeader => return Some("controller-0".to_owned()),
+            Selector::Leader(partition)
+            | Selector::Followers(partition)
+            | Selector::Isr(partition) => partition,
+        };
+        let Some(monitor) = &self.monitor else {
+            // One broker: it leads everything, and is the whole ISR.
+            let only = self
+                .nodes
+                .contains_key("broker-0")
+                .then(|| "broker-0".to_owned());
+            return match selector {
+                Selector::Followers(_) => None,
+                _ => only,
+            };
+        };
+        let leadership = monitor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .leadership(partition)?;
+        let down = self.down.lock().unwrap_or_else(PoisonError::into_inner);
+        let candidates: Vec<String> = match selector {
+            Selector::Leader(_) => return Some(leadership.leader),
+            Selector::Followers(_) => leadership
+                .replicas
+                .into_iter()
+                .filter(|node| *node != leadership.leader)
+                .collect(),
+            _ => leadership.isr,
+        };
+        let running: Vec<String> = candidates
+            .into_iter()
+            .filter(|node| !down.contains(node))
+            .collect();
+        if running.is_empty() {
+            return None;
+        }
+        let index = madsim::rand::thread_rng().gen_range(0..running.len());
+        Some(running[index].clone())
+    }
+
+    /// Tells the monitor that `target` no longer presumes to lead anything.
+    fn monitor_down(&self, target: &str) {
+        if let Some(monitor) = &self.monitor {
+            monitor
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .down(target);
+        }
     }
 
     /// Restarts `target` if it is down and the safety phase is not over; returns whether it did.
@@ -228,6 +304,7 @@ impl Cluster {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(target.to_owned());
         if newly_down {
+            self.monitor_down(target);
             self.stops[target]
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -256,6 +333,7 @@ impl Cluster {
         if !was_down || was_stopped {
             madsim::plugin::simulator::<SimDisks>().set_next_crash(id, CrashLevel::Process);
             self.handle.kill(id);
+            self.monitor_down(target);
         }
         self.handle.restart(id);
         self.env.nemesis("restart", &json!({"node": target}));
@@ -474,8 +552,24 @@ fn broker_config(scenario: &Scenario, index: u32) -> BrokerConfig {
     config
 }
 
+/// The cluster invariants' monitor: they mean something with more than one replica.
+fn cluster_monitor(scenario: &Scenario) -> Option<SharedMonitor> {
+    (scenario.brokers > 1).then(|| {
+        let ids = (0..scenario.brokers)
+            .map(|index| {
+                (
+                    format!("broker-{index}"),
+                    BrokerId(broker_config(scenario, index).node_id),
+                )
+            })
+            .collect();
+        Arc::new(Mutex::new(ClusterMonitor::new(ids)))
+    })
+}
+
 /// Starts one node per broker; returns their node ids and connection-fault rules by name.
 fn start_brokers(handle: &Handle, env: &Env, scenario: &Scenario) -> Brokers {
+    let monitor = cluster_monitor(scenario);
     let mut nodes = BTreeMap::new();
     let mut rules = BTreeMap::new();
     let mut stops = BTreeMap::new();
@@ -497,7 +591,8 @@ fn start_brokers(handle: &Handle, env: &Env, scenario: &Scenario) -> Brokers {
         rules.insert(name.clone(), broker_rules.clone());
         let stop: StopSlot = Arc::default();
         stops.insert(name.clone(), Arc::clone(&stop));
-        let observer: Arc<dyn BrokerObserver> = Arc::new(HistoryObserver::new(env, &name));
+        let observer: Arc<dyn BrokerObserver> =
+            Arc::new(HistoryObserver::new(env, &name, monitor.clone()));
         let node = handle
             .create_node()
             .name(name.clone())
@@ -538,6 +633,7 @@ fn start_brokers(handle: &Handle, env: &Env, scenario: &Scenario) -> Brokers {
         nodes,
         rules,
         stops,
+        monitor,
     }
 }
 
@@ -546,6 +642,7 @@ struct Brokers {
     nodes: BTreeMap<String, NodeId>,
     rules: BTreeMap<String, ConnectionRules>,
     stops: BTreeMap<String, StopSlot>,
+    monitor: Option<SharedMonitor>,
 }
 
 /// Where a broker's current clean-shutdown request lives.
@@ -662,6 +759,7 @@ async fn supervise(scenario: &Scenario) -> (History, Duration) {
         mut nodes,
         rules,
         stops,
+        monitor,
     } = start_brokers(&handle, &env, scenario);
     setup(&handle, &env, scenario).await;
     let workload_start = tokio::time::Instant::now();
@@ -674,6 +772,7 @@ async fn supervise(scenario: &Scenario) -> (History, Duration) {
         nodes,
         rules,
         stops,
+        monitor,
         down: Mutex::default(),
         stopped: Mutex::default(),
         clogged: Mutex::default(),
@@ -759,9 +858,12 @@ async fn run_nemesis(
     let mut timers = Vec::new();
     for fault in schedule {
         tokio::time::sleep_until(start + Duration::from_millis(fault.at_ms)).await;
-        let links = cluster.apply(&fault.action);
+        let Some(action) = cluster.resolve(&fault.action) else {
+            continue;
+        };
+        let links = cluster.apply(&action);
         let cluster = Arc::clone(&cluster);
-        match (&fault.action, fault.restart_after_ms, fault.heal_after_ms) {
+        match (&action, fault.restart_after_ms, fault.heal_after_ms) {
             (
                 FaultAction::Crash { target, .. } | FaultAction::Stop { target, .. },
                 Some(after),

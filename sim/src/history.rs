@@ -24,6 +24,8 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use serde::Deserialize;
+
+use crate::checker::Check;
 use serde_json::{json, Value as Json};
 
 /// A unique value written by a producer: `<process>-<sequence>`.
@@ -122,7 +124,7 @@ pub struct FinalRead {
 }
 
 /// Nemesis functions.
-pub const NEMESIS_FUNCTIONS: [&str; 14] = [
+pub const NEMESIS_FUNCTIONS: [&str; 15] = [
     "crash",
     "restart",
     "stop",
@@ -137,6 +139,7 @@ pub const NEMESIS_FUNCTIONS: [&str; 14] = [
     "corrupt",
     "producers-unfinished",
     "schedule",
+    "resolve",
 ];
 
 /// What an operation is about.
@@ -231,6 +234,16 @@ pub enum Body {
         /// The leader epoch.
         epoch: i32,
     },
+    /// `invariant`: the cluster monitor saw a cluster invariant broken. (After `Leader`, for
+    /// the same reason.)
+    Invariant {
+        /// Which invariant.
+        check: Check,
+        /// Partition.
+        partition: Partition,
+        /// What happened.
+        detail: String,
+    },
 }
 
 impl Body {
@@ -246,6 +259,7 @@ impl Body {
             Body::LogStart { .. } => "log-start",
             Body::Truncate { .. } => "truncate",
             Body::Leader { .. } => "leader",
+            Body::Invariant { .. } => "invariant",
             Body::Offline { .. } => "offline",
             Body::Breach { .. } => "breach",
             Body::FinalReadStart => "final-read-start",
@@ -417,6 +431,11 @@ impl Op {
             Body::Leader { partition, epoch } => {
                 json!({"partition": &**partition, "epoch": epoch})
             }
+            Body::Invariant {
+                check,
+                partition,
+                detail,
+            } => json!({"check": check.name(), "partition": &**partition, "detail": detail}),
             Body::Offline { partition, reason } => {
                 json!({"partition": &**partition, "reason": reason})
             }
@@ -549,6 +568,14 @@ struct RawPartitionOffset {
 struct RawLeader {
     partition: String,
     epoch: i32,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInvariant {
+    check: String,
+    partition: String,
+    detail: String,
 }
 
 #[derive(Deserialize)]
@@ -716,6 +743,15 @@ impl RawOp {
     }
 }
 
+fn invariant_body(raw: RawInvariant) -> Result<Body, String> {
+    Ok(Body::Invariant {
+        check: Check::from_name(&raw.check)
+            .ok_or_else(|| format!("unknown check '{}' in an invariant", raw.check))?,
+        partition: raw.partition.into(),
+        detail: raw.detail,
+    })
+}
+
 fn body_of(
     f: &str,
     value: Json,
@@ -764,6 +800,7 @@ fn body_of(
                 epoch: raw.epoch,
             }
         }
+        "invariant" => invariant_body(parse_as(value, f)?)?,
         "offline" => {
             let raw: RawOffline = parse_as(value, f)?;
             Body::Offline {

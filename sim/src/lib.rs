@@ -5,6 +5,7 @@
 //! scenario loader, history and checkers are plain code and are tested in both worlds.
 
 pub mod checker;
+pub mod cluster_monitor;
 #[cfg(madsim)]
 pub mod connection_faults;
 #[cfg(madsim)]

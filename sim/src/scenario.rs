@@ -331,6 +331,21 @@ pub enum FaultAction {
     Heal,
 }
 
+impl FaultAction {
+    /// The node (or selector) the action targets, if it targets one.
+    pub fn target_mut(&mut self) -> Option<&mut String> {
+        match self {
+            FaultAction::Crash { target, .. }
+            | FaultAction::Restart { target }
+            | FaultAction::Stop { target, .. }
+            | FaultAction::Connection { target, .. }
+            | FaultAction::Disk { target, .. }
+            | FaultAction::Corrupt { target, .. } => Some(target),
+            FaultAction::Partition { .. } | FaultAction::Clog { .. } | FaultAction::Heal => None,
+        }
+    }
+}
+
 /// A fault at a time.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fault {
@@ -574,9 +589,19 @@ fn build(loader: &Loader<'_>, raw: RawScenario) -> Result<Scenario, ScenarioErro
     let topics = build_topics(loader, &raw.topics, &broker_config, brokers)?;
     let (producers, consumers) = build_clients(loader, &raw, &topics, &mut nodes)?;
     let duration_ms = *raw.scenario.duration_ms.get_ref();
+    let partitions: BTreeSet<String> = topics
+        .iter()
+        .flat_map(|topic| (0..topic.partitions).map(|index| format!("{}-{index}", topic.name)))
+        .collect();
     let mut faults = Vec::new();
     for fault in &raw.faults {
-        faults.push(build_fault(loader, fault.get_ref(), &nodes, duration_ms)?);
+        faults.push(build_fault(
+            loader,
+            fault.get_ref(),
+            &nodes,
+            &partitions,
+            duration_ms,
+        )?);
     }
     faults.sort_by_key(|fault| fault.at_ms.min());
     let (latency_ms, packet_loss_rate) = build_network(loader, raw.network.as_ref())?;
@@ -804,7 +829,49 @@ struct FaultBuilder<'a> {
     loader: &'a Loader<'a>,
     raw: &'a RawFault,
     nodes: &'a BTreeSet<String>,
+    /// Every declared partition (`topic-index`): what a selector may name.
+    partitions: &'a BTreeSet<String>,
     kind: &'a str,
+}
+
+/// A fault target that names a role instead of a node, resolved when the fault fires.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selector {
+    /// `leader(topic-index)`: the broker leading the partition.
+    Leader(String),
+    /// `followers(topic-index)`: one of its followers, drawn from the seed.
+    Followers(String),
+    /// `isr(topic-index)`: one member of its ISR, drawn from the seed.
+    Isr(String),
+    /// `controller-leader`: the active controller.
+    ControllerLeader,
+}
+
+impl Selector {
+    /// The selector a target names, if it names one.
+    pub fn parse(target: &str) -> Option<Selector> {
+        if target == "controller-leader" {
+            return Some(Selector::ControllerLeader);
+        }
+        let (kind, rest) = target.split_once('(')?;
+        let partition = rest.strip_suffix(')')?.to_owned();
+        match kind {
+            "leader" => Some(Selector::Leader(partition)),
+            "followers" => Some(Selector::Followers(partition)),
+            "isr" => Some(Selector::Isr(partition)),
+            _ => None,
+        }
+    }
+
+    /// The partition it names, if any.
+    pub fn partition(&self) -> Option<&str> {
+        match self {
+            Selector::Leader(partition)
+            | Selector::Followers(partition)
+            | Selector::Isr(partition) => Some(partition),
+            Selector::ControllerLeader => None,
+        }
+    }
 }
 
 fn span_of<T>(field: Option<&Spanned<T>>) -> Option<std::ops::Range<usize>> {
@@ -859,11 +926,27 @@ impl FaultBuilder<'_> {
             )
         })?;
         let name = value.get_ref();
+        if let Some(selector) = Selector::parse(name) {
+            return match selector.partition() {
+                Some(partition) if !self.partitions.contains(partition) => Err(self.error(
+                    value.span(),
+                    format!("'{name}' names no declared partition (topic-index, e.g. orders-0)"),
+                )),
+                None if !self.nodes.contains("controller-0") => Err(self.error(
+                    value.span(),
+                    "'controller-leader' needs a controller ([cluster] controllers = 1)",
+                )),
+                _ => Ok(name.clone()),
+            };
+        }
         if !self.nodes.contains(name) {
             let known = self.nodes.iter().cloned().collect::<Vec<_>>().join(", ");
             return Err(self.error(
                 value.span(),
-                format!("unknown node '{name}' (nodes: {known})"),
+                format!(
+                    "unknown node '{name}' (nodes: {known}; or a selector: leader(P), \
+                     followers(P), isr(P), controller-leader)"
+                ),
             ));
         }
         Ok(name.clone())
@@ -872,7 +955,9 @@ impl FaultBuilder<'_> {
     /// A required broker name.
     fn broker(&self) -> Result<String, ScenarioError> {
         let name = self.node(self.raw.target.as_ref(), "target")?;
-        if !name.starts_with("broker-") {
+        let selects_a_broker =
+            Selector::parse(&name).is_some_and(|selector| selector.partition().is_some());
+        if !name.starts_with("broker-") && !selects_a_broker {
             let span = span_of(self.raw.target.as_ref()).unwrap_or_default();
             return Err(self.error(
                 span,
@@ -1086,6 +1171,7 @@ fn build_fault(
     loader: &Loader<'_>,
     raw: &RawFault,
     nodes: &BTreeSet<String>,
+    partitions: &BTreeSet<String>,
     duration_ms: u64,
 ) -> Result<Fault, ScenarioError> {
     let kind = raw.kind.get_ref().as_str();
@@ -1099,6 +1185,7 @@ fn build_fault(
         loader,
         raw,
         nodes,
+        partitions,
         kind,
     };
     let at_ms = builder.time(Some(&raw.at_ms))?.expect("at_ms is required");

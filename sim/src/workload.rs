@@ -23,8 +23,12 @@ use seedlog::runtime::server::BrokerObserver;
 use seedlog::types::TopicPartition;
 
 use crate::checker::FINAL_READER;
+use crate::cluster_monitor::ClusterMonitor;
 use crate::history::{self, Body, Completion, FinalRead, Partition, Recorder, Records, Value};
 use crate::scenario::{ConsumerSpec, ProducerSpec};
+
+/// The actor of the cluster monitor's records.
+pub const INVARIANTS: &str = "invariants";
 
 /// What every node of a run shares: the history and the clock it is stamped with.
 #[derive(Clone)]
@@ -83,20 +87,44 @@ impl Env {
     }
 }
 
-/// Puts a broker's events into the history as operations of its node.
+/// The cluster monitor every broker's observer feeds (replicated scenarios only).
+pub type SharedMonitor = Arc<Mutex<ClusterMonitor>>;
+
+/// Puts a broker's events into the history as operations of its node, and feeds them to the
+/// cluster monitor, whose violations go into the history too.
 pub struct HistoryObserver {
     env: Env,
     node: String,
     names: Mutex<BTreeMap<TopicPartition, Partition>>,
+    monitor: Option<SharedMonitor>,
 }
 
 impl HistoryObserver {
     /// The observer of broker `node`.
-    pub fn new(env: &Env, node: &str) -> HistoryObserver {
+    pub fn new(env: &Env, node: &str, monitor: Option<SharedMonitor>) -> HistoryObserver {
         HistoryObserver {
             env: env.clone(),
             node: node.to_owned(),
             names: Mutex::default(),
+            monitor,
+        }
+    }
+
+    fn monitor(&self, event: &BrokerEvent) {
+        let Some(monitor) = &self.monitor else {
+            return;
+        };
+        let violations = monitor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .on_event(&self.node, event);
+        for violation in violations {
+            let body = Body::Invariant {
+                check: violation.check,
+                partition: self.name(&violation.partition),
+                detail: violation.detail,
+            };
+            self.env.event(INVARIANTS, body);
         }
     }
 
@@ -112,6 +140,7 @@ impl HistoryObserver {
 
 impl BrokerObserver for HistoryObserver {
     fn on_event(&self, event: &BrokerEvent) {
+        self.monitor(event);
         let body = match event {
             BrokerEvent::HighWatermark { partition, offset } => Body::HighWatermark {
                 partition: self.name(partition),
@@ -141,6 +170,8 @@ impl BrokerObserver for HistoryObserver {
                 partition: self.name(partition),
                 reason: reason.clone(),
             },
+            // The monitor's food: too many to record, and what they break is recorded.
+            BrokerEvent::Appended { .. } | BrokerEvent::PartitionState { .. } => return,
         };
         self.env.event(&self.node, body);
     }

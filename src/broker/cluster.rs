@@ -32,9 +32,10 @@ use crate::protocol::ErrorCode;
 use crate::storage::Storage;
 use crate::types::{BrokerEpoch, BrokerId, LeaderEpoch, Millis, TopicPartition};
 
-use super::metadata::MetadataRecord;
+use super::metadata::{MetadataRecord, TopicMetadata};
 use super::replication::PartitionState;
-use super::{Broker, Output, PeerRequestId, ReplyTo, ResponseBody};
+use super::startup::startup_events;
+use super::{Broker, BrokerEvent, Output, PeerRequestId, ReplyTo, ResponseBody};
 
 /// The pause after a failed registration or metadata fetch.
 const RETRY_MS: u64 = 1_000;
@@ -302,6 +303,44 @@ impl<S: Storage> Broker<S> {
     }
 
     /// Brings topics and partitions in line with the image.
+    /// Opens (and recovers) a partition the metadata assigns here; reports what recovery kept,
+    /// as a single broker does at start-up (where the log starts and ends: a crash may have
+    /// taken anything past the end), and syncs it. Returns whether it opened.
+    fn open_assigned(
+        &mut self,
+        now: Millis,
+        topic: &TopicMetadata,
+        index: i32,
+        out: &mut Vec<Output<S::File>>,
+    ) -> bool {
+        let topic_partition = TopicPartition::new(topic.name.clone(), index);
+        let point = self
+            .checkpoint
+            .written
+            .get(&topic_partition)
+            .copied()
+            .unwrap_or(0);
+        let recovery = match self.open_partition(topic, index, point, now) {
+            Ok(recovery) => recovery,
+            Err(error) => {
+                tracing::error!(partition = %topic_partition, %error, "cannot open partition");
+                return false;
+            }
+        };
+        let opened = self.replicas.get(&topic_partition).expect("just opened");
+        out.extend(
+            startup_events(opened, &recovery)
+                .into_iter()
+                .map(Output::Event),
+        );
+        out.push(Output::Event(BrokerEvent::HighWatermark {
+            partition: topic_partition.clone(),
+            offset: opened.high_watermark(),
+        }));
+        self.flush_partition(now, &topic_partition, out);
+        true
+    }
+
     fn reconcile(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
         let local = self.node_id();
         let image = self.cluster.as_ref().expect("in a cluster").image.clone();
@@ -332,18 +371,10 @@ impl<S: Storage> Broker<S> {
                     continue;
                 }
                 let topic_partition = TopicPartition::new(topic.name.clone(), *index);
-                if !self.replicas.contains(&topic_partition) {
-                    let point = self
-                        .checkpoint
-                        .written
-                        .get(&topic_partition)
-                        .copied()
-                        .unwrap_or(0);
-                    if let Err(error) = self.open_partition(&known, *index, point, now) {
-                        tracing::error!(partition = %topic_partition, %error, "cannot open partition");
-                        continue;
-                    }
-                    self.flush_partition(now, &topic_partition, out);
+                if !self.replicas.contains(&topic_partition)
+                    && !self.open_assigned(now, &known, *index, out)
+                {
+                    continue;
                 }
                 let state = PartitionState {
                     leader: registration.leader,

@@ -40,6 +40,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::config::BrokerConfig;
 use crate::protocol::codec::Request;
 use crate::protocol::fetch_response::{Chunk, FetchResponseParts};
+use crate::protocol::record_batch::RecordBatchHeader;
 use crate::storage::Storage;
 use crate::types::{BrokerId, Millis, TopicPartition};
 
@@ -189,6 +190,54 @@ pub enum BrokerEvent {
         /// Why.
         reason: String,
     },
+    /// A batch went into this replica's log, as leader or as follower: enough to tell two
+    /// replicas' logs apart (the simulator mirrors every log from these to check the cluster
+    /// invariants).
+    Appended {
+        /// Which partition.
+        partition: TopicPartition,
+        /// The batch's first offset.
+        base_offset: i64,
+        /// The batch's last offset.
+        last_offset: i64,
+        /// The leader epoch stamped on it.
+        leader_epoch: i32,
+        /// Its CRC (which covers its records, not its offsets or epoch).
+        crc: u32,
+    },
+    /// The partition's leadership and ISR as this broker now knows them (after a controller's
+    /// decision, or an ISR change).
+    PartitionState {
+        /// Which partition.
+        partition: TopicPartition,
+        /// The leader (-1: none).
+        leader: BrokerId,
+        /// The leader epoch.
+        leader_epoch: i32,
+        /// Every replica.
+        replicas: Vec<BrokerId>,
+        /// The in-sync replicas.
+        isr: Vec<BrokerId>,
+    },
+}
+
+impl BrokerEvent {
+    /// A batch went into a log: its header as stored says where and what.
+    pub fn appended(partition: &TopicPartition, stored: &RecordBatchHeader) -> BrokerEvent {
+        BrokerEvent::Appended {
+            partition: partition.clone(),
+            base_offset: stored.base_offset,
+            last_offset: stored.last_offset(),
+            leader_epoch: stored.partition_leader_epoch,
+            crc: stored.crc,
+        }
+    }
+}
+
+impl<F> From<BrokerEvent> for Output<F> {
+    fn from(event: BrokerEvent) -> Output<F> {
+        Output::Event(event)
+    }
 }
 
 /// A response ready to encode.

@@ -245,6 +245,15 @@ impl<S: Storage> Broker<S> {
         topic_partition: &TopicPartition,
         out: &mut Vec<Output<S::File>>,
     ) {
+        if let Some(partition) = self.replicas.get(topic_partition) {
+            out.push(Output::Event(BrokerEvent::PartitionState {
+                partition: topic_partition.clone(),
+                leader: partition.leader,
+                leader_epoch: partition.leader_epoch.0,
+                replicas: partition.replicas.clone(),
+                isr: partition.isr.clone(),
+            }));
+        }
         if self.advance_high_watermark(topic_partition, out) {
             self.complete_delayed_fetches(now, &BTreeSet::from([topic_partition.clone()]), out);
         }
@@ -572,6 +581,7 @@ impl<S: Storage> Broker<S> {
             }
             match partition.append_as_follower(&records[range], &header) {
                 Ok(info) => {
+                    out.push(BrokerEvent::appended(topic_partition, &header).into());
                     if info.flush_required {
                         flush_end = Some(info.last_offset + 1);
                     }

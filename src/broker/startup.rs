@@ -379,7 +379,7 @@ fn add_recovery(total: &mut RecoveryReport, one: &RecoveryReport) {
 
 /// What a partition looks like after recovery: where its log starts, that anything once past
 /// its end may be gone (the broker cannot know what a crash took), and whether it is offline.
-fn startup_events<S: Storage>(
+pub(super) fn startup_events<S: Storage>(
     partition: &Partition<S>,
     recovery: &RecoveryReport,
 ) -> Vec<BrokerEvent> {

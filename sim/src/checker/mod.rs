@@ -17,6 +17,8 @@
 //! | `hw-monotonic` | a broker's high watermark of a partition went backwards (across restarts included) |
 //! | `log-start-monotonic` | a broker's log start offset of a partition went backwards |
 //! | `contract` | an answer a client received broke its request's contract: a Fetch partition above `max.partition.fetch.bytes` or the whole above `fetch.max.bytes` (beyond KIP-74's one whole batch in the first partition with records), an empty Fetch answer before `fetch.max.wait.ms` with no error and no truncated log, or a ListOffsets by timestamp (or -3, the largest timestamp) that disagrees with the final read, or a log that still holds records once `retention.ms` has passed with no writes |
+//! | `one-leader` | two brokers claimed to lead a partition in the same leader epoch |
+//! | `leader-in-isr`, `hw-within-isr`, `strong-isr`, `committed-lost` | the cluster invariants the simulator's monitor checks after every broker step (see `cluster_monitor`); the history records each violation as an `invariant` operation |
 //! | `stalled` | the faults were healed, yet a producer had not finished its sends three quarters of the way through the liveness phase (a cluster that never acknowledges passes every safety check; this one it fails) |
 
 mod broker;
@@ -66,11 +68,19 @@ pub enum Check {
     FailedSend,
     /// `one-leader`.
     OneLeader,
+    /// `leader-in-isr`.
+    LeaderInIsr,
+    /// `hw-within-isr`.
+    HwWithinIsr,
+    /// `strong-isr`.
+    StrongIsr,
+    /// `committed-lost`.
+    CommittedLost,
 }
 
 impl Check {
     /// Every check, in report order.
-    pub const ALL: [Check; 17] = [
+    pub const ALL: [Check; 21] = [
         Check::LostWrite,
         Check::Unseen,
         Check::Duplicate,
@@ -88,6 +98,10 @@ impl Check {
         Check::Stalled,
         Check::FailedSend,
         Check::OneLeader,
+        Check::LeaderInIsr,
+        Check::HwWithinIsr,
+        Check::StrongIsr,
+        Check::CommittedLost,
     ];
 
     /// Jepsen's name (or ours, in the same style).
@@ -110,6 +124,10 @@ impl Check {
             Check::Stalled => "stalled",
             Check::FailedSend => "failed-send",
             Check::OneLeader => "one-leader",
+            Check::LeaderInIsr => "leader-in-isr",
+            Check::HwWithinIsr => "hw-within-isr",
+            Check::StrongIsr => "strong-isr",
+            Check::CommittedLost => "committed-lost",
         }
     }
 
@@ -252,6 +270,8 @@ pub(crate) struct Analysis {
     pub(crate) unfinished_producers: Vec<(u64, String)>,
     /// `(history index, client node, detail)` of each contract breach a client saw.
     pub(crate) breaches: Vec<(u64, Arc<str>, String)>,
+    /// Each cluster invariant the monitor saw broken: `(history index, partition, detail)`.
+    pub(crate) invariants: BTreeMap<Check, Vec<(u64, Partition, String)>>,
 }
 
 impl Analysis {
@@ -368,6 +388,15 @@ impl Analysis {
             Body::Nemesis { f, value } if f == "producers-unfinished" => {
                 self.unfinished_producers.push((op.index, value.clone()))
             }
+            Body::Invariant {
+                check,
+                partition,
+                detail,
+            } => self.invariants.entry(*check).or_default().push((
+                op.index,
+                Arc::clone(partition),
+                detail.clone(),
+            )),
             Body::Truncate {
                 partition,
                 from_offset,

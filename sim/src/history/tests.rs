@@ -32,6 +32,15 @@ fn a_history_round_trips_through_json_lines_and_hashes_stably() {
             offset: 1,
         },
     );
+    recorder.event(
+        32,
+        "invariants",
+        Body::Invariant {
+            check: Check::StrongIsr,
+            partition: "t-0".into(),
+            detail: "the member differs".to_owned(),
+        },
+    );
     let consumer = recorder.new_process();
     let poll = recorder.invoke(40, consumer, &node("c1"), Body::poll_invocation());
     let records: Records = [("t-0".into(), vec![(0, value)])].into_iter().collect();
@@ -47,6 +56,9 @@ fn a_history_round_trips_through_json_lines_and_hashes_stably() {
     assert!(text.contains(r#""value":[["send","t-0",[0,"1-1"]]]"#));
     assert!(text.contains(
         r#""partition_errors":[{"error":"CORRUPT_MESSAGE","partition":"t-1","position":7}]"#
+    ));
+    assert!(text.contains(
+        r#""f":"invariant","value":{"check":"strong-isr","detail":"the member differs","partition":"t-0"}"#
     ));
     let parsed = History::from_jsonl(&text).expect("parses");
     assert_eq!(parsed, history);
@@ -80,6 +92,10 @@ fn malformed_operations_are_errors_that_name_the_line() {
         (
             r#"{"index":0,"time_ns":0,"process":"b","type":"info","f":"hw","value":{"partition":"t-0"}}"#,
             "hw: missing field `offset`",
+        ),
+        (
+            r#"{"index":0,"time_ns":0,"process":"invariants","type":"info","f":"invariant","value":{"check":"weak-isr","partition":"t-0","detail":"x"}}"#,
+            "unknown check 'weak-isr' in an invariant",
         ),
     ];
     for (line, expected) in cases {

@@ -183,3 +183,43 @@ fn unknown_checks_topics_and_replication_are_rejected() {
     ))
     .contains("both"));
 }
+
+#[test]
+fn selectors_name_declared_partitions_and_resolve_when_the_fault_fires() {
+    let text = GOOD.replace(
+        "target = \"broker-0\"\nlevel = \"power-loss\"",
+        "target = \"leader(orders-1)\"\nlevel = \"power-loss\"",
+    );
+    let scenario = parse("t.toml", &text).expect("valid");
+    let FaultAction::Crash { target, .. } = &scenario.faults[0].action else {
+        panic!("a crash");
+    };
+    assert_eq!(
+        Selector::parse(target),
+        Some(Selector::Leader("orders-1".into()))
+    );
+    assert_eq!(
+        Selector::parse("isr(a-0)"),
+        Some(Selector::Isr("a-0".into()))
+    );
+    assert_eq!(
+        Selector::parse("followers(a-0)"),
+        Some(Selector::Followers("a-0".into()))
+    );
+    assert_eq!(Selector::parse("broker-0"), None);
+    let text = GOOD.replace(
+        "target = \"broker-0\"\nlevel",
+        "target = \"leader(orders-7)\"\nlevel",
+    );
+    assert!(error_of(&text).contains("'leader(orders-7)' names no declared partition"));
+    let text = GOOD.replace(
+        "target = \"broker-0\"\nlevel",
+        "target = \"controller-leader\"\nlevel",
+    );
+    assert!(error_of(&text).contains("'controller-leader' needs a controller"));
+    let text = GOOD.replace(
+        "target = \"broker-0\"\nlevel",
+        "target = \"leaders(orders-0)\"\nlevel",
+    );
+    assert!(error_of(&text).contains("or a selector: leader(P)"));
+}

@@ -17,7 +17,7 @@ use kafka_protocol::messages::{ProduceResponse, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::purgatory::{DelayedProduce, WaitingSlot};
-use crate::broker::{Broker, Output, ReplyTo, Response, ResponseBody};
+use crate::broker::{Broker, BrokerEvent, Output, ReplyTo, Response, ResponseBody};
 use crate::protocol::codec::Request;
 use crate::protocol::record_batch::{validate_batch, BatchError, RecordBatchHeader};
 use crate::protocol::record_validation::{validate_compression, validate_records, RecordsError};
@@ -35,6 +35,8 @@ struct Appended {
     /// acks=all on a partition with followers: the answer waits for the high watermark.
     awaits_followers: bool,
     min_insync_replicas: usize,
+    /// The batch's header as stored (offsets and leader epoch assigned).
+    stored: RecordBatchHeader,
 }
 
 /// A rejected batch: the Kafka error, its message, and (Produce v8+) the records at fault.
@@ -285,6 +287,7 @@ impl<S: Storage> Broker<S> {
         progress: &mut ProduceProgress,
         out: &mut Vec<Output<S::File>>,
     ) {
+        out.push(BrokerEvent::appended(&topic_partition, &appended.stored).into());
         if appended.flush_required {
             self.flush_partition(now, &topic_partition, out);
         } else if let Some(new_segment) = appended.rolled {
@@ -398,6 +401,11 @@ impl<S: Storage> Broker<S> {
             rolled: info.rolled,
             awaits_followers: acks == -1 && !partition.followers().is_empty(),
             min_insync_replicas,
+            stored: RecordBatchHeader {
+                base_offset: info.base_offset,
+                partition_leader_epoch: partition.leader_epoch.0,
+                ..header
+            },
         };
         self.count_append(&topic_partition.topic, batch.len(), header.records_count);
         Ok(appended)
