@@ -27,6 +27,14 @@ pub const LOG_START_CHECKPOINT: &str = "log-start-offset-checkpoint";
 /// Where a new log-start checkpoint is written before it replaces the old one.
 pub const LOG_START_CHECKPOINT_TMP: &str = "log-start-offset-checkpoint.tmp";
 
+/// `replication-offset-checkpoint`: every partition's high watermark, written every
+/// `replica.high.watermark.checkpoint.interval.ms` by a cluster broker (Kafka's
+/// `ReplicaManager.checkpointHighWatermarks`). A restarted replica starts its high watermark
+/// there, bounded by its log: before leader epochs (`hw-truncation`) it also truncates to it.
+pub const HIGH_WATERMARK_CHECKPOINT: &str = "replication-offset-checkpoint";
+/// Where a new high-watermark checkpoint is written before it replaces the old one.
+pub const HIGH_WATERMARK_CHECKPOINT_TMP: &str = "replication-offset-checkpoint.tmp";
+
 /// Which checkpoint file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum CheckpointKind {
@@ -34,6 +42,9 @@ pub(crate) enum CheckpointKind {
     RecoveryPoints,
     /// `log-start-offset-checkpoint`, written when retention moves a log start.
     LogStarts,
+    /// `replication-offset-checkpoint`, written every
+    /// `replica.high.watermark.checkpoint.interval.ms` in a cluster.
+    HighWatermarks,
 }
 
 impl CheckpointKind {
@@ -42,6 +53,7 @@ impl CheckpointKind {
         match self {
             CheckpointKind::RecoveryPoints => RECOVERY_POINT_CHECKPOINT,
             CheckpointKind::LogStarts => LOG_START_CHECKPOINT,
+            CheckpointKind::HighWatermarks => HIGH_WATERMARK_CHECKPOINT,
         }
     }
 
@@ -50,6 +62,7 @@ impl CheckpointKind {
         match self {
             CheckpointKind::RecoveryPoints => RECOVERY_POINT_CHECKPOINT_TMP,
             CheckpointKind::LogStarts => LOG_START_CHECKPOINT_TMP,
+            CheckpointKind::HighWatermarks => HIGH_WATERMARK_CHECKPOINT_TMP,
         }
     }
 }

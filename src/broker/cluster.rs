@@ -327,7 +327,12 @@ impl<S: Storage> Broker<S> {
                 return false;
             }
         };
-        let opened = self.replicas.get(&topic_partition).expect("just opened");
+        let restored = self.high_watermarks.written.get(&topic_partition).copied();
+        let opened = self
+            .replicas
+            .get_mut(&topic_partition)
+            .expect("just opened");
+        opened.restore_high_watermark(restored.unwrap_or(0));
         out.extend(
             startup_events(opened, &recovery)
                 .into_iter()

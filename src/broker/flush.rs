@@ -256,6 +256,31 @@ impl<S: Storage> Broker<S> {
         {
             self.check_retention(now, out);
         }
+        if self.cluster.is_some()
+            && self
+                .high_watermarks
+                .next_deadline()
+                .is_some_and(|deadline| deadline <= now)
+        {
+            let points = self.checkpointed_high_watermarks();
+            self.maybe_write_checkpoint(now, CheckpointKind::HighWatermarks, points, out);
+        }
+    }
+
+    /// Every partition's high watermark, as `replication-offset-checkpoint` records them (an
+    /// offline partition keeps the one it had).
+    fn checkpointed_high_watermarks(&self) -> RecoveryPoints {
+        self.replicas
+            .iter()
+            .filter_map(|(topic_partition, partition)| {
+                let offset = match self.high_watermarks.written.get(topic_partition) {
+                    Some(written) if partition.offline().is_some() => *written,
+                    _ if partition.offline().is_some() => return None,
+                    _ => partition.high_watermark(),
+                };
+                Some((topic_partition.clone(), offset))
+            })
+            .collect()
     }
 
     /// Every log's recovery point, as the checkpoint records them.
@@ -280,6 +305,7 @@ impl<S: Storage> Broker<S> {
         match kind {
             CheckpointKind::RecoveryPoints => &mut self.checkpoint,
             CheckpointKind::LogStarts => &mut self.log_starts,
+            CheckpointKind::HighWatermarks => &mut self.high_watermarks,
         }
     }
 

@@ -388,6 +388,9 @@ pub struct Broker<S: Storage> {
     /// The log-start checkpoint, written when a retention check (every
     /// `log.retention.check.interval.ms`) moves some log start.
     log_starts: CheckpointWriter,
+    /// The high-watermark checkpoint (`replication-offset-checkpoint`), written every
+    /// `replica.high.watermark.checkpoint.interval.ms` in a cluster.
+    high_watermarks: CheckpointWriter,
     /// Wall-clock milliseconds since the epoch at `now = 0` (retention compares record
     /// timestamps with wall-clock time); set by the shell.
     wall_clock_at_zero: i64,
@@ -510,6 +513,9 @@ impl<S: Storage> Broker<S> {
             self.purgatory.next_deadline(),
             self.checkpoint.next_deadline(),
             self.log_starts.next_deadline(),
+            self.cluster
+                .as_ref()
+                .and_then(|_| self.high_watermarks.next_deadline()),
             self.next_replication_deadline(),
             self.cluster
                 .as_ref()

@@ -135,6 +135,21 @@ impl<S: Storage> Partition<S> {
         partition
     }
 
+    /// A replica opened in a cluster starts its high watermark where the high-watermark
+    /// checkpoint left it, bounded by its log (and, under `flush.messages=1`, by what is
+    /// durable), as Kafka's replicas do on restart.
+    pub fn restore_high_watermark(&mut self, checkpointed: i64) {
+        let bound = if self.log.config().flush_messages == 1 {
+            self.log.recovery_point()
+        } else {
+            self.log.log_end_offset()
+        };
+        let high_watermark = checkpointed.min(bound).max(self.log.log_start_offset());
+        self.high_watermark = high_watermark;
+        self.leader_high_watermark = high_watermark;
+        self.check_invariants();
+    }
+
     /// Offsets below the high watermark are committed and visible to consumers.
     pub fn high_watermark(&self) -> i64 {
         self.high_watermark

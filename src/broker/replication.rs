@@ -112,6 +112,12 @@ impl<S: Storage> Broker<S> {
         let same_epoch =
             state.leader_epoch == partition.leader_epoch && state.leader == partition.leader;
         if same_epoch && state.replicas == partition.replicas {
+            if state.partition_epoch <= partition.partition_epoch {
+                // Nothing newer (Kafka's `makeLeader` skips it too): in particular an
+                // AlterPartition in flight stays pending, so the high watermark keeps counting
+                // the member it adds (KIP-497's maximal ISR).
+                return;
+            }
             // Only the ISR moved (an AlterPartition or a fenced member): roles stay.
             partition.partition_epoch = state.partition_epoch;
             partition.set_isr(state.isr);

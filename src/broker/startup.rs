@@ -76,6 +76,36 @@ impl<F> StartupReport<F> {
 }
 
 impl<S: Storage> Broker<S> {
+    /// Opens (and recovers) the broker's metadata log; corruption there stops the start-up.
+    fn open_metadata_log(
+        storage: &S,
+        recovery_points: &RecoveryPoints,
+        now: Millis,
+        report: &mut StartupReport<S::File>,
+    ) -> Result<PartitionLog<S>, BrokerError> {
+        let metadata_partition =
+            TopicPartition::parse(METADATA_LOG_DIRECTORY).expect("a partition directory name");
+        let (metadata_log, recovery) = PartitionLog::open_with(
+            storage.clone(),
+            METADATA_LOG_DIRECTORY,
+            metadata_log_config(),
+            recovery_points
+                .get(&metadata_partition)
+                .copied()
+                .unwrap_or(0),
+            report.clean_shutdown,
+            now,
+        )?;
+        if let Some(corruption) = &recovery.corruption {
+            // Without its metadata the broker cannot know its topics: Kafka refuses to start.
+            return Err(BrokerError::DataDirectory(format!(
+                "{METADATA_LOG_DIRECTORY}: {corruption}"
+            )));
+        }
+        add_recovery(&mut report.recovery, &recovery);
+        Ok(metadata_log)
+    }
+
     /// Opens the data directory: reads or writes `meta.properties`, replays the metadata log,
     /// deletes stray partition files, and recovers every partition log.
     pub fn open(
@@ -90,27 +120,11 @@ impl<S: Storage> Broker<S> {
         let cluster_id = Self::load_meta_properties(&config, &storage, &mut rng, &mut report)?;
         let recovery_points = Self::load_checkpoint(&storage, CheckpointKind::RecoveryPoints)?;
         let log_starts = Self::load_checkpoint(&storage, CheckpointKind::LogStarts)?;
-        let metadata_partition =
-            TopicPartition::parse(METADATA_LOG_DIRECTORY).expect("a partition directory name");
-        let (metadata_log, recovery) = PartitionLog::open_with(
-            storage.clone(),
-            METADATA_LOG_DIRECTORY,
-            metadata_log_config(),
-            recovery_points
-                .get(&metadata_partition)
-                .copied()
-                .unwrap_or(0),
-            clean_shutdown,
-            now,
-        )?;
-        if let Some(corruption) = &recovery.corruption {
-            // Without its metadata the broker cannot know its topics: Kafka refuses to start.
-            return Err(BrokerError::DataDirectory(format!(
-                "{METADATA_LOG_DIRECTORY}: {corruption}"
-            )));
-        }
-        add_recovery(&mut report.recovery, &recovery);
+        let high_watermarks = Self::load_checkpoint(&storage, CheckpointKind::HighWatermarks)?;
+        let metadata_log = Self::open_metadata_log(&storage, &recovery_points, now, &mut report)?;
         let interval_ms = config.log_flush_offset_checkpoint_interval_ms as u64;
+        let high_watermark_interval_ms =
+            config.replication.high_watermark_checkpoint_interval_ms as u64;
         let config_retention_check_interval_ms = config.log_retention_check_interval_ms as u64;
         let mut broker = Broker {
             config,
@@ -126,6 +140,11 @@ impl<S: Storage> Broker<S> {
                 config_retention_check_interval_ms,
                 now,
                 log_starts.clone(),
+            ),
+            high_watermarks: CheckpointWriter::new(
+                high_watermark_interval_ms,
+                now,
+                high_watermarks,
             ),
             wall_clock_at_zero: 0,
             purgatory: Purgatory::default(),

@@ -25,7 +25,7 @@
 //! it may have (an `info`): some attempt was written to a connection that then broke or timed
 //! out, or the broker answered with an error that allows a write (NOT_ENOUGH_REPLICAS_AFTER_APPEND).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -633,10 +633,32 @@ impl ProducerCore {
 
     /// Whether a batch led by `node` is sendable at `now`.
     fn any_sendable(&self, now: Millis, node: NodeId) -> bool {
+        let muted = self.muted();
         self.batches.iter().any(|(partition, deque)| {
             self.leader(partition) == Some(node)
+                && !muted.contains(partition)
                 && self.sendable_at(deque).is_some_and(|at| at <= now)
         })
+    }
+
+    /// Kafka's `guaranteeMessageOrder`: with one request in flight per connection, a partition
+    /// with a batch in flight anywhere (say, to a leader that just lost the partition) sends
+    /// nothing more until that batch is answered, so a retried batch never lands behind a later
+    /// one sent to the new leader. With more in flight, nothing is muted (and retries may
+    /// reorder, as in Kafka without idempotence).
+    fn muted(&self) -> BTreeSet<&TopicPartition> {
+        if self.max_in_flight() != 1 {
+            return BTreeSet::new();
+        }
+        self.nodes
+            .in_flight()
+            .filter_map(|in_flight| match &in_flight.awaited {
+                Awaited::Produce(batches) => Some(batches),
+                Awaited::Metadata => None,
+            })
+            .flatten()
+            .map(|batch| &batch.topic_partition)
+            .collect()
     }
 
     fn max_in_flight(&self) -> usize {
@@ -700,10 +722,11 @@ impl ProducerCore {
     /// not backing off, lingering or not, starting from a rotating partition, within
     /// `max.request.size` (the first batch always goes).
     fn drain(&mut self, now: Millis, node: NodeId) -> Vec<Batch> {
+        let muted = self.muted();
         let partitions: Vec<TopicPartition> = self
             .batches
             .keys()
-            .filter(|partition| self.leader(partition) == Some(node))
+            .filter(|partition| self.leader(partition) == Some(node) && !muted.contains(partition))
             .cloned()
             .collect();
         let start = self.drain_start % partitions.len().max(1);
@@ -1026,10 +1049,13 @@ impl ProducerCore {
                 .get(node)
                 .is_some_and(|connection| connection.has_room(max_in_flight))
         };
+        let muted = self.muted();
         let sendable = self
             .batches
             .iter()
-            .filter(|(partition, _)| self.leader(partition).is_some_and(can_send))
+            .filter(|(partition, _)| {
+                self.leader(partition).is_some_and(can_send) && !muted.contains(partition)
+            })
             .filter_map(|(_, deque)| self.sendable_at(deque))
             .min();
         let metadata = self

@@ -190,6 +190,10 @@ pub struct ReplicationConfig {
     pub fetch_backoff_ms: i64,
     /// `seedlog.replication.generation`: which historical follower protocol runs.
     pub generation: ReplicationGeneration,
+    /// `replica.high.watermark.checkpoint.interval.ms` (default 5000): how often a cluster
+    /// broker writes every partition's high watermark to `replication-offset-checkpoint`; a
+    /// restarted replica's high watermark starts there.
+    pub high_watermark_checkpoint_interval_ms: i64,
 }
 
 /// The follower protocol of a Kafka generation (`seedlog.replication.generation`), selectable
@@ -218,6 +222,7 @@ impl Default for ReplicationConfig {
             fetch_response_max_bytes: 10 * 1024 * 1024,
             fetch_backoff_ms: 1_000,
             generation: ReplicationGeneration::default(),
+            high_watermark_checkpoint_interval_ms: 5_000,
         }
     }
 }
@@ -360,6 +365,10 @@ impl BrokerConfig {
                         ))
                     }
                 }
+            }
+            "replica.high.watermark.checkpoint.interval.ms" => {
+                self.replication.high_watermark_checkpoint_interval_ms =
+                    parse_at_least(key, value, 1)?
             }
             "replica.fetch.backoff.ms" => {
                 self.replication.fetch_backoff_ms = parse_at_least(key, value, 0)?
