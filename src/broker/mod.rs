@@ -486,6 +486,9 @@ impl<S: Storage> Broker<S> {
                     self.on_list_offsets_request(request.api_version, body),
                 ));
             }
+            RequestKind::OffsetForLeaderEpoch(body) => {
+                out.push(answer(self.on_offsets_for_leader_epoch_request(body)));
+            }
             RequestKind::CreateTopics(_) if self.cluster.is_some() => {
                 self.forward_create_topics(Some(reply_to), request.api_version, request.body, out);
             }

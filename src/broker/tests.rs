@@ -1124,5 +1124,60 @@ fn a_delete_records_whose_checkpoint_fails_times_out() {
     );
 }
 
+/// `(error, epoch, end offset)` for each `(current epoch, epoch)` asked of `topic-0`.
+fn epoch_ends(harness: &mut Harness, topic: &str, asked: &[(i32, i32)]) -> Vec<(i16, i32, i64)> {
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+        OffsetForLeaderPartition, OffsetForLeaderTopic,
+    };
+    let partitions = asked
+        .iter()
+        .map(|(current, epoch)| {
+            OffsetForLeaderPartition::default()
+                .with_partition(0)
+                .with_current_leader_epoch(*current)
+                .with_leader_epoch(*epoch)
+        })
+        .collect();
+    let body = kafka_protocol::messages::OffsetForLeaderEpochRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_topics(vec![OffsetForLeaderTopic::default()
+            .with_topic(topic_name(topic))
+            .with_partitions(partitions)]);
+    let outputs = harness.request(4, RequestKind::OffsetForLeaderEpoch(body));
+    let ResponseKind::OffsetForLeaderEpoch(response) = single_message(outputs) else {
+        panic!("an OffsetForLeaderEpoch response");
+    };
+    response.topics[0]
+        .partitions
+        .iter()
+        .map(|entry| (entry.error_code, entry.leader_epoch, entry.end_offset))
+        .collect()
+}
+
+#[test]
+fn offsets_for_leader_epoch_answers_where_an_epoch_ends_and_fences_the_current_epoch() {
+    let mut harness = Harness::new();
+    harness.create_topic("t", 1, &[]);
+    harness.produce_values("t", 0, 0..3);
+    assert_eq!(
+        epoch_ends(
+            &mut harness,
+            "t",
+            &[(-1, 0), (0, 0), (-1, 5), (7, 0), (-1, -1)]
+        ),
+        vec![
+            (0, 0, 3),
+            (0, 0, 3),
+            (0, -1, -1), // newer than every epoch here: undefined, as Kafka's endOffsetFor
+            (ErrorCode::UnknownLeaderEpoch.code(), -1, -1),
+            (0, -1, -1),
+        ]
+    );
+    assert_eq!(
+        epoch_ends(&mut harness, "missing", &[(-1, 0)]),
+        vec![(ErrorCode::UnknownTopicOrPartition.code(), -1, -1)]
+    );
+}
+
 mod cluster;
 mod replication;

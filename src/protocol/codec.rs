@@ -273,6 +273,7 @@ impl RequestApiKey for RequestKind {
             RequestKind::BrokerRegistration(_) => ApiKey::BrokerRegistration,
             RequestKind::BrokerHeartbeat(_) => ApiKey::BrokerHeartbeat,
             RequestKind::AlterPartition(_) => ApiKey::AlterPartition,
+            RequestKind::OffsetForLeaderEpoch(_) => ApiKey::OffsetForLeaderEpoch,
             other => panic!("seedlog never sends {other:?}"),
         }
     }

@@ -6,6 +6,7 @@ mod delete_records;
 mod fetch;
 mod list_offsets;
 mod metadata;
+mod offsets_for_leader_epoch;
 mod produce;
 
 pub use produce::produce_rejection;
