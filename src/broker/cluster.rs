@@ -302,7 +302,6 @@ impl<S: Storage> Broker<S> {
         self.reconcile(now, out);
     }
 
-    /// Brings topics and partitions in line with the image.
     /// Opens (and recovers) a partition the metadata assigns here; reports what recovery kept,
     /// as a single broker does at start-up (where the log starts and ends: a crash may have
     /// taken anything past the end), and syncs it. Returns whether it opened.
@@ -327,12 +326,17 @@ impl<S: Storage> Broker<S> {
                 return false;
             }
         };
-        let restored = self.high_watermarks.written.get(&topic_partition).copied();
+        let restored = self
+            .high_watermarks
+            .written
+            .get(&topic_partition)
+            .copied()
+            .unwrap_or(0);
         let opened = self
             .replicas
             .get_mut(&topic_partition)
             .expect("just opened");
-        opened.restore_high_watermark(restored.unwrap_or(0));
+        opened.restore_high_watermark(restored);
         out.extend(
             startup_events(opened, &recovery)
                 .into_iter()
@@ -346,6 +350,7 @@ impl<S: Storage> Broker<S> {
         true
     }
 
+    /// Brings topics and partitions in line with the image.
     fn reconcile(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
         let local = self.node_id();
         let image = self.cluster.as_ref().expect("in a cluster").image.clone();
