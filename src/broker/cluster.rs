@@ -13,7 +13,7 @@
 //!
 //! Without `controller.quorum.voters` none of this runs: the broker is its own controller.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::messages::alter_partition_request::{PartitionData, TopicData};
 use kafka_protocol::messages::broker_registration_request::Listener;
@@ -68,6 +68,9 @@ pub(super) struct Membership {
     /// The next metadata offset to fetch.
     next_offset: i64,
     fenced: bool,
+    /// Partitions whose AlterPartition got no answer (the controller was unreachable): the
+    /// same proposal goes again at `retry_at`, as Kafka's `AlterPartitionManager` resends it.
+    alter_retries: BTreeSet<TopicPartition>,
 }
 
 impl Membership {
@@ -87,6 +90,7 @@ impl Membership {
             image: ClusterImage::default(),
             next_offset: 0,
             fenced: true,
+            alter_retries: BTreeSet::new(),
         }
     }
 
@@ -103,7 +107,8 @@ impl Membership {
             (!self.has(|call| matches!(call, Call::Heartbeat))).then_some(self.next_heartbeat);
         let fetch =
             (!self.has(|call| matches!(call, Call::MetadataFetch))).then_some(self.retry_at);
-        [heartbeat, fetch].into_iter().flatten().min()
+        let alter = (!self.alter_retries.is_empty()).then_some(self.retry_at);
+        [heartbeat, fetch, alter].into_iter().flatten().min()
     }
 }
 
@@ -183,6 +188,32 @@ impl<S: Storage> Broker<S> {
                     .with_partitions(vec![wanted])]);
             self.controller_call(Call::MetadataFetch, RequestKind::Fetch(body), 12, out);
         }
+        self.retry_alter_partitions(now, out);
+    }
+
+    /// Sends again the AlterPartition proposals that got no answer, once `retry_at` has come;
+    /// a proposal the metadata has meanwhile settled (no longer pending) is dropped.
+    fn retry_alter_partitions(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+        let Some(membership) = self.cluster.as_mut() else {
+            return;
+        };
+        if membership.alter_retries.is_empty() || now < membership.retry_at {
+            return;
+        }
+        for topic_partition in std::mem::take(&mut membership.alter_retries) {
+            let Some(partition) = self.replicas.get_mut(&topic_partition) else {
+                continue;
+            };
+            let Some(proposed) = partition.pending_isr().map(<[BrokerId]>::to_vec) else {
+                continue;
+            };
+            if !partition.is_leader() {
+                partition.set_pending_isr(None);
+                continue;
+            }
+            partition.set_pending_isr(None);
+            self.propose_isr(&topic_partition, proposed, out);
+        }
     }
 
     /// Whether a peer response answers one of the membership's calls; if so, handles it.
@@ -203,6 +234,9 @@ impl<S: Storage> Broker<S> {
             Ok(response) => response.as_ref(),
             Err(error) => {
                 tracing::warn!(?call, %error, "controller request failed");
+                if let Call::AlterPartition(partitions) = &call {
+                    membership.alter_retries.extend(partitions.iter().cloned());
+                }
                 if let Call::CreateTopics(Some(reply_to)) = call {
                     out.push(
                         reply_to.respond(ResponseBody::message(ResponseKind::CreateTopics(

@@ -137,12 +137,19 @@ impl<S: Storage> Partition<S> {
 
     /// A replica opened in a cluster starts its high watermark where the high-watermark
     /// checkpoint left it, bounded by its log (and, under `flush.messages=1`, by what is
-    /// durable), as Kafka's replicas do on restart.
+    /// durable), as Kafka's replicas do on restart. Under `flush.messages=1` the recovered tail
+    /// past the recovery point (a process crash leaves it in the page cache, possibly never
+    /// synced) is a durability barrier: the high watermark passes it only once the flush the
+    /// caller starts has covered it.
     pub fn restore_high_watermark(&mut self, checkpointed: i64) {
+        let (durable, end) = (self.log.recovery_point(), self.log.log_end_offset());
         let bound = if self.log.config().flush_messages == 1 {
-            self.log.recovery_point()
+            if durable < end {
+                self.durability_barriers.push_back((durable, end));
+            }
+            durable
         } else {
-            self.log.log_end_offset()
+            end
         };
         let high_watermark = checkpointed.min(bound).max(self.log.log_start_offset());
         self.high_watermark = high_watermark;

@@ -340,12 +340,22 @@ impl<S: Storage> Broker<S> {
                 ))),
             );
         } else {
+            let partitions: BTreeSet<TopicPartition> = progress
+                .waiting
+                .iter()
+                .map(|slot| slot.topic_partition.clone())
+                .collect();
             self.purgatory.produces.push(DelayedProduce {
                 reply_to,
                 response: progress.response,
                 waiting: progress.waiting,
                 deadline,
             });
+            // Kafka's `tryCompleteElseWatch`: what is already satisfied (an ISR of the leader
+            // alone commits an append as it lands) is answered now, not at the next change.
+            for topic_partition in &partitions {
+                self.complete_delayed_produces(topic_partition, out);
+            }
         }
     }
 

@@ -396,6 +396,25 @@ fn an_isr_shrink_under_a_waiting_acks_all_decides_by_min_insync_replicas() {
     }
 }
 
+/// Kafka's `tryCompleteElseWatch`: once the ISR is the leader alone (`min.insync.replicas=1`),
+/// an acks=all append is committed as it lands and is answered at once, not parked until the
+/// next change of the high watermark (found by the simulator: parked until its timeout, each
+/// produce was retried and written again, and nothing was acknowledged while the followers
+/// were away).
+#[test]
+fn with_the_leader_alone_in_the_isr_acks_all_is_answered_at_once() {
+    let mut pair = Pair::new(&[("min.insync.replicas", "1")]);
+    pair.cut_off[FOLLOWER] = true;
+    pair.fail_follower_fetch();
+    pair.advance(LAG_MS + 1);
+    assert_eq!(isr(&pair), vec![0], "the follower left the ISR");
+    assert_eq!(
+        produce_result(pair.produce(-1, 60_000, "a")),
+        (ErrorCode::None, 0),
+        "committed on append: nothing to wait for"
+    );
+}
+
 #[test]
 fn a_follower_refuses_clients_with_not_leader_or_follower() {
     let mut pair = Pair::new(&[]);
