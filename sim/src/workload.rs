@@ -369,6 +369,9 @@ impl Reader<'_> {
                             ResetReason::OffsetOutOfRange { position } => {
                                 format!("offset {position} out of range")
                             }
+                            ResetReason::LogTruncation { position } => {
+                                format!("log truncated below position {position}")
+                            }
                         };
                         let body = Body::Position {
                             seek: false,

@@ -141,6 +141,14 @@ impl MetadataCache {
         (info.leader >= 0).then_some(info.leader)
     }
 
+    /// The epoch of `partition`'s leader, if the cache knows one.
+    pub fn leader_epoch(&self, topic: &str, partition: i32) -> Option<i32> {
+        let info = self
+            .partitions(topic)?
+            .get(usize::try_from(partition).ok()?)?;
+        (info.leader >= 0 && info.leader_epoch >= 0).then_some(info.leader_epoch)
+    }
+
     fn due_at(&self) -> Option<Millis> {
         if self.in_flight || self.wanted.is_empty() {
             return None;

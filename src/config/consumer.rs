@@ -61,6 +61,12 @@ pub struct ConsumerConfig {
     pub retry_backoff_ms: u64,
     /// `metadata.max.age.ms` (default 300000): metadata older than this is asked for again.
     pub metadata_max_age_ms: u64,
+    /// `seedlog.truncation.detection`: `kip-320` (default, Kafka's consumer since 2.3) fences
+    /// fetches with the leader epoch and, after a leader change, validates the position with
+    /// OffsetsForLeaderEpoch, moving it back where the new leader's log diverges; `none`
+    /// behaves as consumers before KIP-320, which may skip records written over a truncated
+    /// range (the simulator's faulty variant).
+    pub truncation_detection: bool,
 }
 
 impl Default for ConsumerConfig {
@@ -79,6 +85,7 @@ impl Default for ConsumerConfig {
             request_timeout_ms: 30_000,
             retry_backoff_ms: 100,
             metadata_max_age_ms: 300_000,
+            truncation_detection: true,
         }
     }
 }
@@ -128,6 +135,13 @@ impl Configurable for ConsumerConfig {
             "request.timeout.ms" => self.request_timeout_ms = parse_at_least(key, value, 0)?,
             "retry.backoff.ms" => self.retry_backoff_ms = parse_at_least(key, value, 0)?,
             "metadata.max.age.ms" => self.metadata_max_age_ms = parse_at_least(key, value, 0)?,
+            "seedlog.truncation.detection" => {
+                self.truncation_detection = match value.trim() {
+                    "kip-320" => true,
+                    "none" => false,
+                    _ => return Err(ConfigError::invalid(key, value, "expected kip-320 or none")),
+                };
+            }
             "group.id"
             | "group.instance.id"
             | "auto.commit.interval.ms"

@@ -18,13 +18,14 @@ use crate::protocol::ErrorCode;
 use crate::runtime::net::{Connection, ConnectionError};
 
 /// The versions this client can speak: `(api, min, max)`. Fetch stops at v12 (topics by name).
-const CLIENT_VERSIONS: [(ApiKey, i16, i16); 6] = [
+const CLIENT_VERSIONS: [(ApiKey, i16, i16); 7] = [
     (ApiKey::Produce, 3, 9),
     (ApiKey::Fetch, 4, 12),
     (ApiKey::ListOffsets, 1, 7),
     (ApiKey::Metadata, 1, 12),
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::OffsetForLeaderEpoch, 3, 4), // v3+: replica_id (-1, a consumer)
 ];
 
 /// Largest response frame accepted.

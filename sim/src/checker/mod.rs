@@ -50,6 +50,8 @@ pub enum Check {
     NonmonotonicPoll,
     /// `poll-skip`.
     PollSkip,
+    /// `truncation-skip`.
+    TruncationSkip,
     /// `at-least-once`.
     AtLeastOnce,
     /// `at-most-once`.
@@ -80,7 +82,7 @@ pub enum Check {
 
 impl Check {
     /// Every check, in report order.
-    pub const ALL: [Check; 21] = [
+    pub const ALL: [Check; 22] = [
         Check::LostWrite,
         Check::Unseen,
         Check::Duplicate,
@@ -89,6 +91,7 @@ impl Check {
         Check::NonmonotonicSend,
         Check::NonmonotonicPoll,
         Check::PollSkip,
+        Check::TruncationSkip,
         Check::AtLeastOnce,
         Check::AtMostOnce,
         Check::ExactlyOnce,
@@ -115,6 +118,7 @@ impl Check {
             Check::NonmonotonicSend => "nonmonotonic-send",
             Check::NonmonotonicPoll => "nonmonotonic-poll",
             Check::PollSkip => "poll-skip",
+            Check::TruncationSkip => "truncation-skip",
             Check::AtLeastOnce => "at-least-once",
             Check::AtMostOnce => "at-most-once",
             Check::ExactlyOnce => "exactly-once",

@@ -2,12 +2,18 @@
 //! consumer incarnation and partition, polled offsets only move forward and never jump over
 //! records of the final log unless the consumer was repositioned (a reset or a seek).
 //!
+//! `truncation-skip` is KIP-320's anomaly: a consumer read a record at an offset that a
+//! truncation then gave to another record, and never read that other one: its position stayed
+//! past the rewritten range (a consumer that validates its position after a leader change moves
+//! back and reads it).
+//!
 //! `nonmonotonic-send` orders sends by invocation, so it sees what pipelining does: with
 //! `max.in.flight.requests.per.connection > 1`, retries and no idempotence, a retried send can
 //! land after a later one. An earlier send whose offset a recorded truncation took back before
 //! the later send was acknowledged explains a reused offset.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::{Analysis, Check, CheckResult, Outcome, PollRecord};
 use crate::history::{Partition, Value};
@@ -17,7 +23,38 @@ pub(super) fn check(analysis: &Analysis) -> Vec<CheckResult> {
         CheckResult::new(Check::NonmonotonicSend, nonmonotonic_sends(analysis)),
         CheckResult::new(Check::NonmonotonicPoll, nonmonotonic_polls(analysis)),
         CheckResult::new(Check::PollSkip, poll_skips(analysis)),
+        CheckResult::new(Check::TruncationSkip, truncation_skips(analysis)),
     ]
+}
+
+/// Records a consumer read at an offset where the final log holds another record, which no
+/// incarnation of that consumer ever read.
+fn truncation_skips(analysis: &Analysis) -> Vec<String> {
+    let mut violations = Vec::new();
+    let mut reported = std::collections::BTreeSet::new();
+    for poll in &analysis.polls {
+        let Some(kept) = analysis
+            .final_logs
+            .get(&poll.partition)
+            .and_then(|log| log.get(&poll.offset))
+        else {
+            continue;
+        };
+        if *kept == poll.value {
+            continue;
+        }
+        let read_it = analysis
+            .consumers
+            .get(&poll.node)
+            .is_some_and(|consumer| consumer.consumed.contains(kept));
+        if !read_it && reported.insert((Arc::clone(&poll.node), *kept)) {
+            violations.push(format!(
+                "{} (process {}) read {} at {}@{}, where the final log holds {}, and never read {}: its position stayed past the rewritten offset",
+                poll.node, poll.process, poll.value, poll.partition, poll.offset, kept, kept
+            ));
+        }
+    }
+    violations
 }
 
 /// `(invocation index, completion index, acknowledged offset, value)` of one send.

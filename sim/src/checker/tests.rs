@@ -437,6 +437,40 @@ fn jumping_over_records_of_the_final_log_is_a_poll_skip_unless_the_consumer_was_
 }
 
 #[test]
+fn a_consumer_that_never_reads_what_a_truncation_wrote_over_its_reads_skipped_it() {
+    let run = |rewinds: bool| {
+        let mut b = Builder::new();
+        let c = b.process();
+        b.poll(c, "c1", "t-0", &[(0, "1-1"), (1, "1-2"), (2, "1-3")]);
+        b.truncate("t-0", 1);
+        if rewinds {
+            b.reset(c, "c1", "t-0", 1);
+            b.poll(c, "c1", "t-0", &[(1, "1-4"), (2, "1-5")]);
+        }
+        b.poll(c, "c1", "t-0", &[(3, "1-6")]);
+        b.final_read_start();
+        b.final_read("t-0", &[(0, "1-1"), (1, "1-4"), (2, "1-5"), (3, "1-6")], 4);
+        b.results()
+    };
+    let skipped = run(false);
+    assert!(!skipped[&Check::TruncationSkip].holds());
+    assert_eq!(skipped[&Check::TruncationSkip].violations, 2);
+    assert!(
+        skipped[&Check::TruncationSkip].examples[0].contains("never read 1-4"),
+        "{:?}",
+        skipped[&Check::TruncationSkip].examples
+    );
+    assert!(
+        skipped[&Check::PollSkip].holds(),
+        "its offsets never jumped: poll-skip cannot see it"
+    );
+    assert!(
+        run(true)[&Check::TruncationSkip].holds(),
+        "a consumer that moved back and read the new records skipped nothing"
+    );
+}
+
+#[test]
 fn an_acked_value_of_its_assignment_that_never_reached_a_consumer_breaks_at_least_once() {
     let mut b = Builder::new();
     let p = b.process();

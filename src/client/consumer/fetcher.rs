@@ -47,6 +47,8 @@ pub(crate) struct PartitionRecords {
     pub(crate) records: Vec<ConsumerRecord>,
     /// The first offset not delivered: past every whole batch taken, at a bad batch if any.
     pub(crate) next_position: i64,
+    /// The leader epoch of the last batch taken (KIP-320's offset epoch), if any was.
+    pub(crate) last_epoch: Option<i32>,
     /// The batch that stopped delivery.
     pub(crate) failure: Option<BatchFailure>,
 }
@@ -66,18 +68,22 @@ fn topic_name(topic: &str) -> TopicName {
 
 /// A Fetch request (v4–v12: topics by name) for `positions`, in their order (the broker fills
 /// the response's byte budget in request order); topics appear in order of first appearance.
+///
+/// Each position carries the leader epoch the metadata names (-1: unknown) as
+/// `current_leader_epoch`, so that a deposed leader answers FENCED_LEADER_EPOCH (KIP-320).
 pub(crate) fn fetch_request(
     config: &ConsumerConfig,
-    positions: &[(TopicPartition, i64)],
+    positions: &[(TopicPartition, i64, i32)],
     max_wait_ms: i32,
 ) -> FetchRequest {
     assert!(max_wait_ms >= 0, "a fetch waits a non-negative time");
     let mut topics: Vec<(&str, Vec<FetchPartition>)> = Vec::new();
-    for (partition, offset) in positions {
+    for (partition, offset, leader_epoch) in positions {
         assert!(*offset >= 0, "fetch at a non-negative position");
         let fetch = FetchPartition::default()
             .with_partition(partition.partition)
             .with_fetch_offset(*offset)
+            .with_current_leader_epoch(*leader_epoch)
             .with_partition_max_bytes(config.max_partition_fetch_bytes);
         match topics
             .iter_mut()
@@ -328,13 +334,10 @@ pub(crate) fn take_records(
             });
         }
         taken.next_position = header.last_offset() + 1;
+        taken.last_epoch = Some(header.partition_leader_epoch);
     }
     debug_assert!(
-        taken
-            .records
-            .iter()
-            .zip(taken.records.iter().skip(1))
-            .all(|(a, b)| a.offset < b.offset),
+        taken.records.windows(2).all(|w| w[0].offset < w[1].offset),
         "records are delivered in offset order"
     );
     assert!(

@@ -31,7 +31,14 @@ mod tests;
 use std::collections::BTreeMap;
 
 use kafka_protocol::messages::fetch_response::PartitionData;
-use kafka_protocol::messages::{FetchResponse, ListOffsetsResponse, RequestKind, ResponseKind};
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::{
+    BrokerId, FetchResponse, ListOffsetsResponse, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse, RequestKind, ResponseKind, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
 
 use crate::client::connections::Connections;
 pub use crate::client::connections::{NodeId, BOOTSTRAP};
@@ -267,6 +274,10 @@ enum Purpose {
     },
     /// Reset these partitions (`auto.offset.reset`).
     Reset { partitions: Vec<TopicPartition> },
+    /// Validate these positions after a leader change (KIP-320's OffsetsForLeaderEpoch).
+    Validate {
+        positions: BTreeMap<TopicPartition, i64>,
+    },
     /// Answer the application's call (a part of it: the partitions one leader leads).
     ListOffsets(ListOffsetsCall),
     /// Learn the leaders.
@@ -477,7 +488,7 @@ impl ConsumerCore {
             match &in_flight.purpose {
                 Purpose::Metadata => self.metadata.on_failure(now),
                 Purpose::ListOffsets(call) => call_lost |= self.is_pending(call),
-                Purpose::Fetch { .. } | Purpose::Reset { .. } => {}
+                Purpose::Fetch { .. } | Purpose::Reset { .. } | Purpose::Validate { .. } => {}
             }
         }
         if call_lost {
@@ -515,7 +526,10 @@ impl ConsumerCore {
                     .find(|in_flight| now >= in_flight.deadline)?;
                 let answers_the_call = match &late.purpose {
                     Purpose::ListOffsets(call) => self.is_pending(call),
-                    Purpose::Fetch { .. } | Purpose::Reset { .. } | Purpose::Metadata => false,
+                    Purpose::Fetch { .. }
+                    | Purpose::Reset { .. }
+                    | Purpose::Validate { .. }
+                    | Purpose::Metadata => false,
                 };
                 Some((node, late.timeout_ms, answers_the_call))
             })
@@ -567,6 +581,9 @@ impl ConsumerCore {
             (Purpose::Reset { partitions }, ResponseKind::ListOffsets(response)) => {
                 self.on_reset_response(now, &partitions, &response);
             }
+            (Purpose::Validate { positions }, ResponseKind::OffsetForLeaderEpoch(response)) => {
+                self.on_validate_response(now, &positions, &response);
+            }
             (Purpose::ListOffsets(call), ResponseKind::ListOffsets(response)) => {
                 self.on_list_offsets_response(&call, &response, out);
             }
@@ -605,8 +622,8 @@ impl ConsumerCore {
                 let Some(&position) = positions.get(&partition) else {
                     continue; // not asked for
                 };
-                if self.subscription.position(&partition) != Some(position) {
-                    continue; // seeked, reset or unassigned since the request left
+                if self.subscription.fetch_position(&partition) != Some(position) {
+                    continue; // seeked, reset, validating or unassigned since the request left
                 }
                 self.on_fetch_partition(now, partition, position, data);
             }
@@ -626,7 +643,8 @@ impl ConsumerCore {
             ErrorCode::None => {
                 let records = data.records.clone().unwrap_or_default();
                 let taken = fetcher::take_records(&partition, position, &records);
-                self.subscription.advance(&partition, taken.next_position);
+                self.subscription
+                    .advance(&partition, taken.next_position, taken.last_epoch);
                 if !taken.records.is_empty() {
                     self.subscription.move_to_end(&partition);
                 }
@@ -715,6 +733,74 @@ impl ConsumerCore {
         }
     }
 
+    /// KIP-320: each leader's answer for the positions it validated. A position past where the
+    /// epoch of its last record ends on the leader moves back there (with `auto.offset.reset`;
+    /// without it the partition reports the truncation and waits for a seek); a leader with
+    /// nothing that old sends the position to `auto.offset.reset`.
+    fn on_validate_response(
+        &mut self,
+        now: Millis,
+        positions: &BTreeMap<TopicPartition, i64>,
+        response: &OffsetForLeaderEpochResponse,
+    ) {
+        let reset = self.config.auto_offset_reset != AutoOffsetReset::None;
+        for topic in &response.topics {
+            for answer in &topic.partitions {
+                let partition = TopicPartition::new(topic.topic.to_string(), answer.partition);
+                let Some(&position) = positions.get(&partition) else {
+                    continue; // not asked for
+                };
+                if self.subscription.awaiting_validation(&partition) != Some(position) {
+                    continue; // seeked, reset or unassigned since the request left
+                }
+                let (epoch, end) = (answer.leader_epoch, answer.end_offset);
+                match ErrorCode::from_code(answer.error_code) {
+                    ErrorCode::None if end >= position && epoch >= 0 => {
+                        self.subscription.complete_validation(&partition);
+                    }
+                    ErrorCode::None if reset && (end < 0 || epoch < 0) => {
+                        tracing::info!(%partition, position, "no epoch that old on the leader: auto.offset.reset");
+                        let reason = ResetReason::LogTruncation { position };
+                        self.subscription.request_reset(&partition, reason);
+                    }
+                    ErrorCode::None if reset => {
+                        tracing::info!(%partition, position, end, epoch, "log truncation detected: moving back to where the logs diverge");
+                        self.subscription
+                            .seek_with_epoch(&partition, end, Some(epoch));
+                        self.fetched.resets.push(PositionReset {
+                            partition,
+                            offset: end,
+                            reason: ResetReason::LogTruncation { position },
+                        });
+                    }
+                    ErrorCode::None => {
+                        let message = format!(
+                            "log truncation detected: the leader's log ends at {end} for epoch \
+                             {epoch}, below the position {position}; seek to go on"
+                        );
+                        self.subscription
+                            .pause(&partition, now.plus(self.config.retry_backoff_ms));
+                        self.fetched.errors.push(PartitionError {
+                            partition,
+                            error: ErrorCode::OffsetOutOfRange,
+                            position,
+                            batch_last_offset: None,
+                            message,
+                        });
+                    }
+                    error => {
+                        tracing::debug!(%partition, ?error, "position validation failed; retrying");
+                        if refreshes_metadata(error) {
+                            self.metadata.request_update();
+                        }
+                        self.subscription
+                            .pause(&partition, now.plus(self.config.retry_backoff_ms));
+                    }
+                }
+            }
+        }
+    }
+
     fn on_list_offsets_response(
         &mut self,
         call: &ListOffsetsCall,
@@ -769,6 +855,12 @@ impl ConsumerCore {
             return Vec::new();
         }
         let mut partitions = self.subscription.resettable();
+        partitions.extend(
+            self.subscription
+                .validatable()
+                .into_iter()
+                .map(|(partition, _, _)| partition),
+        );
         if self.fetch_paused_until.is_none() {
             partitions.extend(
                 self.subscription
@@ -817,6 +909,7 @@ impl ConsumerCore {
         if self.poll_deadline.is_none() && self.list_offsets.is_none() {
             return; // nothing goes out between calls: assign and seek need no IO
         }
+        self.apply_leader_epochs();
         if self.metadata.wants_request(now) {
             if let Some(node) = self.nodes.least_loaded(MAX_IN_FLIGHT) {
                 let request = self.metadata.request();
@@ -852,9 +945,73 @@ impl ConsumerCore {
         let Some(deadline) = self.poll_deadline else {
             return;
         };
-        if !self.send_reset(now, node, out) {
+        if !self.send_validation(now, node, out) && !self.send_reset(now, node, out) {
             self.send_fetch(now, deadline, node, out);
         }
+    }
+
+    /// Tells the positions the leader epochs the metadata names: a newer one sends a position
+    /// to validation (KIP-320), unless `seedlog.truncation.detection=none`.
+    fn apply_leader_epochs(&mut self) {
+        let metadata = &self.metadata;
+        self.subscription.on_leader_epochs(
+            |partition| metadata.leader_epoch(&partition.topic, partition.partition),
+            self.config.truncation_detection,
+        );
+    }
+
+    /// OffsetsForLeaderEpoch for the positions awaiting validation that `node` leads; whether
+    /// one went. Each asks where the epoch of its last record ends, fenced by the epoch the
+    /// metadata names.
+    fn send_validation(
+        &mut self,
+        now: Millis,
+        node: NodeId,
+        out: &mut Vec<ConsumerOutput>,
+    ) -> bool {
+        let mut by_topic: BTreeMap<String, Vec<OffsetForLeaderPartition>> = BTreeMap::new();
+        let mut positions = BTreeMap::new();
+        for (partition, position, offset_epoch) in self.subscription.validatable() {
+            if self.leader(&partition) != Some(node) {
+                continue;
+            }
+            let current = self
+                .metadata
+                .leader_epoch(&partition.topic, partition.partition)
+                .unwrap_or(-1);
+            by_topic.entry(partition.topic.clone()).or_default().push(
+                OffsetForLeaderPartition::default()
+                    .with_partition(partition.partition)
+                    .with_current_leader_epoch(current)
+                    .with_leader_epoch(offset_epoch),
+            );
+            positions.insert(partition, position);
+        }
+        if positions.is_empty() {
+            return false;
+        }
+        let topics = by_topic
+            .into_iter()
+            .map(|(topic, partitions)| {
+                OffsetForLeaderTopic::default()
+                    .with_topic(TopicName(StrBytes::from_string(topic)))
+                    .with_partitions(partitions)
+            })
+            .collect();
+        let request = OffsetForLeaderEpochRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(topics);
+        let timeout_ms = self.config.request_timeout_ms;
+        let body = RequestKind::OffsetForLeaderEpoch(request);
+        self.send(
+            now,
+            node,
+            Purpose::Validate { positions },
+            body,
+            timeout_ms,
+            out,
+        );
+        true
     }
 
     /// The part of the application's call that `node` leads, if not asked yet.
@@ -918,11 +1075,20 @@ impl ConsumerCore {
         if self.fetch_paused_until.is_some() {
             return;
         }
-        let ordered: Vec<(TopicPartition, i64)> = self
+        let fenced = self.config.truncation_detection;
+        let ordered: Vec<(TopicPartition, i64, i32)> = self
             .subscription
             .fetchable()
             .into_iter()
             .filter(|(partition, _)| self.leader(partition) == Some(node))
+            .map(|(partition, position)| {
+                let epoch = self
+                    .metadata
+                    .leader_epoch(&partition.topic, partition.partition)
+                    .filter(|_| fenced)
+                    .unwrap_or(-1);
+                (partition, position, epoch)
+            })
             .collect();
         if ordered.is_empty() {
             return;
@@ -935,7 +1101,10 @@ impl ConsumerCore {
         let max_wait_ms = fetch_max_wait_ms.min(deadline.0 - now.0);
         let max_wait = i32::try_from(max_wait_ms).expect("at most fetch.max.wait.ms, an i32");
         let request = fetcher::fetch_request(&self.config, &ordered, max_wait);
-        let positions: BTreeMap<TopicPartition, i64> = ordered.into_iter().collect();
+        let positions: BTreeMap<TopicPartition, i64> = ordered
+            .into_iter()
+            .map(|(partition, position, _)| (partition, position))
+            .collect();
         let timeout_ms = self.config.request_timeout_ms.saturating_add(max_wait_ms);
         let asked = fetcher::FetchAsked::of(&request, now);
         let purpose = Purpose::Fetch { positions, asked };
@@ -1007,18 +1176,23 @@ impl ConsumerCore {
         .min()
     }
 
-    /// Cross-field invariants.
-    pub fn check_invariants(&self) {
-        self.subscription.check_invariants();
-        self.nodes.check_invariants(MAX_IN_FLIGHT);
+    /// At most one fetch, reset, validation or ListOffsets in flight per connection.
+    fn check_one_data_request_per_connection(&self) {
         for (_, connection) in self.nodes.iter() {
             let data = connection
                 .in_flight
                 .iter()
                 .filter(|in_flight| !matches!(in_flight.purpose, Purpose::Metadata))
                 .count();
-            assert!(data <= 1, "one fetch or ListOffsets per connection");
+            assert!(data <= 1, "one data request per connection");
         }
+    }
+
+    /// Cross-field invariants.
+    pub fn check_invariants(&self) {
+        self.subscription.check_invariants();
+        self.nodes.check_invariants(MAX_IN_FLIGHT);
+        self.check_one_data_request_per_connection();
         let mut metadata_awaited = 0;
         let mut call_awaited = 0;
         for in_flight in self.nodes.in_flight() {
@@ -1026,6 +1200,10 @@ impl ConsumerCore {
                 Purpose::Fetch { positions, .. } => {
                     assert!(!positions.is_empty(), "a fetch asks for some partition");
                 }
+                Purpose::Validate { positions } => assert!(
+                    !positions.is_empty() && self.config.truncation_detection,
+                    "a validation asks for some partition, and only with truncation detection"
+                ),
                 Purpose::Reset { partitions } => {
                     assert!(!partitions.is_empty(), "a reset asks for some partition");
                     assert_ne!(

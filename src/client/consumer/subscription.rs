@@ -2,8 +2,15 @@
 //! next offset to fetch) or a pending reset and why, plus a retry pause after an error.
 //!
 //! Positions only move forward on their own (a fetch advances a position past what it
-//! delivered); only the application (`seek`) or a reset (`auto.offset.reset`) moves one
-//! anywhere else. Nothing here knows about requests or time beyond the pause deadlines.
+//! delivered); only the application (`seek`), a reset (`auto.offset.reset`) or a detected log
+//! truncation (KIP-320) moves one anywhere else. Nothing here knows about requests or time
+//! beyond the pause deadlines.
+//!
+//! KIP-320: a position remembers the leader epoch of the batch it was reached through (Kafka's
+//! `FetchPosition.offsetEpoch`) and the leader epoch it was last known valid under. When the
+//! metadata shows a newer leader epoch, a position with an epoch awaits validation: the new
+//! leader says where that epoch ends in its log (OffsetsForLeaderEpoch), and a position past
+//! that end is truncated back to it before anything more is fetched.
 
 use std::collections::BTreeMap;
 
@@ -19,6 +26,12 @@ pub enum ResetReason {
         /// The position the broker refused.
         position: i64,
     },
+    /// KIP-320: the leader's log diverges below the position, which moved back to where the
+    /// epoch of the last record read ends on the leader.
+    LogTruncation {
+        /// The position before the truncation.
+        position: i64,
+    },
 }
 
 /// Where a partition's next fetch starts (Kafka's `FetchState`: FETCHING or AWAIT_RESET).
@@ -26,6 +39,8 @@ pub enum ResetReason {
 enum FetchPosition {
     /// Fetch from this offset.
     Known(i64),
+    /// The leader changed: ask it whether its log still holds what led to this offset.
+    AwaitingValidation(i64),
     /// Ask ListOffsets for a position first (`auto.offset.reset`).
     AwaitingReset(ResetReason),
 }
@@ -33,8 +48,31 @@ enum FetchPosition {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct PartitionState {
     position: FetchPosition,
+    /// The leader epoch of the batch the position was reached through, if known.
+    offset_epoch: Option<i32>,
+    /// The leader epoch the position was last known valid under.
+    leader_epoch: Option<i32>,
     /// Not fetched or reset before this (a retry pause after a partition error).
     paused_until: Option<Millis>,
+}
+
+impl PartitionState {
+    fn on_leader_epoch(&mut self, leader_epoch: i32, validate: bool) {
+        let FetchPosition::Known(position) = self.position else {
+            return;
+        };
+        if leader_epoch < 0 {
+            return;
+        }
+        match self.leader_epoch {
+            Some(known) if leader_epoch <= known => {}
+            Some(_) if validate && self.offset_epoch.is_some() => {
+                self.position = FetchPosition::AwaitingValidation(position);
+                self.leader_epoch = Some(leader_epoch);
+            }
+            _ => self.leader_epoch = Some(leader_epoch),
+        }
+    }
 }
 
 /// Assigned partitions, their positions, pending resets and retry pauses.
@@ -58,6 +96,8 @@ impl SubscriptionState {
                 .cloned()
                 .unwrap_or(PartitionState {
                     position: FetchPosition::AwaitingReset(ResetReason::NoPosition),
+                    offset_epoch: None,
+                    leader_epoch: None,
                     paused_until: None,
                 });
             assigned.insert(partition.clone(), state);
@@ -80,19 +120,27 @@ impl SubscriptionState {
         }
     }
 
-    /// Sets the next offset to read and lifts any retry pause (the application chose).
+    /// Sets the next offset to read and lifts any retry pause (the application chose, or a
+    /// reset did). The position has no epoch: nothing validates it.
     pub fn seek(&mut self, partition: &TopicPartition, offset: i64) {
+        self.seek_with_epoch(partition, offset, None);
+    }
+
+    /// Sets the next offset to read, reached through a batch of leader epoch `epoch`.
+    pub fn seek_with_epoch(&mut self, partition: &TopicPartition, offset: i64, epoch: Option<i32>) {
         assert!(offset >= 0, "positions are non-negative");
         let state = self
             .partitions
             .get_mut(partition)
             .expect("seek on an assigned partition");
         state.position = FetchPosition::Known(offset);
+        state.offset_epoch = epoch.filter(|epoch| *epoch >= 0);
         state.paused_until = None;
     }
 
-    /// Moves a position forward past what a fetch delivered.
-    pub fn advance(&mut self, partition: &TopicPartition, offset: i64) {
+    /// Moves a position forward past what a fetch delivered; `epoch` is the leader epoch of
+    /// the last batch taken, if any was.
+    pub fn advance(&mut self, partition: &TopicPartition, offset: i64, epoch: Option<i32>) {
         let state = self
             .partitions
             .get_mut(partition)
@@ -102,6 +150,73 @@ impl SubscriptionState {
         };
         assert!(offset >= position, "a fetch never moves a position back");
         state.position = FetchPosition::Known(offset);
+        if let Some(epoch) = epoch.filter(|epoch| *epoch >= 0) {
+            state.offset_epoch = Some(epoch);
+        }
+    }
+
+    /// The metadata names `leader_epoch` for `partition`'s leader. A position first seen
+    /// under it adopts it; a newer epoch sends a position with an epoch to validation when
+    /// `validate` (KIP-320), else it is adopted unchecked (clients before KIP-320).
+    pub fn on_leader_epoch(
+        &mut self,
+        partition: &TopicPartition,
+        leader_epoch: i32,
+        validate: bool,
+    ) {
+        if let Some(state) = self.partitions.get_mut(partition) {
+            state.on_leader_epoch(leader_epoch, validate);
+        }
+    }
+
+    /// [`Self::on_leader_epoch`] for every assigned partition whose leader epoch `epoch_of`
+    /// knows.
+    pub fn on_leader_epochs(
+        &mut self,
+        epoch_of: impl Fn(&TopicPartition) -> Option<i32>,
+        validate: bool,
+    ) {
+        for (partition, state) in &mut self.partitions {
+            if let Some(epoch) = epoch_of(partition) {
+                state.on_leader_epoch(epoch, validate);
+            }
+        }
+    }
+
+    /// The leader confirmed a position awaiting validation: fetch from it again.
+    pub fn complete_validation(&mut self, partition: &TopicPartition) {
+        let state = self
+            .partitions
+            .get_mut(partition)
+            .expect("validation of an assigned partition");
+        let FetchPosition::AwaitingValidation(position) = state.position else {
+            panic!("{partition} was not awaiting validation");
+        };
+        state.position = FetchPosition::Known(position);
+    }
+
+    /// Partitions awaiting validation and not paused: `(partition, position, offset epoch)`.
+    pub fn validatable(&self) -> Vec<(TopicPartition, i64, i32)> {
+        self.partitions
+            .iter()
+            .filter(|(_, state)| state.paused_until.is_none())
+            .filter_map(
+                |(partition, state)| match (state.position, state.offset_epoch) {
+                    (FetchPosition::AwaitingValidation(position), Some(epoch)) => {
+                        Some((partition.clone(), position, epoch))
+                    }
+                    _ => None,
+                },
+            )
+            .collect()
+    }
+
+    /// The position awaiting validation, if `partition` awaits one.
+    pub fn awaiting_validation(&self, partition: &TopicPartition) -> Option<i64> {
+        match self.partitions.get(partition)?.position {
+            FetchPosition::AwaitingValidation(position) => Some(position),
+            _ => None,
+        }
     }
 
     /// Forgets the position of `partition`: the next request for it is a reset.
@@ -139,18 +254,28 @@ impl SubscriptionState {
             .min()
     }
 
-    /// The next offset to read, if known.
+    /// The next offset to read, if known (awaiting validation or not).
     pub fn position(&self, partition: &TopicPartition) -> Option<i64> {
         match self.partitions.get(partition)?.position {
-            FetchPosition::Known(position) => Some(position),
+            FetchPosition::Known(position) | FetchPosition::AwaitingValidation(position) => {
+                Some(position)
+            }
             FetchPosition::AwaitingReset(_) => None,
+        }
+    }
+
+    /// The offset the next fetch starts from: known and not awaiting validation.
+    pub fn fetch_position(&self, partition: &TopicPartition) -> Option<i64> {
+        match self.partitions.get(partition)?.position {
+            FetchPosition::Known(position) => Some(position),
+            FetchPosition::AwaitingReset(_) | FetchPosition::AwaitingValidation(_) => None,
         }
     }
 
     /// Why `partition` awaits a reset, if it does.
     pub fn reset_reason(&self, partition: &TopicPartition) -> Option<ResetReason> {
         match self.partitions.get(partition)?.position {
-            FetchPosition::Known(_) => None,
+            FetchPosition::Known(_) | FetchPosition::AwaitingValidation(_) => None,
             FetchPosition::AwaitingReset(reason) => Some(reason),
         }
     }
@@ -211,7 +336,17 @@ impl SubscriptionState {
                 FetchPosition::Known(position) => {
                     assert!(position >= 0, "{partition}: negative position {position}");
                 }
-                FetchPosition::AwaitingReset(ResetReason::OffsetOutOfRange { position }) => {
+                FetchPosition::AwaitingValidation(position) => {
+                    assert!(position >= 0, "{partition}: negative position {position}");
+                    assert!(
+                        state.offset_epoch.is_some(),
+                        "{partition}: only a position with an epoch is validated"
+                    );
+                }
+                FetchPosition::AwaitingReset(
+                    ResetReason::OffsetOutOfRange { position }
+                    | ResetReason::LogTruncation { position },
+                ) => {
                     assert!(position >= 0, "{partition}: negative refused position");
                 }
                 FetchPosition::AwaitingReset(ResetReason::NoPosition) => {}

@@ -4,7 +4,9 @@ use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, Partition
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
-use kafka_protocol::messages::{FetchRequest, ListOffsetsRequest, MetadataResponse, TopicName};
+use kafka_protocol::messages::{
+    FetchRequest, ListOffsetsRequest, MetadataResponse, OffsetForLeaderEpochRequest, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 
 use super::fetcher::tests::batch_at;
@@ -686,4 +688,124 @@ fn a_list_offsets_call_over_two_leaders_answers_once_both_did() {
         [ConsumerOutput::ListedOffsets(Ok(offsets))]
             if offsets == &vec![(partition(0), 5), (partition(1), 9)]
     ));
+}
+
+/// Broker 0 alone, leading the partitions of `t` in leader epoch `epoch`.
+fn one_broker_in_epoch(epoch: i32) -> MetadataResponse {
+    let mut answer = one_broker();
+    for topic in &mut answer.topics {
+        for partition in &mut topic.partitions {
+            partition.leader_epoch = epoch;
+        }
+    }
+    answer
+}
+
+fn validation(out: &[ConsumerOutput]) -> Option<&OffsetForLeaderEpochRequest> {
+    out.iter().find_map(|output| match output {
+        ConsumerOutput::Request {
+            body: RequestKind::OffsetForLeaderEpoch(request),
+            ..
+        } => Some(request),
+        _ => None,
+    })
+}
+
+fn epoch_end_response(index: i32, epoch: i32, end_offset: i64) -> ResponseKind {
+    use kafka_protocol::messages::offset_for_leader_epoch_response::{
+        EpochEndOffset, OffsetForLeaderTopicResult,
+    };
+    ResponseKind::OffsetForLeaderEpoch(OffsetForLeaderEpochResponse::default().with_topics(vec![
+        OffsetForLeaderTopicResult::default()
+            .with_topic(TopicName(StrBytes::from_static_str("t")))
+            .with_partitions(vec![EpochEndOffset::default()
+                .with_partition(index)
+                .with_leader_epoch(epoch)
+                .with_end_offset(end_offset)]),
+    ]))
+}
+
+/// Reads offsets 5 and 6 (leader epoch 0), then the metadata names leader epoch 1: what the
+/// next poll sends.
+fn read_then_leader_changes(detection: &str) -> (ConsumerCore, Vec<ConsumerOutput>) {
+    let mut core = core(&[
+        ("auto.offset.reset", "earliest"),
+        ("seedlog.truncation.detection", detection),
+    ]);
+    core.metadata.request();
+    core.metadata
+        .on_response(Millis(0), &one_broker_in_epoch(0));
+    start_polling(&mut core, &[(0, 5)], 1000);
+    let out = step(&mut core, 1, connected());
+    let fenced = fetch(&out).0.topics[0].partitions[0].current_leader_epoch;
+    assert_eq!(fenced, if detection == "none" { -1 } else { 0 });
+    let response = fetch_response(vec![(0, ErrorCode::None, batch_at(5, &["a", "b"]))]);
+    let polled = polled(step(&mut core, 2, answer(response)))
+        .expect("records end the poll")
+        .expect("ok");
+    assert_eq!(offsets(&polled, 0), vec![5, 6]);
+    core.metadata.request();
+    core.metadata
+        .on_response(Millis(3), &one_broker_in_epoch(1));
+    let out = step(
+        &mut core,
+        3,
+        ConsumerInput::Poll {
+            deadline: Millis(2000),
+        },
+    );
+    (core, out)
+}
+
+#[test]
+fn after_a_leader_change_a_position_past_the_new_leaders_log_moves_back_where_it_diverges() {
+    let (mut core, out) = read_then_leader_changes("kip-320");
+    let request = validation(&out).expect("the position is validated before any fetch");
+    let asked = &request.topics[0].partitions[0];
+    assert_eq!(
+        (
+            asked.partition,
+            asked.leader_epoch,
+            asked.current_leader_epoch
+        ),
+        (0, 0, 1),
+        "where does epoch 0 end, asked of the leader of epoch 1"
+    );
+    assert_eq!(request.replica_id, BrokerId(-1));
+    let out = step(&mut core, 4, answer(epoch_end_response(0, 0, 6)));
+    assert_eq!(
+        fetched_from(fetch(&out).0),
+        vec![(0, 6)],
+        "offset 6 was truncated: read it again"
+    );
+    let response = fetch_response(vec![(0, ErrorCode::None, batch_at(6, &["c"]))]);
+    let polled = polled(step(&mut core, 5, answer(response)))
+        .expect("records end the poll")
+        .expect("ok");
+    assert_eq!(offsets(&polled, 0), vec![6]);
+    assert_eq!(
+        polled.resets,
+        vec![PositionReset {
+            partition: partition(0),
+            offset: 6,
+            reason: ResetReason::LogTruncation { position: 7 },
+        }]
+    );
+}
+
+#[test]
+fn a_position_the_new_leader_still_holds_is_fetched_from_unchanged() {
+    let (mut core, out) = read_then_leader_changes("kip-320");
+    assert!(validation(&out).is_some());
+    let out = step(&mut core, 4, answer(epoch_end_response(0, 0, 9)));
+    assert_eq!(fetched_from(fetch(&out).0), vec![(0, 7)]);
+}
+
+#[test]
+fn a_consumer_before_kip_320_keeps_its_position_across_a_leader_change() {
+    let (_, out) = read_then_leader_changes("none");
+    assert!(validation(&out).is_none());
+    let (request, _) = fetch(&out);
+    assert_eq!(fetched_from(request), vec![(0, 7)]);
+    assert_eq!(request.topics[0].partitions[0].current_leader_epoch, -1);
 }
