@@ -489,6 +489,9 @@ impl<S: Storage> Broker<S> {
             RequestKind::OffsetForLeaderEpoch(body) => {
                 out.push(answer(self.on_offsets_for_leader_epoch_request(body)));
             }
+            RequestKind::DescribeConfigs(body) => {
+                out.push(answer(self.on_describe_configs_request(body)));
+            }
             RequestKind::CreateTopics(_) if self.cluster.is_some() => {
                 self.forward_create_topics(Some(reply_to), request.api_version, request.body, out);
             }

@@ -34,7 +34,98 @@ pub struct TopicConfig {
     pub overrides: BTreeMap<String, String>,
 }
 
+/// The type of a described config (Kafka's `ConfigDef.Type`, as far as topics use them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigType {
+    /// `BOOLEAN`.
+    Boolean,
+    /// `STRING`.
+    String,
+    /// `INT`.
+    Int,
+    /// `LONG`.
+    Long,
+    /// `LIST`.
+    List,
+}
+
+/// One effective topic config, as DescribeConfigs reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DescribedConfig {
+    /// Kafka's name.
+    pub name: &'static str,
+    /// The effective value, in Kafka's notation.
+    pub value: String,
+    /// Whether the topic overrides the broker's default.
+    pub overridden: bool,
+    /// Its type.
+    pub config_type: ConfigType,
+}
+
 impl TopicConfig {
+    /// Every config seedlog applies to a topic with its effective value, sorted by name.
+    /// `flush.ms` unset is Kafka's `Long.MAX_VALUE`.
+    pub fn described(&self) -> Vec<DescribedConfig> {
+        let entries: [(&'static str, String, ConfigType); 11] = [
+            ("cleanup.policy", "delete".to_owned(), ConfigType::List),
+            (
+                "flush.messages",
+                self.flush_messages.to_string(),
+                ConfigType::Long,
+            ),
+            (
+                "flush.ms",
+                self.flush_ms.unwrap_or(i64::MAX).to_string(),
+                ConfigType::Long,
+            ),
+            (
+                "index.interval.bytes",
+                self.index_interval_bytes.to_string(),
+                ConfigType::Int,
+            ),
+            (
+                "max.message.bytes",
+                self.max_message_bytes.to_string(),
+                ConfigType::Int,
+            ),
+            (
+                "min.insync.replicas",
+                self.min_insync_replicas.to_string(),
+                ConfigType::Int,
+            ),
+            (
+                "retention.bytes",
+                self.retention_bytes.to_string(),
+                ConfigType::Long,
+            ),
+            (
+                "retention.ms",
+                self.retention_ms.to_string(),
+                ConfigType::Long,
+            ),
+            (
+                "segment.bytes",
+                self.segment_bytes.to_string(),
+                ConfigType::Int,
+            ),
+            ("segment.ms", self.segment_ms.to_string(), ConfigType::Long),
+            (
+                "unclean.leader.election.enable",
+                self.unclean_leader_election_enable.to_string(),
+                ConfigType::Boolean,
+            ),
+        ];
+        entries
+            .into_iter()
+            .map(|(name, value, config_type)| DescribedConfig {
+                name,
+                value,
+                overridden: self.overrides.contains_key(name),
+                config_type,
+            })
+            .collect()
+    }
+
     /// The broker-wide defaults.
     pub fn defaults(broker: &BrokerConfig) -> TopicConfig {
         TopicConfig {

@@ -274,6 +274,7 @@ impl RequestApiKey for RequestKind {
             RequestKind::BrokerHeartbeat(_) => ApiKey::BrokerHeartbeat,
             RequestKind::AlterPartition(_) => ApiKey::AlterPartition,
             RequestKind::OffsetForLeaderEpoch(_) => ApiKey::OffsetForLeaderEpoch,
+            RequestKind::DescribeConfigs(_) => ApiKey::DescribeConfigs,
             other => panic!("seedlog never sends {other:?}"),
         }
     }

@@ -3,6 +3,7 @@
 mod api_versions;
 mod create_topics;
 mod delete_records;
+mod describe_configs;
 mod fetch;
 mod list_offsets;
 mod metadata;
