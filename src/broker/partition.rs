@@ -271,6 +271,9 @@ impl<S: Storage> Partition<S> {
             .collect();
         self.replicas = replicas;
         self.isr = isr;
+        // A proposal of the previous epoch died with it (Kafka's `makeLeader` starts from the
+        // committed state): its answer, if any, is for an epoch no longer ours.
+        self.pending_isr = None;
         self.leader_epoch_start_offset = self.log.log_end_offset();
     }
 
@@ -289,6 +292,7 @@ impl<S: Storage> Partition<S> {
         self.followers.clear();
         self.replicas = replicas;
         self.isr = isr;
+        self.pending_isr = None;
         self.leader_high_watermark = self.high_watermark;
     }
 
