@@ -207,12 +207,10 @@ impl<S: Storage> Broker<S> {
             let Some(proposed) = partition.pending_isr().map(<[BrokerId]>::to_vec) else {
                 continue;
             };
-            if !partition.is_leader() {
-                partition.set_pending_isr(None);
-                continue;
-            }
             partition.set_pending_isr(None);
-            self.propose_isr(&topic_partition, proposed, out);
+            if partition.is_leader() {
+                self.propose_isr(&topic_partition, proposed, out);
+            }
         }
     }
 

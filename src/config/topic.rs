@@ -39,8 +39,6 @@ pub struct TopicConfig {
 pub enum ConfigType {
     /// `BOOLEAN`.
     Boolean,
-    /// `STRING`.
-    String,
     /// `INT`.
     Int,
     /// `LONG`.

@@ -12,7 +12,7 @@
 //! land after a later one. An earlier send whose offset a recorded truncation took back before
 //! the later send was acknowledged explains a reused offset.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::{Analysis, Check, CheckResult, Outcome, PollRecord};
@@ -31,7 +31,7 @@ pub(super) fn check(analysis: &Analysis) -> Vec<CheckResult> {
 /// incarnation of that consumer ever read.
 fn truncation_skips(analysis: &Analysis) -> Vec<String> {
     let mut violations = Vec::new();
-    let mut reported = std::collections::BTreeSet::new();
+    let mut reported = BTreeSet::new();
     for poll in &analysis.polls {
         let Some(kept) = analysis
             .final_logs

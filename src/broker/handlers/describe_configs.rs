@@ -26,7 +26,6 @@ const DEFAULT_CONFIG: i8 = 5;
 fn wire_type(config_type: ConfigType) -> i8 {
     match config_type {
         ConfigType::Boolean => 1,
-        ConfigType::String => 2,
         ConfigType::Int => 3,
         ConfigType::Long => 5,
         ConfigType::List => 7,

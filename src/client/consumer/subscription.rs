@@ -155,22 +155,10 @@ impl SubscriptionState {
         }
     }
 
-    /// The metadata names `leader_epoch` for `partition`'s leader. A position first seen
-    /// under it adopts it; a newer epoch sends a position with an epoch to validation when
-    /// `validate` (KIP-320), else it is adopted unchecked (clients before KIP-320).
-    pub fn on_leader_epoch(
-        &mut self,
-        partition: &TopicPartition,
-        leader_epoch: i32,
-        validate: bool,
-    ) {
-        if let Some(state) = self.partitions.get_mut(partition) {
-            state.on_leader_epoch(leader_epoch, validate);
-        }
-    }
-
-    /// [`Self::on_leader_epoch`] for every assigned partition whose leader epoch `epoch_of`
-    /// knows.
+    /// The metadata names a leader epoch (`epoch_of`) for each assigned partition it knows. A
+    /// position first seen under it adopts it; a newer epoch sends a position with an epoch to
+    /// validation when `validate` (KIP-320), else it is adopted unchecked (clients before
+    /// KIP-320).
     pub fn on_leader_epochs(
         &mut self,
         epoch_of: impl Fn(&TopicPartition) -> Option<i32>,
