@@ -229,7 +229,8 @@ impl ClusterMonitor {
                 self.replica(partition, id).role = Some(role);
                 self.check_committed(partition, id, &mut violations);
             }
-            BrokerEvent::Leader { .. } | BrokerEvent::Offline { .. } => return Vec::new(),
+            // Leader, Offline; ControllerActive never comes from a broker.
+            _ => return Vec::new(),
         }
         let name = event_partition(event).clone();
         self.check_isr(&name, &mut violations);
@@ -514,6 +515,7 @@ fn event_partition(event: &BrokerEvent) -> &TopicPartition {
         | BrokerEvent::Offline { partition, .. }
         | BrokerEvent::Appended { partition, .. }
         | BrokerEvent::PartitionState { partition, .. } => partition,
+        BrokerEvent::ControllerActive { .. } => unreachable!("handled before"),
     }
 }
 

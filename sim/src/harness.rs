@@ -230,7 +230,16 @@ impl Cluster {
 
     fn select(&self, selector: &Selector) -> Option<String> {
         let partition = match selector {
-            Selector::ControllerLeader => return Some("controller-0".to_owned()),
+            Selector::ControllerLeader => {
+                // A quorum of one has no election; a Raft quorum's leader is the controller that
+                // last became active (none yet: the fault does not fire).
+                if !self.nodes.contains_key("controller-1") {
+                    return Some("controller-0".to_owned());
+                }
+                let active = self.env.active_controller()?;
+                let down = self.down.lock().unwrap_or_else(PoisonError::into_inner);
+                return (!down.contains(&active)).then_some(active);
+            }
             Selector::Leader(partition)
             | Selector::Followers(partition)
             | Selector::Isr(partition) => partition,
@@ -363,6 +372,20 @@ impl Cluster {
             FaultAction::Restart { target } => self.restart(target),
             FaultAction::Stop { target, .. } => self.stop(target),
             FaultAction::Partition { groups, .. } => return self.partition(groups),
+            FaultAction::Isolate { target, .. } => {
+                let node = self.id(target);
+                let links: Vec<(NodeId, NodeId)> = self
+                    .nodes
+                    .keys()
+                    .filter(|other| *other != target)
+                    .flat_map(|other| [(node, self.id(other)), (self.id(other), node)])
+                    .collect();
+                for (from, to) in &links {
+                    self.clog(*from, *to);
+                }
+                self.env.nemesis("isolate", &json!({"node": target}));
+                return links;
+            }
             FaultAction::Clog { from, to, .. } => {
                 let link = (self.id(from), self.id(to));
                 self.clog(link.0, link.1);
@@ -838,6 +861,7 @@ fn schedule(faults: Vec<crate::scenario::Fault>) -> Vec<Scheduled> {
                     restart_after_ms, ..
                 } => (restart_after_ms.map(draw), None, None),
                 FaultAction::Partition { heal_after_ms, .. }
+                | FaultAction::Isolate { heal_after_ms, .. }
                 | FaultAction::Clog { heal_after_ms, .. } => (None, heal_after_ms.map(draw), None),
                 _ => (None, None, None),
             };

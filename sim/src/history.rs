@@ -124,11 +124,12 @@ pub struct FinalRead {
 }
 
 /// Nemesis functions.
-pub const NEMESIS_FUNCTIONS: [&str; 15] = [
+pub const NEMESIS_FUNCTIONS: [&str; 16] = [
     "crash",
     "restart",
     "stop",
     "partition",
+    "isolate",
     "clog",
     "heal",
     "drop-request",
@@ -244,6 +245,12 @@ pub enum Body {
         /// What happened.
         detail: String,
     },
+    /// `controller`: a controller node became the active controller of the Raft quorum in a
+    /// term (its process names the node). Quorums of one never record it.
+    Controller {
+        /// The Raft term (Kafka's controller epoch).
+        term: u64,
+    },
 }
 
 impl Body {
@@ -259,6 +266,7 @@ impl Body {
             Body::LogStart { .. } => "log-start",
             Body::Truncate { .. } => "truncate",
             Body::Leader { .. } => "leader",
+            Body::Controller { .. } => "controller",
             Body::Invariant { .. } => "invariant",
             Body::Offline { .. } => "offline",
             Body::Breach { .. } => "breach",
@@ -431,6 +439,7 @@ impl Op {
             Body::Leader { partition, epoch } => {
                 json!({"partition": &**partition, "epoch": epoch})
             }
+            Body::Controller { term } => json!({"term": term}),
             Body::Invariant {
                 check,
                 partition,
@@ -568,6 +577,12 @@ struct RawPartitionOffset {
 struct RawLeader {
     partition: String,
     epoch: i32,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawController {
+    term: u64,
 }
 
 #[derive(Deserialize)]
@@ -800,6 +815,9 @@ fn body_of(
                 epoch: raw.epoch,
             }
         }
+        "controller" => Body::Controller {
+            term: parse_as::<RawController>(value, f)?.term,
+        },
         "invariant" => invariant_body(parse_as(value, f)?)?,
         "offline" => {
             let raw: RawOffline = parse_as(value, f)?;

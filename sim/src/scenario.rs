@@ -73,7 +73,8 @@ struct RawMeta {
 #[serde(deny_unknown_fields)]
 struct RawCluster {
     brokers: Spanned<u32>,
-    /// Controller nodes (0: the one broker is its own controller; 1: a controller node).
+    /// Controller nodes (0: the one broker is its own controller; 1: a controller node; 2 to 5:
+    /// a Raft quorum).
     #[serde(default)]
     controllers: Option<Spanned<u32>>,
     #[serde(default)]
@@ -303,6 +304,12 @@ pub enum FaultAction {
         groups: Vec<Vec<String>>,
         heal_after_ms: Option<TimeSpec>,
     },
+    /// Cut every link to and from one node (Jepsen's isolate nemesis); the target may be a
+    /// selector such as `controller-leader`.
+    Isolate {
+        target: String,
+        heal_after_ms: Option<TimeSpec>,
+    },
     /// Hold traffic from one node to another (one way).
     Clog {
         from: String,
@@ -340,7 +347,8 @@ impl FaultAction {
             | FaultAction::Stop { target, .. }
             | FaultAction::Connection { target, .. }
             | FaultAction::Disk { target, .. }
-            | FaultAction::Corrupt { target, .. } => Some(target),
+            | FaultAction::Corrupt { target, .. }
+            | FaultAction::Isolate { target, .. } => Some(target),
             FaultAction::Partition { .. } | FaultAction::Clog { .. } | FaultAction::Heal => None,
         }
     }
@@ -393,8 +401,8 @@ pub struct Scenario {
     pub liveness_ms: u64,
     /// Number of brokers.
     pub brokers: u32,
-    /// Number of controller nodes (0 or 1): with one, the brokers register with it and follow
-    /// its metadata log.
+    /// Number of controller nodes (0 to 5; 2 or more form a Raft quorum): with any, the brokers
+    /// register with the active one and follow its metadata log.
     pub controllers: u32,
     /// Broker config overrides (Kafka names).
     pub broker_overrides: Vec<(String, String)>,
@@ -543,10 +551,10 @@ fn build_cluster_size(
         return Err(loader.error_at(cluster.brokers.span(), "brokers must be 1 to 9"));
     }
     let controllers = match &cluster.controllers {
-        Some(count) if *count.get_ref() > 1 => {
+        Some(count) if *count.get_ref() > 5 => {
             return Err(loader.error_at(
                 count.span(),
-                "controllers must be 0 or 1 (a Raft quorum of controllers is not built yet)",
+                "controllers must be 0 to 5 (2 or more: a Raft quorum)",
             ))
         }
         Some(count) if *count.get_ref() == 0 && brokers > 1 => {
@@ -812,6 +820,7 @@ fn fields_of(kind: &str) -> Option<&'static [&'static str]> {
         "restart" => &["target"],
         "stop" => &["target", "restart_after_ms"],
         "partition" => &["groups", "heal_after_ms"],
+        "isolate" => &["target", "heal_after_ms"],
         "clog" => &["from", "to", "heal_after_ms"],
         "drop_request" | "drop_response" | "reset_mid_response" => {
             &["target", "api", "count", "probability"]
@@ -934,7 +943,7 @@ impl FaultBuilder<'_> {
                 )),
                 None if !self.nodes.contains("controller-0") => Err(self.error(
                     value.span(),
-                    "'controller-leader' needs a controller ([cluster] controllers = 1)",
+                    "'controller-leader' needs a controller ([cluster] controllers >= 1)",
                 )),
                 _ => Ok(name.clone()),
             };
@@ -1152,6 +1161,10 @@ impl FaultBuilder<'_> {
                 restart_after_ms: self.time(raw.restart_after_ms.as_ref())?,
             },
             "partition" => self.partition()?,
+            "isolate" => FaultAction::Isolate {
+                target: self.node(raw.target.as_ref(), "target")?,
+                heal_after_ms: self.time(raw.heal_after_ms.as_ref())?,
+            },
             "clog" => FaultAction::Clog {
                 from: self.node(raw.from.as_ref(), "from")?,
                 to: self.node(raw.to.as_ref(), "to")?,
@@ -1177,7 +1190,7 @@ fn build_fault(
     let kind = raw.kind.get_ref().as_str();
     let Some(allowed) = fields_of(kind) else {
         let message = format!(
-            "unknown fault kind '{kind}' (crash, restart, stop, partition, clog, drop_request, drop_response, reset_mid_response, reject_request, disk_fault, corrupt, heal)"
+            "unknown fault kind '{kind}' (crash, restart, stop, partition, isolate, clog, drop_request, drop_response, reset_mid_response, reject_request, disk_fault, corrupt, heal)"
         );
         return Err(loader.error_at(raw.kind.span(), message));
     };

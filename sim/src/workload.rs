@@ -39,6 +39,8 @@ pub struct Env {
     pub bootstrap: String,
     /// `host:port` of every broker: the clients' `bootstrap.servers`.
     pub servers: Vec<String>,
+    /// The controller node that last became active, with its term (Raft quorums only).
+    active_controller: Arc<Mutex<Option<(u64, String)>>>,
 }
 
 impl Env {
@@ -49,7 +51,17 @@ impl Env {
             start: tokio::time::Instant::now(),
             bootstrap: servers.first().cloned().unwrap_or_default(),
             servers,
+            active_controller: Arc::default(),
         }
+    }
+
+    /// The controller node that became active in the highest term so far, if any did.
+    pub fn active_controller(&self) -> Option<String> {
+        self.active_controller
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|(_, node)| node.clone())
     }
 
     /// Simulated nanoseconds since the run started.
@@ -170,6 +182,17 @@ impl BrokerObserver for HistoryObserver {
                 partition: self.name(partition),
                 reason: reason.clone(),
             },
+            BrokerEvent::ControllerActive { term } => {
+                let mut active = self
+                    .env
+                    .active_controller
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                if active.as_ref().is_none_or(|(seen, _)| *term > *seen) {
+                    *active = Some((*term, self.node.clone()));
+                }
+                Body::Controller { term: *term }
+            }
             // The monitor's food: too many to record, and what they break is recorded.
             BrokerEvent::Appended { .. } | BrokerEvent::PartitionState { .. } => return,
         };

@@ -41,6 +41,10 @@ use super::{Broker, BrokerEvent, Output, PeerRequestId, ReplyTo, ResponseBody};
 const RETRY_MS: u64 = 1_000;
 /// How long a metadata fetch waits for new records at the controller.
 const METADATA_FETCH_WAIT_MS: i32 = 500;
+/// How long a request to the controller may go unanswered before the broker gives up on it and
+/// tries the next voter (Kafka's `controller.quorum.request.timeout.ms` is 2000; a metadata
+/// fetch may also wait `METADATA_FETCH_WAIT_MS` at the controller).
+const CONTROLLER_REQUEST_TIMEOUT_MS: u64 = 2_000 + METADATA_FETCH_WAIT_MS as u64;
 
 /// What a request to the controller was for.
 #[derive(Debug)]
@@ -57,9 +61,13 @@ enum Call {
 /// The broker's membership in a cluster.
 #[derive(Debug)]
 pub(super) struct Membership {
-    controller: BrokerId,
+    /// `controller.quorum.voters`, in order; requests go to `voters[current]`, and move to the
+    /// next voter when it fails, times out, or answers `NOT_CONTROLLER`.
+    voters: Vec<BrokerId>,
+    current: usize,
     epoch: Option<BrokerEpoch>,
-    in_flight: BTreeMap<PeerRequestId, Call>,
+    /// Requests to the controller, with when and to whom each was sent.
+    in_flight: BTreeMap<PeerRequestId, (Call, Millis, BrokerId)>,
     next_heartbeat: Millis,
     /// After a failure, no registration or metadata fetch before this.
     retry_at: Millis,
@@ -76,13 +84,18 @@ pub(super) struct Membership {
 impl Membership {
     /// The membership `controller.quorum.voters` asks for, if any.
     pub(super) fn of(config: &crate::config::BrokerConfig) -> Option<Self> {
-        let voter = config.controller_quorum_voters.first()?;
-        Some(Membership::new(BrokerId(voter.id)))
+        let voters: Vec<BrokerId> = config
+            .controller_quorum_voters
+            .iter()
+            .map(|voter| BrokerId(voter.id))
+            .collect();
+        (!voters.is_empty()).then(|| Membership::new(voters))
     }
 
-    fn new(controller: BrokerId) -> Self {
+    fn new(voters: Vec<BrokerId>) -> Self {
         Membership {
-            controller,
+            voters,
+            current: 0,
             epoch: None,
             in_flight: BTreeMap::new(),
             next_heartbeat: Millis(0),
@@ -95,7 +108,32 @@ impl Membership {
     }
 
     fn has(&self, wanted: impl Fn(&Call) -> bool) -> bool {
-        self.in_flight.values().any(wanted)
+        self.in_flight.values().any(|(call, _, _)| wanted(call))
+    }
+
+    /// The voter requests go to now.
+    fn controller(&self) -> BrokerId {
+        self.voters[self.current]
+    }
+
+    /// Gives up on `voter`: if requests still go to it, the next ones go to the next voter.
+    /// (Several requests in flight to one voter fail together; it is passed over once.)
+    fn next_voter(&mut self, voter: BrokerId) {
+        if self.controller() == voter {
+            self.current = (self.current + 1) % self.voters.len();
+        }
+    }
+
+    /// The oldest request's timeout. With one voter there is no other to try, and the answer
+    /// comes on the same connection once the link heals: no timeout.
+    fn next_timeout(&self) -> Option<Millis> {
+        if self.voters.len() < 2 {
+            return None;
+        }
+        self.in_flight
+            .values()
+            .map(|(_, sent, _)| sent.plus(CONTROLLER_REQUEST_TIMEOUT_MS))
+            .min()
     }
 
     /// When the next registration, heartbeat or metadata fetch is due.
@@ -108,13 +146,17 @@ impl Membership {
         let fetch =
             (!self.has(|call| matches!(call, Call::MetadataFetch))).then_some(self.retry_at);
         let alter = (!self.alter_retries.is_empty()).then_some(self.retry_at);
-        [heartbeat, fetch, alter].into_iter().flatten().min()
+        [heartbeat, fetch, alter, self.next_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }
 
 impl<S: Storage> Broker<S> {
     fn controller_call(
         &mut self,
+        now: Millis,
         call: Call,
         body: RequestKind,
         api_version: i16,
@@ -122,9 +164,10 @@ impl<S: Storage> Broker<S> {
     ) {
         let id = self.next_peer_request_id();
         let membership = self.cluster.as_mut().expect("in a cluster");
-        membership.in_flight.insert(id, call);
+        let voter = membership.controller();
+        membership.in_flight.insert(id, (call, now, voter));
         out.push(Output::PeerRequest {
-            peer: membership.controller,
+            peer: membership.controller(),
             id,
             api_version,
             body: Box::new(body),
@@ -133,6 +176,7 @@ impl<S: Storage> Broker<S> {
 
     /// Sends whatever is due: the registration, a heartbeat, the next metadata fetch.
     pub(super) fn on_cluster_tick(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+        self.expire_controller_calls(now, out);
         let Some(membership) = &self.cluster else {
             return;
         };
@@ -153,6 +197,7 @@ impl<S: Storage> Broker<S> {
                 .with_cluster_id(StrBytes::from_string(self.cluster_id.clone()))
                 .with_listeners(vec![listener]);
             self.controller_call(
+                now,
                 Call::Registration,
                 RequestKind::BrokerRegistration(body),
                 0,
@@ -172,7 +217,13 @@ impl<S: Storage> Broker<S> {
                 .with_broker_id(kafka_protocol::messages::BrokerId(self.config.node_id))
                 .with_broker_epoch(epoch.0)
                 .with_current_metadata_offset(next_offset);
-            self.controller_call(Call::Heartbeat, RequestKind::BrokerHeartbeat(body), 0, out);
+            self.controller_call(
+                now,
+                Call::Heartbeat,
+                RequestKind::BrokerHeartbeat(body),
+                0,
+                out,
+            );
         }
         if fetch_due {
             let wanted = FetchPartition::default()
@@ -186,7 +237,7 @@ impl<S: Storage> Broker<S> {
                 .with_topics(vec![FetchTopic::default()
                     .with_topic(TopicName(StrBytes::from_static_str(METADATA_TOPIC)))
                     .with_partitions(vec![wanted])]);
-            self.controller_call(Call::MetadataFetch, RequestKind::Fetch(body), 12, out);
+            self.controller_call(now, Call::MetadataFetch, RequestKind::Fetch(body), 12, out);
         }
         self.retry_alter_partitions(now, out);
     }
@@ -209,9 +260,59 @@ impl<S: Storage> Broker<S> {
             };
             partition.set_pending_isr(None);
             if partition.is_leader() {
-                self.propose_isr(&topic_partition, proposed, out);
+                self.propose_isr(now, &topic_partition, proposed, out);
             }
         }
+    }
+
+    /// Gives up on requests the controller left unanswered too long, as if they had failed.
+    fn expire_controller_calls(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+        let Some(membership) = self.cluster.as_mut() else {
+            return;
+        };
+        if membership
+            .next_timeout()
+            .is_none_or(|timeout| now < timeout)
+        {
+            return;
+        }
+        let expired: Vec<PeerRequestId> = membership
+            .in_flight
+            .iter()
+            .filter(|(_, (_, sent, _))| now >= sent.plus(CONTROLLER_REQUEST_TIMEOUT_MS))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in expired {
+            let membership = self.cluster.as_mut().expect("checked");
+            let (call, _, voter) = membership.in_flight.remove(&id).expect("listed above");
+            self.controller_call_failed(now, &call, voter, "no answer in time", out);
+        }
+    }
+
+    /// A request the controller did not answer: the next ones go to the next voter, after a
+    /// pause; an AlterPartition is sent again, a client's CreateTopics answered empty.
+    fn controller_call_failed(
+        &mut self,
+        now: Millis,
+        call: &Call,
+        voter: BrokerId,
+        error: &str,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let membership = self.cluster.as_mut().expect("in a cluster");
+        tracing::warn!(?call, %error, controller = voter.0, "controller request failed");
+        membership.next_voter(voter);
+        if let Call::AlterPartition(partitions) = &call {
+            membership.alter_retries.extend(partitions.iter().cloned());
+        }
+        if let Call::CreateTopics(Some(reply_to)) = call {
+            out.push(
+                reply_to.respond(ResponseBody::message(ResponseKind::CreateTopics(
+                    kafka_protocol::messages::CreateTopicsResponse::default(),
+                ))),
+            );
+        }
+        membership.retry_at = now.plus(RETRY_MS);
     }
 
     /// Whether a peer response answers one of the membership's calls; if so, handles it.
@@ -225,24 +326,27 @@ impl<S: Storage> Broker<S> {
         let Some(membership) = self.cluster.as_mut() else {
             return false;
         };
-        let Some(call) = membership.in_flight.remove(&id) else {
+        let Some((call, _, voter)) = membership.in_flight.remove(&id) else {
             return false;
         };
         let response = match result {
-            Ok(response) => response.as_ref(),
+            Ok(response) if !is_not_controller(response) => response.as_ref(),
+            Ok(response) => {
+                // A client's CreateTopics hears NOT_CONTROLLER (retriable) and tries again.
+                if let (Call::CreateTopics(Some(reply_to)), ResponseKind::CreateTopics(body)) =
+                    (&call, response.as_ref())
+                {
+                    let body = ResponseKind::CreateTopics(body.clone());
+                    out.push(reply_to.respond(ResponseBody::message(body)));
+                    let call = Call::CreateTopics(None);
+                    self.controller_call_failed(now, &call, voter, "NOT_CONTROLLER", out);
+                    return true;
+                }
+                self.controller_call_failed(now, &call, voter, "NOT_CONTROLLER", out);
+                return true;
+            }
             Err(error) => {
-                tracing::warn!(?call, %error, "controller request failed");
-                if let Call::AlterPartition(partitions) = &call {
-                    membership.alter_retries.extend(partitions.iter().cloned());
-                }
-                if let Call::CreateTopics(Some(reply_to)) = call {
-                    out.push(
-                        reply_to.respond(ResponseBody::message(ResponseKind::CreateTopics(
-                            kafka_protocol::messages::CreateTopicsResponse::default(),
-                        ))),
-                    );
-                }
-                membership.retry_at = now.plus(RETRY_MS);
+                self.controller_call_failed(now, &call, voter, error, out);
                 return true;
             }
         };
@@ -452,6 +556,7 @@ impl<S: Storage> Broker<S> {
     /// partition).
     pub(super) fn propose_isr(
         &mut self,
+        now: Millis,
         topic_partition: &TopicPartition,
         new_isr: Vec<BrokerId>,
         out: &mut Vec<Output<S::File>>,
@@ -494,6 +599,7 @@ impl<S: Storage> Broker<S> {
                 .with_topic_id(topic_id)
                 .with_partitions(vec![data])]);
         self.controller_call(
+            now,
             Call::AlterPartition(vec![topic_partition.clone()]),
             RequestKind::AlterPartition(body),
             2,
@@ -538,12 +644,13 @@ impl<S: Storage> Broker<S> {
     /// A client's CreateTopics goes to the controller; its answer is relayed.
     pub(super) fn forward_create_topics(
         &mut self,
+        now: Millis,
         reply_to: Option<ReplyTo>,
         api_version: i16,
         body: RequestKind,
         out: &mut Vec<Output<S::File>>,
     ) {
-        self.controller_call(Call::CreateTopics(reply_to), body, api_version, out);
+        self.controller_call(now, Call::CreateTopics(reply_to), body, api_version, out);
     }
 
     /// Where another node listens: a controller from `controller.quorum.voters`, a broker from
@@ -564,5 +671,20 @@ impl<S: Storage> Broker<S> {
     /// Whether `leader` is a broker that leads nothing right now.
     pub(super) fn is_no_leader(leader: BrokerId) -> bool {
         leader == NO_LEADER
+    }
+}
+
+/// Whether a controller answered `NOT_CONTROLLER` (it is not, or no longer, the active one).
+fn is_not_controller(response: &ResponseKind) -> bool {
+    let code = ErrorCode::NotController.code();
+    match response {
+        ResponseKind::BrokerRegistration(body) => body.error_code == code,
+        ResponseKind::BrokerHeartbeat(body) => body.error_code == code,
+        ResponseKind::AlterPartition(body) => body.error_code == code,
+        ResponseKind::Fetch(body) => body.error_code == code,
+        ResponseKind::CreateTopics(body) => {
+            body.topics.iter().any(|topic| topic.error_code == code)
+        }
+        _ => false,
     }
 }

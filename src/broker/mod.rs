@@ -94,6 +94,9 @@ pub enum Input {
         /// The decoded response, or the error text.
         result: Result<Box<ResponseKind>, String>,
     },
+    /// What the controller quorum (Raft) decided: a controller node's only source of
+    /// committed metadata when its log is replicated. Brokers never get it.
+    Quorum(crate::controller::node::QuorumInput),
     /// A deadline from [`Broker::next_deadline`] passed.
     Tick,
     /// Shut down cleanly (SIGTERM): flush every log, checkpoint, write the clean-shutdown
@@ -141,6 +144,13 @@ pub enum Output<F> {
         /// The request (boxed: the generated enum is large).
         body: Box<RequestKind>,
     },
+    /// Append these metadata records to the replicated metadata log: the controller quorum
+    /// commits them (or not) and feeds them back as [`Input::Quorum`]. Only a controller node
+    /// whose log is replicated asks for it.
+    Propose {
+        /// The records, in order, as one log entry.
+        records: Vec<crate::controller::records::Record>,
+    },
     /// Something the outside world may want to record (the simulator's history does).
     Event(BrokerEvent),
     /// A shutdown finished: the shell may exit. `clean`: the marker is on disk.
@@ -153,6 +163,11 @@ pub enum Output<F> {
 /// A change of a partition's externally visible state, in the order it happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BrokerEvent {
+    /// A controller node became the active controller of its Raft quorum (Raft mode only).
+    ControllerActive {
+        /// The Raft term.
+        term: u64,
+    },
     /// The high watermark moved (or was set on start-up).
     HighWatermark {
         /// Which partition.
@@ -456,6 +471,7 @@ impl<S: Storage> Broker<S> {
                 }
             }
             Input::Tick => self.on_tick(now, out),
+            Input::Quorum(_) => {}
             Input::Shutdown => self.on_shutdown(now, out),
         }
     }
@@ -493,7 +509,13 @@ impl<S: Storage> Broker<S> {
                 out.push(answer(self.on_describe_configs_request(body)));
             }
             RequestKind::CreateTopics(_) if self.cluster.is_some() => {
-                self.forward_create_topics(Some(reply_to), request.api_version, request.body, out);
+                self.forward_create_topics(
+                    now,
+                    Some(reply_to),
+                    request.api_version,
+                    request.body,
+                    out,
+                );
             }
             RequestKind::CreateTopics(_) => {
                 self.on_create_topics_request(now, reply_to, &request, out)

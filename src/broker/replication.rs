@@ -276,7 +276,7 @@ impl<S: Storage> Broker<S> {
         out: &mut Vec<Output<S::File>>,
     ) {
         if self.cluster.is_some() {
-            self.propose_isr(topic_partition, new_isr, out);
+            self.propose_isr(now, topic_partition, new_isr, out);
             return;
         }
         let Some(partition) = self.replicas.get_mut(topic_partition) else {

@@ -127,6 +127,36 @@ pub struct BrokerConfig {
     /// `process.roles`: `broker` (the default; with no `controller.quorum.voters`, a broker that
     /// is its own controller) or `controller`.
     pub process_role: ProcessRole,
+    /// `seedlog.controller.quorum` (seedlog's own): how a controller's metadata log is made
+    /// durable. `raft` (the default with several voters): replicated by Raft among
+    /// `controller.quorum.voters`; `local` (the default with one voter): the controller's own
+    /// log, committed once fsynced (a quorum of one).
+    pub controller_quorum: Option<ControllerQuorum>,
+    /// `seedlog.metadata.snapshot.entries` (seedlog's own; default 500): a controller in a Raft
+    /// quorum snapshots its metadata after this many log entries, and keeps a fifth of that
+    /// behind the snapshot; a voter further behind is sent the snapshot.
+    pub metadata_snapshot_entries: u64,
+}
+
+/// `seedlog.controller.quorum`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControllerQuorum {
+    /// The controller's own log (one voter only).
+    Local,
+    /// A Raft quorum of every voter.
+    Raft,
+}
+
+impl BrokerConfig {
+    /// The quorum a controller runs: as configured, else Raft with several voters.
+    pub fn controller_quorum(&self) -> ControllerQuorum {
+        self.controller_quorum
+            .unwrap_or(if self.controller_quorum_voters.len() > 1 {
+                ControllerQuorum::Raft
+            } else {
+                ControllerQuorum::Local
+            })
+    }
 }
 
 /// What a node runs (`process.roles`).
@@ -266,6 +296,8 @@ impl Default for BrokerConfig {
             broker_heartbeat_interval_ms: 2_000,
             broker_session_timeout_ms: 9_000,
             process_role: ProcessRole::Broker,
+            controller_quorum: None,
+            metadata_snapshot_entries: 500,
         }
     }
 }
@@ -404,6 +436,16 @@ impl BrokerConfig {
             "controller.quorum.voters" => {
                 self.controller_quorum_voters = Voter::parse_list(key, value)?;
             }
+            "seedlog.controller.quorum" => {
+                self.controller_quorum = Some(match value.trim() {
+                    "local" => ControllerQuorum::Local,
+                    "raft" => ControllerQuorum::Raft,
+                    _ => return Err(ConfigError::invalid(key, value, "expected local or raft")),
+                })
+            }
+            "seedlog.metadata.snapshot.entries" => {
+                self.metadata_snapshot_entries = parse_at_least::<i64>(key, value, 1)? as u64
+            }
             "broker.heartbeat.interval.ms" => {
                 self.broker_heartbeat_interval_ms = parse_at_least(key, value, 1)?
             }
@@ -515,6 +557,14 @@ impl Configurable for BrokerConfig {
             return Err(ConfigError::Conflict(format!(
                 "process.roles=controller needs node.id={} among controller.quorum.voters",
                 self.node_id
+            )));
+        }
+        if self.controller_quorum == Some(ControllerQuorum::Local)
+            && self.controller_quorum_voters.len() > 1
+        {
+            return Err(ConfigError::Conflict(format!(
+                "seedlog.controller.quorum=local allows one voter, controller.quorum.voters has {}",
+                self.controller_quorum_voters.len()
             )));
         }
         if self.default_replication_factor != 1 && self.controller_quorum_voters.is_empty() {

@@ -4,14 +4,19 @@
 //! (a registration's epoch, an AlterPartition's new state, a created topic) waits for the
 //! commit of the records it reports, and brokers fetch only committed records.
 //!
-//! This is a quorum of one: the log is local. The Raft quorum replaces how records become
-//! committed, not what the controller decides or what brokers see.
+//! The metadata log is either local (a quorum of one: committed once fsynced) or replicated by
+//! a Raft quorum of controllers ([`QuorumKind::Raft`]). The quorum replaces how records become
+//! committed, not what the controller decides or what brokers see: in Raft mode the node
+//! proposes its records ([`Output::Propose`]), the quorum feeds back every committed entry in
+//! log order ([`Input::Quorum`]), and only the quorum's leader, once it has applied an entry of
+//! its own term (everything committed before it), acts as the controller. The others answer
+//! `NOT_CONTROLLER`; brokers then try the next voter.
 //!
 //! Brokers talk to it with Kafka's own APIs: BrokerRegistration, BrokerHeartbeat,
 //! AlterPartition, CreateTopics (forwarded by brokers), and Fetch of `__cluster_metadata-0`,
 //! whose record values are encoded [`Record`]s and whose offsets are metadata offsets.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use kafka_protocol::messages::alter_partition_response::{
     PartitionData as AlterPartitionData, TopicData as AlterTopicData,
@@ -26,7 +31,9 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::metadata::{validate_topic_name, METADATA_LOG_DIRECTORY};
 use crate::broker::{metadata_log_config, read_log_records};
-use crate::broker::{BrokerError, ConnectionId, FlushId, Input, Output, ReplyTo, ResponseBody};
+use crate::broker::{
+    BrokerError, BrokerEvent, ConnectionId, FlushId, Input, Output, ReplyTo, Response, ResponseBody,
+};
 use crate::config::{BrokerConfig, TopicConfig};
 use crate::log::{FlushMark, FlushSync, LogRead, PartitionLog};
 use crate::protocol::codec::Request;
@@ -63,10 +70,60 @@ struct ParkedFetch {
     deadline: Millis,
 }
 
+/// How a controller node's metadata records become committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuorumKind {
+    /// A quorum of one: the node's own log, committed once fsynced.
+    Local,
+    /// A Raft quorum; this node is voter `me`.
+    Raft {
+        /// This node's id among the voters.
+        me: i32,
+    },
+}
+
+/// What the Raft quorum tells a controller node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QuorumInput {
+    /// One committed log entry, applied in log order: its records (none for a leader's blank
+    /// entry or a membership change) and the term it was written in.
+    Committed {
+        /// The entry's term.
+        term: u64,
+        /// Its metadata records.
+        records: Vec<Record>,
+    },
+    /// The quorum's leader as this node knows it, and the current term.
+    Leader {
+        /// The leader's node id, if there is one.
+        leader: Option<i32>,
+        /// The current term (Kafka's controller epoch).
+        term: u64,
+    },
+}
+
+/// A Raft-mode node's view of the quorum.
+#[derive(Debug)]
+struct RaftView {
+    me: i32,
+    leader: Option<i32>,
+    term: u64,
+    /// The term of the last entry applied.
+    applied_term: u64,
+    /// Whether this node acts as the controller (leader, with its term's entry applied).
+    active: bool,
+    /// Records proposed in this leadership, not yet seen committed, in order.
+    uncommitted: VecDeque<Record>,
+    settings: ControllerConfig,
+    seed: u64,
+}
+
 /// A controller node.
 #[derive(Debug)]
 pub struct ControllerNode<S: Storage> {
     controller: QuorumController,
+    /// `None`: a quorum of one.
+    raft: Option<RaftView>,
     /// Defaults topic configs are validated against.
     defaults: BrokerConfig,
     log: PartitionLog<S>,
@@ -90,6 +147,60 @@ impl<S: Storage> ControllerNode<S> {
         seed: u64,
         now: Millis,
     ) -> Result<Opened<S>, BrokerError> {
+        Self::open_with(QuorumKind::Local, config, defaults, storage, seed, now)
+    }
+
+    /// Opens a node whose metadata log is local or replicated. In Raft mode the local log is
+    /// only a copy of what the quorum committed, for brokers to fetch: it starts empty (the
+    /// quorum feeds every committed entry again) and is never synced.
+    pub fn open_with(
+        kind: QuorumKind,
+        config: ControllerConfig,
+        defaults: BrokerConfig,
+        storage: S,
+        seed: u64,
+        now: Millis,
+    ) -> Result<Opened<S>, BrokerError> {
+        if let QuorumKind::Raft { me } = kind {
+            let clear = |error: std::io::Error| {
+                BrokerError::DataDirectory(format!("clearing the metadata log copy: {error}"))
+            };
+            for name in storage
+                .list(&format!("{METADATA_LOG_DIRECTORY}/"))
+                .map_err(clear)?
+            {
+                storage.remove(&name).map_err(clear)?;
+            }
+            let (log, _report) = PartitionLog::open(
+                storage,
+                METADATA_LOG_DIRECTORY,
+                metadata_log_config(),
+                0,
+                now,
+            )?;
+            let raft = RaftView {
+                me,
+                leader: None,
+                term: 0,
+                applied_term: 0,
+                active: false,
+                uncommitted: VecDeque::new(),
+                settings: config.clone(),
+                seed,
+            };
+            let node = ControllerNode {
+                controller: QuorumController::new(config, seed),
+                raft: Some(raft),
+                defaults,
+                log,
+                flushes: BTreeMap::new(),
+                next_flush_id: 0,
+                pending: Vec::new(),
+                fetches: Vec::new(),
+                registered_at: BTreeMap::new(),
+            };
+            return Ok((node, None));
+        }
         let (mut log, _report) = PartitionLog::open(
             storage,
             METADATA_LOG_DIRECTORY,
@@ -103,6 +214,7 @@ impl<S: Storage> ControllerNode<S> {
         });
         let mut node = ControllerNode {
             controller: QuorumController::new(config, seed),
+            raft: None,
             defaults,
             log,
             flushes: BTreeMap::new(),
@@ -128,7 +240,16 @@ impl<S: Storage> ControllerNode<S> {
 
     /// Records below this offset are committed.
     pub fn committed(&self) -> i64 {
-        self.log.recovery_point()
+        if self.raft.is_some() {
+            self.log.log_end_offset()
+        } else {
+            self.log.recovery_point()
+        }
+    }
+
+    /// Whether this node acts as the controller now (always, for a quorum of one).
+    pub fn is_active(&self) -> bool {
+        self.raft.as_ref().is_none_or(|raft| raft.active)
     }
 
     fn note(&mut self, offset: i64, record: &Record) {
@@ -178,6 +299,8 @@ impl<S: Storage> ControllerNode<S> {
                 });
             }
             Input::PeerResponse { .. } => {}
+            Input::Quorum(input) => self.on_quorum(now, input, out),
+            Input::Tick if !self.is_active() => self.answer_fetches(now, out),
             Input::Tick => {
                 let records = self.controller.tick(now);
                 if !records.is_empty() {
@@ -192,7 +315,120 @@ impl<S: Storage> ControllerNode<S> {
     /// The earliest session expiry or parked fetch deadline.
     pub fn next_deadline(&self) -> Option<Millis> {
         let fetches = self.fetches.iter().map(|fetch| fetch.deadline);
-        fetches.chain(self.controller.next_deadline()).min()
+        let sessions = self
+            .is_active()
+            .then(|| self.controller.next_deadline())
+            .flatten();
+        fetches.chain(sessions).min()
+    }
+
+    /// Follows the quorum: committed entries extend the local copy of the log (and, unless
+    /// this node wrote them as the active controller, its image); a change of leader or term
+    /// deposes an active controller.
+    fn on_quorum(&mut self, now: Millis, input: QuorumInput, out: &mut Vec<Output<S::File>>) {
+        let raft = self.raft.as_mut().expect("quorum input in Raft mode only");
+        match input {
+            QuorumInput::Leader { leader, term } => {
+                let deposed = raft.active && (leader != Some(raft.me) || term != raft.term);
+                raft.leader = leader;
+                raft.term = term;
+                if deposed {
+                    self.step_down(now, out);
+                }
+            }
+            QuorumInput::Committed { term, records } => {
+                raft.applied_term = term;
+                let mut diverged = false;
+                for record in &records {
+                    let offset = self.log.log_end_offset();
+                    let values = [record.encode()];
+                    let (mut batch, header) = value_batch(&values);
+                    if let Err(error) = self.log.append(&mut batch, &header, 0) {
+                        panic!("append to the metadata log copy failed: {error}");
+                    }
+                    self.note(offset, record);
+                    let raft = self.raft.as_mut().expect("Raft mode");
+                    if raft.active && !diverged && raft.uncommitted.front() == Some(record) {
+                        raft.uncommitted.pop_front();
+                        continue;
+                    }
+                    diverged |= raft.active;
+                    if !raft.active {
+                        if let Err(error) = self.controller.replay(record) {
+                            panic!("a committed metadata record does not apply: {error}");
+                        }
+                    }
+                }
+                if diverged {
+                    // Not what this leader proposed: rebuild from what was committed.
+                    self.step_down(now, out);
+                }
+                self.release(now, out);
+            }
+        }
+        self.maybe_activate(now, out);
+    }
+
+    /// Becomes the controller once this node leads and has applied an entry of its term.
+    fn maybe_activate(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+        let raft = self.raft.as_mut().expect("Raft mode");
+        if raft.active || raft.leader != Some(raft.me) || raft.applied_term != raft.term {
+            return;
+        }
+        raft.active = true;
+        let term = raft.term;
+        tracing::info!(
+            term,
+            committed = self.log.log_end_offset(),
+            "active controller"
+        );
+        out.push(Output::Event(BrokerEvent::ControllerActive { term }));
+        // Topic ids drawn in this term must differ from any drawn before (a replayed
+        // controller's generator starts over).
+        let seed = raft.seed ^ raft.term.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.controller = QuorumController::new(raft.settings.clone(), seed);
+        for (_, record) in self
+            .read_records(0)
+            .expect("the metadata log copy reads back")
+        {
+            if let Err(error) = self.controller.replay(&record) {
+                panic!("a committed metadata record does not apply: {error}");
+            }
+        }
+        self.controller.activate(now);
+    }
+
+    /// Stops acting as the controller: waiting answers and fetches get `NOT_CONTROLLER`, and the
+    /// image goes back to what was committed.
+    fn step_down(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+        let raft = self.raft.as_mut().expect("Raft mode");
+        tracing::info!(term = raft.term, leader = ?raft.leader, "no longer the active controller");
+        raft.active = false;
+        raft.uncommitted.clear();
+        let settings = raft.settings.clone();
+        let seed = raft.seed;
+        self.controller = QuorumController::new(settings, seed);
+        for (_, record) in self
+            .read_records(0)
+            .expect("the metadata log copy reads back")
+        {
+            if let Err(error) = self.controller.replay(&record) {
+                panic!("a committed metadata record does not apply: {error}");
+            }
+        }
+        for pending in std::mem::take(&mut self.pending) {
+            if let Output::Respond {
+                connection,
+                response,
+            } = pending.output
+            {
+                out.push(Output::Respond {
+                    connection,
+                    response: not_controller(response),
+                });
+            }
+        }
+        self.answer_fetches(now, out);
     }
 
     /// The image's invariants and the log's.
@@ -216,6 +452,12 @@ impl<S: Storage> ControllerNode<S> {
     ) {
         let reply_to = ReplyTo::new(connection, &request);
         let api_version = request.api_version;
+        if !self.is_active() {
+            if let Some(body) = not_controller_answer(&request.body) {
+                out.push(reply_to.respond(ResponseBody::message(body)));
+                return;
+            }
+        }
         match request.body {
             RequestKind::BrokerRegistration(body) => {
                 self.on_registration(now, reply_to, &body, out)
@@ -236,8 +478,16 @@ impl<S: Storage> ControllerNode<S> {
         }
     }
 
-    /// Appends records as one batch and starts its fsync; returns the log end after them.
+    /// Appends records as one batch and starts its fsync (in Raft mode: proposes them to the
+    /// quorum); returns the log end after them.
     fn append(&mut self, now: Millis, records: &[Record], out: &mut Vec<Output<S::File>>) -> i64 {
+        if let Some(raft) = self.raft.as_mut() {
+            raft.uncommitted.extend(records.iter().cloned());
+            out.push(Output::Propose {
+                records: records.to_vec(),
+            });
+            return self.log.log_end_offset() + raft.uncommitted.len() as i64;
+        }
         let base = self.log.log_end_offset();
         for (index, record) in records.iter().enumerate() {
             self.note(base + index as i64, record);
@@ -510,6 +760,14 @@ impl<S: Storage> ControllerNode<S> {
     /// Committed metadata records from the fetch offset of `__cluster_metadata-0`; any other
     /// partition is UNKNOWN_TOPIC_OR_PARTITION.
     fn read_metadata(&self, request: &FetchRequest) -> (FetchResponseParts<S::File>, bool) {
+        if !self.is_active() {
+            let parts = FetchResponseParts {
+                error_code: ErrorCode::NotController.code(),
+                session_id: 0,
+                topics: Vec::new(),
+            };
+            return (parts, true);
+        }
         let committed = self.committed();
         let mut has_records = false;
         let topics = request
@@ -573,6 +831,70 @@ impl<S: Storage> ControllerNode<S> {
         };
         (parts, has_records)
     }
+}
+
+/// `body` turned into `NOT_CONTROLLER`: a controller deposed before the records it answers
+/// were committed does not know whether they will be.
+fn not_controller<F>(mut response: Response<F>) -> Response<F> {
+    if let ResponseBody::Message(message) = &mut response.body {
+        let code = ErrorCode::NotController.code();
+        match message.as_mut() {
+            ResponseKind::BrokerRegistration(body) => body.error_code = code,
+            ResponseKind::BrokerHeartbeat(body) => {
+                body.error_code = code;
+                body.is_fenced = true;
+            }
+            ResponseKind::AlterPartition(body) => {
+                body.error_code = code;
+                body.topics.clear();
+            }
+            ResponseKind::CreateTopics(body) => {
+                for topic in &mut body.topics {
+                    topic.error_code = code;
+                    topic.error_message = Some(StrBytes::from_static_str(
+                        "the controller lost its leadership",
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    response
+}
+
+/// The `NOT_CONTROLLER` answer of a node that is not the active controller (`None`: a Fetch,
+/// answered by [`ControllerNode::read_metadata`], or an API a controller does not serve).
+fn not_controller_answer(request: &RequestKind) -> Option<ResponseKind> {
+    let code = ErrorCode::NotController.code();
+    Some(match request {
+        RequestKind::BrokerRegistration(_) => ResponseKind::BrokerRegistration(
+            BrokerRegistrationResponse::default().with_error_code(code),
+        ),
+        RequestKind::BrokerHeartbeat(_) => ResponseKind::BrokerHeartbeat(
+            BrokerHeartbeatResponse::default()
+                .with_error_code(code)
+                .with_is_fenced(true),
+        ),
+        RequestKind::AlterPartition(_) => {
+            ResponseKind::AlterPartition(AlterPartitionResponse::default().with_error_code(code))
+        }
+        RequestKind::CreateTopics(body) => {
+            let topics = body
+                .topics
+                .iter()
+                .map(|topic| {
+                    CreatableTopicResult::default()
+                        .with_name(topic.name.clone())
+                        .with_error_code(code)
+                        .with_error_message(Some(StrBytes::from_static_str(
+                            "not the active controller",
+                        )))
+                })
+                .collect();
+            ResponseKind::CreateTopics(CreateTopicsResponse::default().with_topics(topics))
+        }
+        _ => return None,
+    })
 }
 
 impl<S: Storage> crate::state_machine::StateMachine for ControllerNode<S> {
@@ -795,5 +1117,174 @@ mod tests {
         let image = node.machine.controller().image().clone();
         let reopened = Node::open(storage);
         assert_eq!(reopened.machine.controller().image(), &image);
+    }
+
+    fn registration(broker: i32) -> Request {
+        let listener = Listener::default()
+            .with_name(StrBytes::from_static_str("PLAINTEXT"))
+            .with_host(StrBytes::from_static_str("localhost"))
+            .with_port(9092);
+        let body = BrokerRegistrationRequest::default()
+            .with_broker_id(kafka_protocol::messages::BrokerId(broker))
+            .with_listeners(vec![listener]);
+        Request {
+            api_key: kafka_protocol::messages::ApiKey::BrokerRegistration,
+            api_version: 1,
+            correlation_id: broker,
+            client_id: None,
+            body: RequestKind::BrokerRegistration(body),
+        }
+    }
+
+    fn step(node: &mut ControllerNode<MemoryStorage>, input: Input) -> Vec<Output<MemoryFile>> {
+        let mut out = Vec::new();
+        node.handle(Millis(0), input, &mut out);
+        node.check_invariants();
+        out
+    }
+
+    fn request(
+        node: &mut ControllerNode<MemoryStorage>,
+        request: Request,
+    ) -> Vec<Output<MemoryFile>> {
+        let input = Input::Request {
+            connection: ConnectionId(request.correlation_id as u64),
+            request: Box::new(request),
+        };
+        step(node, input)
+    }
+
+    fn registration_error(outputs: &[Output<MemoryFile>]) -> Option<i16> {
+        outputs.iter().find_map(|output| match output {
+            Output::Respond { response, .. } => match &response.body {
+                ResponseBody::Message(message) => match message.as_ref() {
+                    ResponseKind::BrokerRegistration(body) => Some(body.error_code),
+                    _ => None,
+                },
+                ResponseBody::Fetch(_) => None,
+            },
+            _ => None,
+        })
+    }
+
+    fn raft_node() -> ControllerNode<MemoryStorage> {
+        let (node, to_sync) = ControllerNode::open_with(
+            QuorumKind::Raft { me: 1000 },
+            ControllerConfig::default(),
+            BrokerConfig::default(),
+            MemoryStorage::new(),
+            3,
+            Millis(0),
+        )
+        .expect("opens");
+        assert!(
+            to_sync.is_none(),
+            "the Raft journal, not this log, is durable"
+        );
+        node
+    }
+
+    fn quorum(
+        node: &mut ControllerNode<MemoryStorage>,
+        input: QuorumInput,
+    ) -> Vec<Output<MemoryFile>> {
+        step(node, Input::Quorum(input))
+    }
+
+    fn committed(term: u64, records: Vec<Record>) -> QuorumInput {
+        QuorumInput::Committed { term, records }
+    }
+
+    fn proposal(outputs: &[Output<MemoryFile>]) -> Vec<Record> {
+        outputs
+            .iter()
+            .find_map(|output| match output {
+                Output::Propose { records } => Some(records.clone()),
+                _ => None,
+            })
+            .expect("a proposal")
+    }
+
+    #[test]
+    fn in_a_raft_quorum_only_the_leader_with_its_term_applied_answers_and_only_once_committed() {
+        let mut node = raft_node();
+        let not_controller = ErrorCode::NotController.code();
+        // A follower, and a leader that has not applied an entry of its term, refuse.
+        assert_eq!(
+            registration_error(&request(&mut node, registration(1))),
+            Some(not_controller)
+        );
+        quorum(
+            &mut node,
+            QuorumInput::Leader {
+                leader: Some(1000),
+                term: 2,
+            },
+        );
+        quorum(&mut node, committed(1, Vec::new()));
+        assert!(!node.is_active());
+        assert_eq!(
+            registration_error(&request(&mut node, registration(1))),
+            Some(not_controller)
+        );
+        // Its blank entry applied, it acts: a registration is proposed, answered once committed.
+        let out = quorum(&mut node, committed(2, Vec::new()));
+        assert!(node.is_active());
+        let activated = BrokerEvent::ControllerActive { term: 2 };
+        assert!(out
+            .iter()
+            .any(|output| matches!(output, Output::Event(event) if *event == activated)));
+        let out = request(&mut node, registration(1));
+        assert_eq!(
+            registration_error(&out),
+            None,
+            "no answer before the commit"
+        );
+        let out = quorum(&mut node, committed(2, proposal(&out)));
+        assert_eq!(registration_error(&out), Some(0));
+        assert_eq!(node.committed(), 1);
+    }
+
+    #[test]
+    fn a_deposed_raft_controller_answers_not_controller_and_follows_the_new_leader() {
+        let mut node = raft_node();
+        quorum(
+            &mut node,
+            QuorumInput::Leader {
+                leader: Some(1000),
+                term: 2,
+            },
+        );
+        quorum(&mut node, committed(2, Vec::new()));
+        let out = request(&mut node, registration(1));
+        quorum(&mut node, committed(2, proposal(&out)));
+        // Deposed with a proposal in flight: its answer is NOT_CONTROLLER, and the image goes
+        // back to what was committed (broker 2's registration is not in it).
+        let out = request(&mut node, registration(2));
+        assert_eq!(registration_error(&out), None);
+        let out = quorum(
+            &mut node,
+            QuorumInput::Leader {
+                leader: Some(1001),
+                term: 3,
+            },
+        );
+        assert!(!node.is_active());
+        assert_eq!(
+            registration_error(&out),
+            Some(ErrorCode::NotController.code())
+        );
+        assert!(node.controller().image().broker(BrokerId(2)).is_none());
+        assert!(node.controller().image().broker(BrokerId(1)).is_some());
+        // The new leader's records reach this follower's image and its copy of the log.
+        let other = Record::RegisterBroker {
+            broker: BrokerId(2),
+            epoch: BrokerEpoch(7),
+            host: "h".to_owned(),
+            port: 1,
+        };
+        quorum(&mut node, committed(3, vec![other]));
+        assert_eq!(node.committed(), 2);
+        assert!(node.controller().image().broker(BrokerId(2)).is_some());
     }
 }

@@ -9,5 +9,6 @@ pub mod metrics;
 pub mod net;
 mod peers;
 pub mod producer;
+pub mod quorum;
 pub mod server;
 pub mod storage;

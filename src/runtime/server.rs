@@ -16,8 +16,9 @@ use crate::broker::metrics::BrokerMetrics;
 use crate::broker::{
     Broker, BrokerError, BrokerEvent, ConnectionId, FlushId, Input, Output, Response,
 };
+use crate::config::broker::ControllerQuorum;
 use crate::config::BrokerConfig;
-use crate::controller::node::ControllerNode;
+use crate::controller::node::{ControllerNode, QuorumInput, QuorumKind};
 use crate::log::FlushSync;
 use crate::protocol::codec::Request;
 use crate::runtime::clock::Clock;
@@ -25,6 +26,7 @@ use crate::runtime::driver::Driver;
 use crate::runtime::metrics::{self, ShellMetrics, SnapshotRequest};
 use crate::runtime::net::ConnectionFaults;
 use crate::runtime::peers::{PeerAnswer, PeerCall, Peers};
+use crate::runtime::quorum::Quorum;
 use crate::runtime::storage::{DurableFile, DurableStorage};
 use crate::state_machine::StateMachine;
 use crate::types::{BrokerId, Millis};
@@ -178,7 +180,7 @@ pub async fn run_broker<S: DurableStorage>(
         metrics_listener,
         client_id: format!("broker-{}", broker.node_id().0),
     };
-    serve(broker, clock, storage, listening, options).await
+    serve(broker, clock, storage, listening, options, None).await
 }
 
 /// A controller node (`process.roles=controller`): the controller's decisions over its local
@@ -202,8 +204,35 @@ pub async fn run_controller<S: DurableStorage>(
         client_id: format!("controller-{}", config.node_id),
     };
     let node_id = config.node_id;
-    let (node, to_sync) =
-        ControllerNode::open(settings, config, storage.clone(), options.seed, clock.now())?;
+    let (kind, quorum) = match config.controller_quorum() {
+        ControllerQuorum::Local => (QuorumKind::Local, None),
+        ControllerQuorum::Raft => {
+            let (to_node, inputs) = mpsc::channel(1024);
+            let host = listening
+                .bind_address
+                .rsplit_once(':')
+                .map_or("0.0.0.0", |(host, _)| host)
+                .to_owned();
+            let quorum = Quorum::start(
+                u64::from(node_id as u32),
+                &config.controller_quorum_voters,
+                config.metadata_snapshot_entries,
+                &host,
+                &storage,
+                to_node,
+            )
+            .await?;
+            (QuorumKind::Raft { me: node_id }, Some((quorum, inputs)))
+        }
+    };
+    let (node, to_sync) = ControllerNode::open_with(
+        kind,
+        settings,
+        config,
+        storage.clone(),
+        options.seed,
+        clock.now(),
+    )?;
     if let Some(sync) = to_sync {
         run_flush(&storage, sync)
             .await
@@ -215,7 +244,7 @@ pub async fn run_controller<S: DurableStorage>(
         committed = node.committed(),
         "controller listening"
     );
-    serve(node, clock, storage, listening, options).await
+    serve(node, clock, storage, listening, options, quorum).await
 }
 
 /// Where and how a node listens.
@@ -235,6 +264,7 @@ async fn serve<S: DurableStorage, M: Served<S::File>>(
     storage: S,
     listening: Listening,
     options: ServerOptions,
+    quorum: Option<(Quorum, mpsc::Receiver<QuorumInput>)>,
 ) -> Result<(), ServerError> {
     let Listening {
         bind_address,
@@ -276,7 +306,10 @@ async fn serve<S: DurableStorage, M: Served<S::File>>(
     };
     let accept_task = tokio::spawn(acceptor.run());
     let (answers, peer_answers) = mpsc::unbounded_channel();
+    let (quorum, quorum_inputs) = quorum.unzip();
     let shell = Shell {
+        quorum,
+        quorum_inputs,
         storage,
         observer: options.observer,
         to_driver,
@@ -307,6 +340,9 @@ struct Stop {
 
 /// What the driver needs to carry out outputs.
 struct Shell<S: DurableStorage> {
+    /// The controller quorum this node is a member of, and what it feeds the node.
+    quorum: Option<Quorum>,
+    quorum_inputs: Option<mpsc::Receiver<QuorumInput>>,
     storage: S,
     observer: Option<Arc<dyn BrokerObserver>>,
     to_driver: mpsc::Sender<DriverMessage<S::File>>,
@@ -333,6 +369,15 @@ async fn next_snapshot(
 ) -> Option<SnapshotRequest> {
     match snapshots {
         Some(snapshots) => snapshots.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn next_quorum_input(
+    inputs: Option<&mut mpsc::Receiver<QuorumInput>>,
+) -> Option<QuorumInput> {
+    match inputs {
+        Some(inputs) => inputs.recv().await,
         None => std::future::pending().await,
     }
 }
@@ -378,6 +423,7 @@ async fn drive<S: DurableStorage, M: Served<S::File>>(
                 DriverMessage::FlushDone { flush_id, result } => Input::FlushCompleted { flush_id, result },
             },
             Some((peer, id, result)) = shell.peer_answers.recv() => Input::PeerResponse { peer, id, result },
+            Some(input) = next_quorum_input(shell.quorum_inputs.as_mut()) => Input::Quorum(input),
             Some(reply) = next_snapshot(stop.snapshots.as_mut()) => {
                 if let Some(snapshot) = driver.machine().metrics_snapshot() {
                     let _ = reply.send(snapshot);
@@ -480,6 +526,10 @@ fn execute<S: DurableStorage>(
             });
         }
         Output::PeerRequest { .. } => unreachable!("the driver loop sends peer requests"),
+        Output::Propose { records } => match &shell.quorum {
+            Some(quorum) => quorum.propose(&records),
+            None => unreachable!("only a controller in a Raft quorum proposes"),
+        },
         Output::Event(event) => publish(shell.observer.as_deref(), &event),
         Output::Stopped { .. } => unreachable!("the driver loop handles Stopped"),
     }

@@ -174,8 +174,8 @@ fn unknown_checks_topics_and_replication_are_rejected() {
             .contains("several brokers need a controller")
     );
     assert!(
-        error_of(&GOOD.replace("brokers = 1", "brokers = 3\ncontrollers = 3"))
-            .contains("controllers must be 0 or 1")
+        error_of(&GOOD.replace("brokers = 1", "brokers = 3\ncontrollers = 6"))
+            .contains("controllers must be 0 to 5")
     );
     assert!(error_of(&GOOD.replace(
         r#"may_violate = { "at-least-once""#,

@@ -122,7 +122,7 @@ impl<S: Storage> Broker<S> {
             let body = CreateTopicsRequest::default()
                 .with_topics(vec![topic])
                 .with_timeout_ms(30_000);
-            self.forward_create_topics(None, 7, RequestKind::CreateTopics(body), out);
+            self.forward_create_topics(now, None, 7, RequestKind::CreateTopics(body), out);
             self.controller.pending.insert(name.to_string());
             return error_entry(ErrorCode::LeaderNotAvailable);
         }

@@ -1,0 +1,246 @@
+//! The Raft state machine of a controller: it keeps every committed metadata record (a
+//! snapshot is that list, at the last applied entry) and hands each applied entry to the
+//! controller node's driver, which owns the image. Between snapshots it is volatile: after a
+//! restart it starts from the last snapshot, which is durable (written to a temporary file,
+//! fsynced, renamed over `__raft/snapshot`, directory fsynced) before openraft may purge the log
+//! entries it covers, and openraft applies the log again from there.
+
+use std::io::{self, Cursor};
+
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{
+    BasicNode, Entry, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder, SnapshotMeta,
+    StorageError, StorageIOError, StoredMembership,
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+use crate::controller::node::QuorumInput;
+use crate::controller::records::Record;
+use crate::runtime::storage::{DurableFile, DurableStorage};
+use crate::storage::StorageFile;
+
+use super::MetadataRaft;
+
+/// The durable snapshot's file name in the node's storage.
+const SNAPSHOT: &str = "__raft/snapshot";
+/// Where a new snapshot is written before it replaces the old one.
+const SNAPSHOT_NEW: &str = "__raft/snapshot.new";
+
+/// What a snapshot holds: every committed record so far, encoded.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct SnapshotData {
+    records: Vec<Vec<u8>>,
+}
+
+/// A snapshot as stored: its metadata and its data.
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredSnapshot {
+    meta: SnapshotMeta<u64, BasicNode>,
+    data: SnapshotData,
+}
+
+/// The state machine; its clone (sharing nothing but the storage) builds snapshots.
+#[derive(Debug, Clone)]
+pub(crate) struct MetadataMachine<S> {
+    last_applied: Option<LogId<u64>>,
+    membership: StoredMembership<u64, BasicNode>,
+    records: Vec<Vec<u8>>,
+    to_node: mpsc::Sender<QuorumInput>,
+    storage: S,
+}
+
+impl<S: DurableStorage> MetadataMachine<S> {
+    /// The machine as the last durable snapshot left it (empty without one); feeds `to_node`
+    /// the snapshot's records, as one entry, at once.
+    pub(crate) async fn open(storage: S, to_node: mpsc::Sender<QuorumInput>) -> io::Result<Self> {
+        let mut machine = MetadataMachine {
+            last_applied: None,
+            membership: StoredMembership::default(),
+            records: Vec::new(),
+            to_node,
+            storage,
+        };
+        let leftover = machine.storage.list(SNAPSHOT_NEW)?;
+        if leftover.iter().any(|name| name == SNAPSHOT_NEW) {
+            // A crash before the rename: the old snapshot stands.
+            machine.storage.remove(SNAPSHOT_NEW)?;
+        }
+        if !machine
+            .storage
+            .list(SNAPSHOT)?
+            .iter()
+            .any(|name| name == SNAPSHOT)
+        {
+            return Ok(machine);
+        }
+        let file = machine.storage.open(SNAPSHOT)?;
+        let mut bytes = vec![0u8; file.len()? as usize];
+        file.read_exact_at(&mut bytes, 0)?;
+        let stored: StoredSnapshot = serde_json::from_slice(&bytes).map_err(|error| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("{SNAPSHOT}: {error}"))
+        })?;
+        tracing::info!(
+            snapshot = %stored.meta.snapshot_id,
+            records = stored.data.records.len(),
+            "metadata snapshot loaded"
+        );
+        machine.last_applied = stored.meta.last_log_id;
+        machine.membership = stored.meta.last_membership;
+        let term = machine
+            .last_applied
+            .map_or(0, |log_id| log_id.leader_id.term);
+        machine
+            .feed(term, &stored.data.records)
+            .await
+            .map_err(io::Error::other)?;
+        machine.records = stored.data.records;
+        Ok(machine)
+    }
+
+    /// Makes `meta` and `data` the durable snapshot; returns its encoding.
+    async fn persist(
+        &self,
+        meta: &SnapshotMeta<u64, BasicNode>,
+        data: SnapshotData,
+    ) -> io::Result<Vec<u8>> {
+        let stored = StoredSnapshot {
+            meta: meta.clone(),
+            data,
+        };
+        let bytes = serde_json::to_vec(&stored).map_err(io::Error::other)?;
+        let file = self.storage.open(SNAPSHOT_NEW)?;
+        file.set_len(0)?;
+        file.write_all_at(&bytes, 0)?;
+        file.sync().await?;
+        self.storage.rename(SNAPSHOT_NEW, SNAPSHOT)?;
+        self.storage.sync_directory("__raft").await?;
+        serde_json::to_vec(&stored.data).map_err(io::Error::other)
+    }
+
+    async fn feed(&self, term: u64, records: &[Vec<u8>]) -> Result<(), StorageError<u64>> {
+        let decoded = records
+            .iter()
+            .map(|bytes| Record::decode(bytes))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|error| StorageIOError::read_state_machine(&error))?;
+        // The node gone means the process is stopping: nothing left to feed.
+        let _ = self
+            .to_node
+            .send(QuorumInput::Committed {
+                term,
+                records: decoded,
+            })
+            .await;
+        Ok(())
+    }
+}
+
+impl<S: DurableStorage> RaftSnapshotBuilder<MetadataRaft> for MetadataMachine<S> {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<MetadataRaft>, StorageError<u64>> {
+        let data = SnapshotData {
+            records: self.records.clone(),
+        };
+        let snapshot_id = match self.last_applied {
+            Some(log_id) => format!("{}-{}", log_id.leader_id.term, log_id.index),
+            None => "empty".to_owned(),
+        };
+        let meta = SnapshotMeta {
+            last_log_id: self.last_applied,
+            last_membership: self.membership.clone(),
+            snapshot_id,
+        };
+        let bytes = self
+            .persist(&meta, data)
+            .await
+            .map_err(|error| StorageIOError::write_snapshot(Some(meta.signature()), &error))?;
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(bytes)),
+        })
+    }
+}
+
+impl<S: DurableStorage> RaftStateMachine<MetadataRaft> for MetadataMachine<S> {
+    type SnapshotBuilder = Self;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId<u64>>, StoredMembership<u64, BasicNode>), StorageError<u64>> {
+        Ok((self.last_applied, self.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<()>, StorageError<u64>>
+    where
+        I: IntoIterator<Item = Entry<MetadataRaft>> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut answers = Vec::new();
+        for entry in entries {
+            self.last_applied = Some(entry.log_id);
+            let term = entry.log_id.leader_id.term;
+            match entry.payload {
+                EntryPayload::Blank => self.feed(term, &[]).await?,
+                EntryPayload::Normal(batch) => {
+                    self.feed(term, &batch.records).await?;
+                    self.records.extend(batch.records);
+                }
+                EntryPayload::Membership(membership) => {
+                    self.membership = StoredMembership::new(Some(entry.log_id), membership);
+                    self.feed(term, &[]).await?;
+                }
+            }
+            answers.push(());
+        }
+        Ok(answers)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(
+        &mut self,
+    ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<u64>> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<u64, BasicNode>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError<u64>> {
+        let bytes = snapshot.into_inner();
+        let data: SnapshotData = serde_json::from_slice(&bytes)
+            .map_err(|error| StorageIOError::read_snapshot(Some(meta.signature()), &error))?;
+        // Raft's logs agree on every committed prefix: what this node has is a prefix of the
+        // snapshot, and the node is fed the rest.
+        let have = self.records.len().min(data.records.len());
+        let term = meta.last_log_id.map_or(0, |log_id| log_id.leader_id.term);
+        tracing::info!(
+            snapshot = %meta.snapshot_id,
+            records = data.records.len(),
+            new = data.records.len() - have,
+            "metadata snapshot installed"
+        );
+        self.feed(term, &data.records[have..]).await?;
+        self.persist(meta, data.clone())
+            .await
+            .map_err(|error| StorageIOError::write_snapshot(Some(meta.signature()), &error))?;
+        self.records = data.records;
+        self.last_applied = meta.last_log_id;
+        self.membership = meta.last_membership.clone();
+        Ok(())
+    }
+
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<Snapshot<MetadataRaft>>, StorageError<u64>> {
+        // Built afresh (and made durable): the state machine is small, and a snapshot of the
+        // current state is never older than the log the last build let openraft purge.
+        if self.last_applied.is_none() {
+            return Ok(None);
+        }
+        self.build_snapshot().await.map(Some)
+    }
+}

@@ -1,0 +1,180 @@
+//! The controller quorum: the metadata log replicated by Raft (openraft `=0.9.25`) among the
+//! controllers of `controller.quorum.voters`. openraft's types stay in this module; the
+//! controller node (sans-IO) sees only [`QuorumInput`]s and asks for proposals with
+//! [`crate::broker::Output::Propose`].
+//!
+//! - [`journal`]: the Raft log and vote, durable in the node's storage;
+//! - [`machine`]: the state machine, which feeds committed entries to the node;
+//! - [`network`]: Raft messages between controllers over TCP;
+//! - [`rt`]: openraft's runtime, madsim's under the simulator.
+
+mod journal;
+mod machine;
+mod network;
+mod rt;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+
+use openraft::{BasicNode, Config, Raft, SnapshotPolicy};
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+use crate::config::broker::Voter;
+use crate::controller::node::QuorumInput;
+use crate::controller::records::Record;
+use crate::runtime::storage::DurableStorage;
+
+use self::journal::Journal;
+use self::machine::MetadataMachine;
+use self::network::{raft_address, Network};
+
+/// The data of one Raft log entry: metadata records, encoded as the metadata log stores them
+/// (typed and versioned by [`Record::encode`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetadataBatch {
+    /// The encoded records, in order.
+    pub records: Vec<Vec<u8>>,
+}
+
+impl fmt::Display for MetadataBatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} metadata records", self.records.len())
+    }
+}
+
+openraft::declare_raft_types!(
+    /// The controller quorum's Raft types.
+    pub(crate) MetadataRaft:
+        D = MetadataBatch,
+        R = (),
+        NodeId = u64,
+        Node = BasicNode,
+        Entry = openraft::Entry<MetadataRaft>,
+        SnapshotData = std::io::Cursor<Vec<u8>>,
+        AsyncRuntime = rt::Rt,
+);
+
+/// Raft timing: Kafka's `controller.quorum.election.timeout.ms` is 1000 and its fetch timeout
+/// 2000; openraft draws the election timeout from [min, max) with the runtime's RNG. A snapshot
+/// every `snapshot_entries` entries, keeping a fifth of that many behind it.
+fn raft_config(snapshot_entries: u64) -> io::Result<Arc<Config>> {
+    let config = Config {
+        cluster_name: "seedlog-controllers".to_owned(),
+        heartbeat_interval: 250,
+        election_timeout_min: 1_000,
+        election_timeout_max: 2_000,
+        install_snapshot_timeout: 2_000,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(snapshot_entries),
+        max_in_snapshot_log_to_keep: snapshot_entries / 5,
+        ..Config::default()
+    };
+    config.validate().map(Arc::new).map_err(io::Error::other)
+}
+
+/// A running member of the quorum.
+#[derive(Clone)]
+pub struct Quorum {
+    raft: Raft<MetadataRaft>,
+}
+
+impl fmt::Debug for Quorum {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Quorum").finish_non_exhaustive()
+    }
+}
+
+impl Quorum {
+    /// Joins the quorum of `voters` as `me`: opens the journal in `storage`, listens for Raft
+    /// messages, and feeds committed entries and leader changes to `to_node`. A pristine node
+    /// proposes the voter set itself (every voter may: they propose the same one).
+    pub async fn start<S: DurableStorage>(
+        me: u64,
+        voters: &[Voter],
+        snapshot_entries: u64,
+        bind_host: &str,
+        storage: &S,
+        to_node: mpsc::Sender<QuorumInput>,
+    ) -> io::Result<Quorum> {
+        let members: BTreeMap<u64, BasicNode> = voters
+            .iter()
+            .map(|voter| {
+                let node = BasicNode::new(raft_address(&voter.host, voter.port));
+                (u64::from(voter.id as u32), node)
+            })
+            .collect();
+        let own = voters
+            .iter()
+            .find(|voter| u64::from(voter.id as u32) == me)
+            .ok_or_else(|| io::Error::other(format!("node {me} is not a voter")))?;
+        let listener = TcpListener::bind(raft_address(bind_host, own.port)).await?;
+        let journal = Journal::open(storage).await?;
+        let machine = MetadataMachine::open(storage.clone(), to_node.clone()).await?;
+        let raft = Raft::new(
+            me,
+            raft_config(snapshot_entries)?,
+            Network,
+            journal,
+            machine,
+        )
+        .await
+        .map_err(io::Error::other)?;
+        tokio::spawn(network::serve(listener, raft.clone()));
+        if !raft.is_initialized().await.map_err(io::Error::other)? {
+            // Refused if another voter's initialization reached this node first: fine.
+            if let Err(error) = raft.initialize(members).await {
+                tracing::debug!(%error, "quorum already initialized");
+            }
+        }
+        tokio::spawn(watch_leader(raft.clone(), to_node));
+        Ok(Quorum { raft })
+    }
+
+    /// Proposes `records` as one entry. Whether it commits is learned from the entries fed
+    /// back; a node that is not the leader has its proposal refused, and is told so by a
+    /// leader change.
+    pub fn propose(&self, records: &[Record]) {
+        let batch = MetadataBatch {
+            records: records.iter().map(Record::encode).collect(),
+        };
+        let raft = self.raft.clone();
+        tokio::spawn(async move {
+            if let Err(error) = raft.client_write(batch).await {
+                tracing::debug!(%error, "metadata proposal not committed here");
+            }
+        });
+    }
+
+    /// Stops the Raft tasks.
+    pub async fn shutdown(&self) {
+        let _ = self.raft.shutdown().await;
+    }
+}
+
+/// Feeds each change of leader or term to the node.
+async fn watch_leader(raft: Raft<MetadataRaft>, to_node: mpsc::Sender<QuorumInput>) {
+    let mut metrics = raft.metrics();
+    let mut last = None;
+    loop {
+        let seen = {
+            let current = metrics.borrow();
+            (current.current_leader, current.current_term)
+        };
+        if last != Some(seen) {
+            last = Some(seen);
+            let input = QuorumInput::Leader {
+                leader: seen.0.map(|id| id as i32),
+                term: seen.1,
+            };
+            if to_node.send(input).await.is_err() {
+                return;
+            }
+        }
+        if metrics.changed().await.is_err() {
+            return;
+        }
+    }
+}
