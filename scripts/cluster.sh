@@ -1,24 +1,42 @@
 #!/usr/bin/env bash
-# Starts a seedlog cluster on loopback: one controller (node 100, port 9093) and three brokers
-# (nodes 0, 1, 2 on ports 9094, 9095, 9096), each with its own data directory under DIR
-# (default: a new temporary directory). Runs in the foreground; Ctrl-C stops every node.
+# Starts a seedlog cluster on loopback and runs it in the foreground; Ctrl-C stops every node.
+# Three brokers (nodes 0, 1, 2 on ports 9094, 9095, 9096) and the controllers: by default one
+# (node 100, port 9093, its metadata log local: a quorum of one); with CONTROLLERS=3 a Raft
+# quorum of three (nodes 100, 101, 102 on ports 9193, 9195, 9197; each takes Raft messages on
+# its port + 1). Each node has its own data directory under DIR (default: a new temporary one).
 #
 #   bash scripts/cluster.sh [DIR]
+#   CONTROLLERS=3 bash scripts/cluster.sh [DIR]
 #   bootstrap.servers=127.0.0.1:9094,127.0.0.1:9095,127.0.0.1:9096
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-$(mktemp -d)}
 bin=${SEEDLOG_BIN:-target/release/seedlog}
+controllers=${CONTROLLERS:-1}
 [[ -x $bin ]] || { echo "no $bin: run cargo build --release (or set SEEDLOG_BIN)" >&2; exit 1; }
-voters="controller.quorum.voters=100@127.0.0.1:9093"
+declare -A controller_port
+if [[ $controllers == 1 ]]; then
+  controller_port[100]=9093
+else
+  for ((index = 0; index < controllers; index++)); do
+    controller_port[$((100 + index))]=$((9193 + 2 * index))
+  done
+fi
+voters=""
+for node in $(printf '%s\n' "${!controller_port[@]}" | sort -n); do
+  voters+="${voters:+,}$node@127.0.0.1:${controller_port[$node]}"
+done
+voters="controller.quorum.voters=$voters"
 mkdir -p "$dir"
-cat > "$dir/controller.properties" <<PROPERTIES
+for node in "${!controller_port[@]}"; do
+  cat > "$dir/controller-$node.properties" <<PROPERTIES
 process.roles=controller
-node.id=100
-listeners=PLAINTEXT://127.0.0.1:9093
-log.dirs=$dir/controller
+node.id=$node
+listeners=PLAINTEXT://127.0.0.1:${controller_port[$node]}
+log.dirs=$dir/controller-$node
 $voters
 PROPERTIES
+done
 for node in 0 1 2; do
   cat > "$dir/broker-$node.properties" <<PROPERTIES
 node.id=$node
@@ -29,10 +47,13 @@ PROPERTIES
 done
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait' EXIT INT TERM
-"$bin" broker --config "$dir/controller.properties" 2> "$dir/controller.log" & pids+=($!)
+for node in "${!controller_port[@]}"; do
+  "$bin" broker --config "$dir/controller-$node.properties" 2> "$dir/controller-$node.log" & pids+=($!)
+done
 for node in 0 1 2; do
   "$bin" broker --config "$dir/broker-$node.properties" 2> "$dir/broker-$node.log" & pids+=($!)
 done
-echo "controller 127.0.0.1:9093, brokers 127.0.0.1:9094,127.0.0.1:9095,127.0.0.1:9096"
+echo "controllers: $voters"
+echo "brokers 127.0.0.1:9094,127.0.0.1:9095,127.0.0.1:9096"
 echo "configs and logs in $dir; Ctrl-C stops the cluster"
 wait

@@ -1,0 +1,122 @@
+"""A real cluster on loopback with a Raft quorum of three controllers
+(`controller.quorum.voters` with three voters; Raft messages on each voter's port + 1).
+kafka-python produces with acks=all to a topic with three replicas and min.insync.replicas=2;
+mid-stream the active controller is killed with SIGKILL, and later the partition leader too.
+The quorum elects a new controller, the brokers move to it, it elects a new partition leader,
+and a consumer reads back every acknowledged record."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.admin import NewTopic
+
+from conftest import Broker
+from test_cluster import leader_of, leader_of_live
+
+CONTROLLER_IDS = [100, 101, 102]
+
+
+def free_port_pair() -> int:
+    """A port p with p and p + 1 both free (the controller listener and its Raft port)."""
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        try:
+            with socket.socket() as first, socket.socket() as second:
+                first.bind(("127.0.0.1", port))
+                second.bind(("127.0.0.1", port + 1))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no free pair of ports")
+
+
+def active_controller(controllers: list[Broker]) -> int:
+    """The index of the controller that last logged becoming active (highest term)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        best = None
+        for index, controller in enumerate(controllers):
+            if controller.process.poll() is not None:
+                continue
+            for line in controller.log_path.read_text().splitlines():
+                if "active controller" in line and "term=" in line:
+                    term = int(line.split("term=")[1].split()[0])
+                    if best is None or term > best[0]:
+                        best = (term, index)
+        if best is not None:
+            return best[1]
+        time.sleep(0.2)
+    raise AssertionError("no active controller")
+
+
+@pytest.fixture()
+def quorum_cluster(tmp_path: Path):
+    ports = [free_port_pair() for _ in CONTROLLER_IDS]
+    voters = ",".join(f"{node}@127.0.0.1:{port}" for node, port in zip(CONTROLLER_IDS, ports))
+    properties = f"controller.quorum.voters={voters}\n"
+    controllers = [
+        Broker(tmp_path / f"controller-{node}", node, "process.roles=controller\n" + properties, port)
+        for node, port in zip(CONTROLLER_IDS, ports)
+    ]
+    brokers = [Broker(tmp_path / f"broker-{node}", node, properties) for node in range(3)]
+    yield controllers, brokers
+    for node in [*brokers, *controllers]:
+        node.stop()
+
+
+def test_acks_all_survives_a_kill_9_of_the_active_controller_then_the_leader(quorum_cluster) -> None:
+    controllers, brokers = quorum_cluster
+    bootstrap = [broker.address for broker in brokers]
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            admin.create_topics([NewTopic("replicated", 1, 3, topic_configs={"min.insync.replicas": "2"})])
+            break
+        except Exception:  # the quorum still electing, brokers still registering
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    leader = leader_of(admin, "replicated")
+    first = active_controller(controllers)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        enable_idempotence=False,
+        retries=50,
+        request_timeout_ms=5000,
+        delivery_timeout_ms=60000,
+        max_in_flight_requests_per_connection=1,
+    )
+    acknowledged = []
+    for index in range(300):
+        if index == 100:
+            controllers[first].process.kill()
+        if index == 200:
+            # Only once a new controller leads: it must elect the next partition leader.
+            second = active_controller(controllers)
+            assert second != first
+            brokers[leader].process.kill()
+        value = f"value-{index}"
+        producer.send("replicated", value.encode()).get(timeout=60)
+        acknowledged.append(value)
+    producer.close()
+    new_leader = leader_of_live(admin, "replicated", leader)
+    assert new_leader != leader
+    consumer = KafkaConsumer(
+        "replicated",
+        bootstrap_servers=[broker.address for node, broker in enumerate(brokers) if node != leader],
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=5000,
+    )
+    seen = {message.value.decode() for message in consumer}
+    consumer.close()
+    missing = [value for value in acknowledged if value not in seen]
+    assert not missing, f"{len(missing)} acknowledged records lost, first {missing[:5]}"
