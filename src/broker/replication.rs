@@ -12,7 +12,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
-use kafka_protocol::messages::{FetchRequest, RequestKind, ResponseKind, TopicName};
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::{
+    FetchRequest, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, RequestKind,
+    ResponseKind, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 
 use std::ops::Range;
@@ -29,6 +35,10 @@ use super::{Broker, BrokerEvent, Output, PeerRequestId};
 /// The Fetch version followers send: topics by name, `current_leader_epoch` (KIP-320) and the
 /// diverging epoch in the response.
 pub const REPLICA_FETCH_VERSION: i16 = 12;
+
+/// The OffsetsForLeaderEpoch version a `kip-101` or `kip-279` follower sends (v3: with its
+/// replica id).
+const LEADER_EPOCHS_VERSION: i16 = 3;
 
 /// The follower side: what each leader is being fetched for.
 #[derive(Debug, Default)]
@@ -47,6 +57,10 @@ struct Fetcher {
     backoff_until: Option<Millis>,
     /// Appends that must be durable before the next fetch reports them: partition and end.
     awaiting_flush: Vec<(TopicPartition, i64)>,
+    /// `kip-101` and `kip-279`: partitions that must find where their log agrees with the
+    /// leader's (OffsetsForLeaderEpoch) before they fetch, with the epoch to ask for next
+    /// (`None`: the epoch of the last batch).
+    truncating: BTreeMap<TopicPartition, Option<i32>>,
 }
 
 impl ReplicaFetchers {
@@ -56,6 +70,7 @@ impl ReplicaFetchers {
             fetcher
                 .awaiting_flush
                 .retain(|(partition, _)| partition != topic_partition);
+            fetcher.truncating.remove(topic_partition);
             !fetcher.partitions.is_empty()
         });
     }
@@ -158,12 +173,15 @@ impl<S: Storage> Broker<S> {
                 self.truncate_follower(topic_partition, high_watermark, reason, out);
             }
             if !Self::is_no_leader(leader) {
-                self.fetchers
-                    .by_leader
-                    .entry(leader)
-                    .or_default()
-                    .partitions
-                    .insert(topic_partition.clone());
+                let fetcher = self.fetchers.by_leader.entry(leader).or_default();
+                fetcher.partitions.insert(topic_partition.clone());
+                if matches!(
+                    generation,
+                    ReplicationGeneration::Kip101 | ReplicationGeneration::Kip279
+                ) {
+                    // KIP-101: find where the logs agree before fetching anything.
+                    fetcher.truncating.insert(topic_partition.clone(), None);
+                }
             }
         }
         self.after_isr_change(now, topic_partition, out);
@@ -405,7 +423,14 @@ impl<S: Storage> Broker<S> {
                 continue;
             }
             fetcher.backoff_until = None;
-            let Some(body) = self.replica_fetch_request(leader) else {
+            let (api_version, body) = if let Some(body) = self.leader_epochs_request(leader) {
+                (
+                    LEADER_EPOCHS_VERSION,
+                    RequestKind::OffsetForLeaderEpoch(body),
+                )
+            } else if let Some(body) = self.replica_fetch_request(leader) {
+                (REPLICA_FETCH_VERSION, RequestKind::Fetch(body))
+            } else {
                 continue;
             };
             let id = self.next_peer_request_id();
@@ -417,8 +442,8 @@ impl<S: Storage> Broker<S> {
             out.push(Output::PeerRequest {
                 peer: leader,
                 id,
-                api_version: REPLICA_FETCH_VERSION,
-                body: Box::new(RequestKind::Fetch(body)),
+                api_version,
+                body: Box::new(body),
             });
         }
     }
@@ -436,7 +461,9 @@ impl<S: Storage> Broker<S> {
                 continue;
             }
             let last_fetched_epoch = match settings.generation {
-                ReplicationGeneration::HwTruncation => -1,
+                ReplicationGeneration::HwTruncation
+                | ReplicationGeneration::Kip101
+                | ReplicationGeneration::Kip279 => -1,
                 ReplicationGeneration::Kip320 => partition
                     .log
                     .leader_epochs()
@@ -494,6 +521,15 @@ impl<S: Storage> Broker<S> {
         fetcher.in_flight = None;
         let backoff = now.plus(self.config.replication.fetch_backoff_ms as u64);
         let response = match result.map(|response| *response) {
+            Ok(ResponseKind::OffsetForLeaderEpoch(response)) => {
+                if !self.on_leader_epochs(peer, response, out) {
+                    if let Some(fetcher) = self.fetchers.by_leader.get_mut(&peer) {
+                        fetcher.backoff_until = Some(backoff);
+                    }
+                }
+                self.send_replica_fetches(now, out);
+                return;
+            }
             Ok(ResponseKind::Fetch(response)) if response.error_code == 0 => response,
             Ok(ResponseKind::Fetch(response)) => {
                 tracing::warn!(
@@ -631,4 +667,207 @@ fn whole_batches(records: &[u8]) -> Result<Vec<(RecordBatchHeader, Range<usize>)
         position = end;
     }
     Ok(batches)
+}
+
+/// Where a `kip-101` or `kip-279` follower truncates after the leader's OffsetsForLeaderEpoch
+/// answer `(leader_epoch, leader_end)`, and whether it may fetch then (`kip-279` may ask again).
+fn epoch_truncation(
+    generation: ReplicationGeneration,
+    epochs: Option<&crate::log::leader_epochs::LeaderEpochCache>,
+    (log_end, high_watermark): (i64, i64),
+    (leader_epoch, leader_end): (i32, i64),
+) -> (i64, bool) {
+    if leader_end < 0 {
+        // The leader knows nothing that old: keep what is committed (Kafka truncates to the
+        // high watermark here).
+        return (high_watermark.min(log_end), true);
+    }
+    if generation == ReplicationGeneration::Kip101 || leader_epoch < 0 {
+        // KIP-101 as first shipped: the answer's offset, whatever epoch it is for.
+        return (leader_end.min(log_end), true);
+    }
+    // KIP-279 (Kafka's `getOffsetTruncationState`).
+    let (own_epoch, own_end) = epochs.map_or(crate::log::leader_epochs::UNDEFINED, |epochs| {
+        epochs.end_offset_for(leader_epoch, log_end)
+    });
+    if own_end < 0 {
+        (leader_end.min(log_end), true)
+    } else if own_epoch != leader_epoch {
+        // The leader's answer is for an epoch this log does not have: cut back to where the
+        // older epoch ends here, and ask about that one.
+        (own_end.min(log_end), false)
+    } else {
+        (leader_end.min(own_end).min(log_end), true)
+    }
+}
+
+impl<S: Storage> Broker<S> {
+    /// The OffsetsForLeaderEpoch a `kip-101`/`kip-279` follower sends `leader` for the
+    /// partitions that must truncate before they fetch. A partition without any epoch (an empty
+    /// log) has nothing to truncate and fetches at once.
+    fn leader_epochs_request(&mut self, leader: BrokerId) -> Option<OffsetForLeaderEpochRequest> {
+        let node_id = self.node_id().0;
+        let fetcher = self.fetchers.by_leader.get_mut(&leader)?;
+        let replicas = &self.replicas;
+        let mut topics: BTreeMap<String, Vec<OffsetForLeaderPartition>> = BTreeMap::new();
+        fetcher.truncating.retain(|topic_partition, asked| {
+            let Some(partition) = replicas.get(topic_partition) else {
+                return false;
+            };
+            if partition.offline().is_some() {
+                return true;
+            }
+            let latest = partition
+                .log
+                .leader_epochs()
+                .and_then(crate::log::leader_epochs::LeaderEpochCache::latest_epoch);
+            let Some(epoch) = asked.or(latest) else {
+                return false;
+            };
+            topics
+                .entry(topic_partition.topic.clone())
+                .or_default()
+                .push(
+                    OffsetForLeaderPartition::default()
+                        .with_partition(topic_partition.partition)
+                        .with_current_leader_epoch(partition.leader_epoch.0)
+                        .with_leader_epoch(epoch),
+                );
+            true
+        });
+        if topics.is_empty() {
+            return None;
+        }
+        let topics = topics
+            .into_iter()
+            .map(|(topic, partitions)| {
+                OffsetForLeaderTopic::default()
+                    .with_topic(TopicName(StrBytes::from_string(topic)))
+                    .with_partitions(partitions)
+            })
+            .collect();
+        Some(
+            OffsetForLeaderEpochRequest::default()
+                .with_replica_id(kafka_protocol::messages::BrokerId(node_id))
+                .with_topics(topics),
+        )
+    }
+
+    /// The leader's OffsetsForLeaderEpoch answer: truncate each partition where the
+    /// generation says, and let it fetch once done. Returns false if the next request should
+    /// back off (a partition's answer was an error).
+    fn on_leader_epochs(
+        &mut self,
+        leader: BrokerId,
+        response: OffsetForLeaderEpochResponse,
+        out: &mut Vec<Output<S::File>>,
+    ) -> bool {
+        let generation = self.config.replication.generation;
+        let mut ok = true;
+        for topic in response.topics {
+            for data in topic.partitions {
+                let topic_partition = TopicPartition::new(topic.topic.to_string(), data.partition);
+                let waiting = self
+                    .fetchers
+                    .by_leader
+                    .get(&leader)
+                    .is_some_and(|fetcher| fetcher.truncating.contains_key(&topic_partition));
+                let Some(partition) = self.replicas.get(&topic_partition) else {
+                    continue;
+                };
+                if !waiting || partition.is_leader() || partition.leader != leader {
+                    continue;
+                }
+                let error = ErrorCode::from_code(data.error_code);
+                if error != ErrorCode::None {
+                    tracing::warn!(partition = %topic_partition, leader = leader.0, ?error, "leader epoch lookup failed");
+                    ok = false;
+                    continue;
+                }
+                let log_end = partition.log.log_end_offset();
+                let (offset, done) = epoch_truncation(
+                    generation,
+                    partition.log.leader_epochs(),
+                    (log_end, partition.high_watermark()),
+                    (data.leader_epoch, data.end_offset),
+                );
+                let own_epoch = partition.log.leader_epochs().map_or(-1, |epochs| {
+                    epochs.end_offset_for(data.leader_epoch, log_end).0
+                });
+                let reason = format!(
+                    "the leader says epoch {} ends at offset {}",
+                    data.leader_epoch, data.end_offset
+                );
+                self.truncate_follower(&topic_partition, offset, &reason, out);
+                if let Some(fetcher) = self.fetchers.by_leader.get_mut(&leader) {
+                    if done {
+                        fetcher.truncating.remove(&topic_partition);
+                    } else {
+                        fetcher.truncating.insert(topic_partition, Some(own_epoch));
+                    }
+                }
+            }
+        }
+        ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::leader_epochs::LeaderEpochCache;
+
+    /// KIP-279's case: the follower led epoch 3 briefly and wrote offset 1 in it, which the
+    /// leader (epochs 1, 2 and now 4) never saw; the leader's offset 1 is from epoch 2.
+    fn follower_with_an_epoch_the_leader_lacks() -> LeaderEpochCache {
+        let mut epochs = LeaderEpochCache::default();
+        epochs.assign(1, 0);
+        epochs.assign(3, 1);
+        epochs
+    }
+
+    #[test]
+    fn kip_101_keeps_a_batch_of_an_epoch_the_leader_never_had() {
+        let epochs = follower_with_an_epoch_the_leader_lacks();
+        // Asked about epoch 3, the leader answers with epoch 2, ending at offset 2.
+        let answer = epoch_truncation(ReplicationGeneration::Kip101, Some(&epochs), (2, 0), (2, 2));
+        assert_eq!(
+            answer,
+            (2, true),
+            "offset 1 (epoch 3) stays: the logs diverge"
+        );
+    }
+
+    #[test]
+    fn kip_279_walks_back_until_the_epochs_agree() {
+        let mut epochs = follower_with_an_epoch_the_leader_lacks();
+        let first = epoch_truncation(ReplicationGeneration::Kip279, Some(&epochs), (2, 0), (2, 2));
+        assert_eq!(
+            first,
+            (1, false),
+            "cut to where epoch 1 ends here, ask again"
+        );
+        epochs.truncate_from_end(1);
+        // Asked about epoch 1, the leader answers that it ends at offset 1.
+        let second = epoch_truncation(ReplicationGeneration::Kip279, Some(&epochs), (1, 0), (1, 1));
+        assert_eq!(second, (1, true));
+    }
+
+    #[test]
+    fn an_answer_for_the_same_epoch_cuts_at_the_lower_end_in_every_generation() {
+        let mut epochs = LeaderEpochCache::default();
+        epochs.assign(1, 0);
+        epochs.assign(2, 5);
+        for generation in [ReplicationGeneration::Kip101, ReplicationGeneration::Kip279] {
+            assert_eq!(
+                epoch_truncation(generation, Some(&epochs), (9, 3), (2, 7)),
+                (7, true)
+            );
+            assert_eq!(
+                epoch_truncation(generation, Some(&epochs), (9, 3), (-1, -1)),
+                (3, true),
+                "nothing that old on the leader: the high watermark"
+            );
+        }
+    }
 }

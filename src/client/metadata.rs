@@ -102,6 +102,11 @@ impl MetadataCache {
         self.update_requested = true;
     }
 
+    /// Whether a refresh has been asked for and not yet answered.
+    pub fn update_requested(&self) -> bool {
+        self.update_requested
+    }
+
     /// What the last answer said about `topic`.
     pub fn topic(&self, topic: &str) -> Option<&TopicState> {
         self.topics.get(topic)

@@ -338,6 +338,9 @@ impl ProducerCore {
             ProducerInput::ConnectFailed { node, reason } => {
                 tracing::debug!(node, %reason, "producer connect failed");
                 self.nodes.on_lost(now, node);
+                // "Maybe the problem is our metadata, update it" (Kafka's NetworkClient): a
+                // leader that refuses connections may have been replaced.
+                self.metadata.request_update();
             }
             ProducerInput::Disconnected { node, reason } => {
                 self.on_disconnected(now, node, &reason, out);
@@ -597,10 +600,14 @@ impl ProducerCore {
     }
 
     /// Opens the connections the queued work needs: each leader with batches waiting, and,
-    /// when records wait for metadata or a batch's leader is unknown and no connection is up or
-    /// coming, one to a known broker (the bootstrap server before any is known).
+    /// when records wait for metadata, a batch's leader is unknown or a refresh is due (say,
+    /// after the leader's connection was lost) and no connection is up or coming, one to a
+    /// known broker (the bootstrap server before any is known). Kafka's `NetworkClient` does the
+    /// same for a metadata update (`leastLoadedNode`, connecting if need be): without it a
+    /// producer whose only connection was to a dead leader keeps reconnecting there and never
+    /// hears of the new leader.
     fn maybe_connect(&mut self, out: &mut Vec<ProducerOutput>) {
-        let needs_metadata = !self.unrouted.is_empty();
+        let needs_metadata = !self.unrouted.is_empty() || self.metadata.update_requested();
         let (opened, leaderless) =
             self.nodes
                 .open_for(self.batches.keys(), &self.metadata, needs_metadata);
@@ -1738,6 +1745,51 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    /// Found by the simulator (`kip-279-fast-leader-changes-*.toml`): with its only
+    /// connection to a leader that died, the producer kept reconnecting there and never asked
+    /// anyone which broker leads now. A refused connection asks for fresh metadata, and with no
+    /// connection up it connects to another known broker for it.
+    #[test]
+    fn a_leader_refusing_connections_sends_the_producer_to_another_broker_for_metadata() {
+        let mut core = core(&[]);
+        core.metadata.request();
+        core.metadata.on_response(Millis(0), &led_by(&[1]));
+        let out = send_to(&mut core, 0, 1, 0);
+        assert!(
+            matches!(out.as_slice(), [ProducerOutput::Connect { node: 1, .. }]),
+            "the leader: {out:?}"
+        );
+        let refused = ProducerInput::ConnectFailed {
+            node: 1,
+            reason: "refused".into(),
+        };
+        let out = step(&mut core, 10, refused);
+        assert!(
+            out.iter()
+                .any(|output| matches!(output, ProducerOutput::Connect { node: 0, .. })),
+            "another broker, for metadata: {out:?}"
+        );
+        let out = step(&mut core, 11, up(0));
+        assert!(
+            out.iter()
+                .any(|output| matches!(output, ProducerOutput::MetadataRequest { node: 0, .. })),
+            "asks it who leads: {out:?}"
+        );
+        let out = step(
+            &mut core,
+            12,
+            ProducerInput::Metadata {
+                node: 0,
+                response: led_by(&[0]),
+            },
+        );
+        assert_eq!(
+            requests_by_node(&out),
+            vec![(0, vec![0])],
+            "the new leader gets it"
+        );
     }
 
     #[test]

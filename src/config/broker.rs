@@ -234,6 +234,16 @@ pub enum ReplicationGeneration {
     /// starts following (and on restart), which loses committed records when the high
     /// watermark lags and that follower is elected next.
     HwTruncation,
+    /// `kip-101` (Kafka 0.11–1.1): a new follower asks the leader (OffsetsForLeaderEpoch)
+    /// where the epoch of its last batch ends, truncates there, and only then fetches. It
+    /// ignores which epoch the leader's answer is for, so after fast consecutive leader changes
+    /// it keeps batches of an epoch the leader never had, below an offset the leader filled
+    /// with others: the logs diverge (the hole KIP-279 closed).
+    Kip101,
+    /// `kip-279` (Kafka 2.0–2.6): as `kip-101`, but when the leader answers for an older epoch
+    /// than the one asked, the follower truncates to where that epoch ends in its own log and
+    /// asks again, walking back epoch by epoch until both logs agree.
+    Kip279,
     /// `kip-320` (today's Kafka): followers send the epoch of their last batch and truncate
     /// where the leader says their logs diverge (KIP-101's leader epochs, walked back over
     /// several epochs as KIP-279 fixed, carried in the Fetch itself as since Kafka 2.7);
@@ -382,18 +392,14 @@ impl BrokerConfig {
             "seedlog.replication.generation" => {
                 self.replication.generation = match value.trim() {
                     "hw-truncation" => ReplicationGeneration::HwTruncation,
+                    "kip-101" => ReplicationGeneration::Kip101,
+                    "kip-279" => ReplicationGeneration::Kip279,
                     "kip-320" => ReplicationGeneration::Kip320,
-                    "kip-101" | "kip-279" => {
-                        return Err(ConfigError::not_implemented(
-                            key,
-                            "kip-101 and kip-279 (OffsetsForLeaderEpoch before fetching) are not built; kip-320 covers their fixes",
-                        ))
-                    }
                     _ => {
                         return Err(ConfigError::invalid(
                             key,
                             value,
-                            "expected hw-truncation or kip-320",
+                            "expected hw-truncation, kip-101, kip-279 or kip-320",
                         ))
                     }
                 }

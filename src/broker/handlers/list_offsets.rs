@@ -21,17 +21,21 @@ const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
 const LATEST_TIERED_TIMESTAMP: i64 = -5;
 
-/// `(offset, timestamp)` answered for one partition.
+/// `(offset, timestamp)` answered for one partition. As in Kafka's
+/// `Partition.fetchOffsetForTimestamp`, a lookup by timestamp (max timestamp included) answers
+/// only an offset below the high watermark: when the record it finds lies past it, there is no
+/// answer (-1), never an offset a consumer cannot read yet.
 fn lookup<S: Storage>(partition: &Partition<S>, timestamp: i64) -> Result<(i64, i64), LogError> {
+    let below_high_watermark = |found: Option<(i64, i64)>| match found {
+        Some((offset, timestamp)) if offset < partition.high_watermark() => (offset, timestamp),
+        _ => (-1, -1),
+    };
     Ok(match timestamp {
         LATEST_TIMESTAMP => (partition.high_watermark(), -1),
         EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => (partition.log.log_start_offset(), -1),
-        MAX_TIMESTAMP => partition.log.offset_of_max_timestamp()?.unwrap_or((-1, -1)),
+        MAX_TIMESTAMP => below_high_watermark(partition.log.offset_of_max_timestamp()?),
         LATEST_TIERED_TIMESTAMP => (-1, -1),
-        target => match partition.log.offset_for_timestamp(target)? {
-            Some((offset, timestamp)) if offset < partition.high_watermark() => (offset, timestamp),
-            _ => (-1, -1),
-        },
+        target => below_high_watermark(partition.log.offset_for_timestamp(target)?),
     })
 }
 

@@ -467,3 +467,51 @@ fn with_flush_messages_1_the_follower_reports_only_durable_appends() {
         (ErrorCode::None, 0)
     );
 }
+
+/// ListOffsets -3 on the leader's log as a client asks it: `(offset, timestamp)`.
+fn max_timestamp_offset(pair: &mut Pair) -> (i64, i64) {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{ListOffsetsRequest, TopicName};
+    let body = ListOffsetsRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("t")))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_current_leader_epoch(-1)
+                .with_timestamp(-3)])]);
+    let out = pair.request(LEADER, 7, RequestKind::ListOffsets(body));
+    let [Output::Respond { response, .. }] = out.as_slice() else {
+        panic!("one answer: {out:?}")
+    };
+    let ResponseKind::ListOffsets(answer) = decode(response) else {
+        panic!("a ListOffsets answer")
+    };
+    let partition = &answer.topics[0].partitions[0];
+    (partition.offset, partition.timestamp)
+}
+
+/// Kafka's `Partition.fetchOffsetForTimestamp`: the record with the largest timestamp is
+/// answered only once it is below the high watermark (found by the simulator: the seedlog
+/// leader answered an offset past it, `kip-279-fast-leader-changes-walk-back.toml` seed 2).
+#[test]
+fn the_max_timestamp_lookup_answers_nothing_past_the_high_watermark() {
+    let mut pair = Pair::new(&[]);
+    pair.cut_off[FOLLOWER] = true;
+    pair.fail_follower_fetch();
+    assert_eq!(
+        produce_result(pair.produce(1, 1_000, "a")),
+        (ErrorCode::None, 0)
+    );
+    assert_eq!(
+        pair.partition(LEADER).high_watermark(),
+        0,
+        "the follower has not fetched it"
+    );
+    assert_eq!(max_timestamp_offset(&mut pair).0, -1);
+    pair.cut_off[FOLLOWER] = false;
+    pair.fail_follower_fetch();
+    pair.advance(1_000);
+    assert_eq!(pair.partition(LEADER).high_watermark(), 1);
+    assert_eq!(max_timestamp_offset(&mut pair).0, 0);
+}
