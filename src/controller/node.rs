@@ -161,60 +161,40 @@ impl<S: Storage> ControllerNode<S> {
         seed: u64,
         now: Millis,
     ) -> Result<Opened<S>, BrokerError> {
-        if let QuorumKind::Raft { me } = kind {
-            let clear = |error: std::io::Error| {
-                BrokerError::DataDirectory(format!("clearing the metadata log copy: {error}"))
-            };
-            for name in storage
-                .list(&format!("{METADATA_LOG_DIRECTORY}/"))
-                .map_err(clear)?
-            {
-                storage.remove(&name).map_err(clear)?;
+        let raft = match kind {
+            QuorumKind::Local => None,
+            QuorumKind::Raft { me } => {
+                let clear = |error: std::io::Error| {
+                    BrokerError::DataDirectory(format!("clearing the metadata log copy: {error}"))
+                };
+                for name in storage
+                    .list(&format!("{METADATA_LOG_DIRECTORY}/"))
+                    .map_err(clear)?
+                {
+                    storage.remove(&name).map_err(clear)?;
+                }
+                Some(RaftView {
+                    me,
+                    leader: None,
+                    term: 0,
+                    applied_term: 0,
+                    active: false,
+                    uncommitted: VecDeque::new(),
+                    settings: config.clone(),
+                    seed,
+                })
             }
-            let (log, _report) = PartitionLog::open(
-                storage,
-                METADATA_LOG_DIRECTORY,
-                metadata_log_config(),
-                0,
-                now,
-            )?;
-            let raft = RaftView {
-                me,
-                leader: None,
-                term: 0,
-                applied_term: 0,
-                active: false,
-                uncommitted: VecDeque::new(),
-                settings: config.clone(),
-                seed,
-            };
-            let node = ControllerNode {
-                controller: QuorumController::new(config, seed),
-                raft: Some(raft),
-                defaults,
-                log,
-                flushes: BTreeMap::new(),
-                next_flush_id: 0,
-                pending: Vec::new(),
-                fetches: Vec::new(),
-                registered_at: BTreeMap::new(),
-            };
-            return Ok((node, None));
-        }
-        let (mut log, _report) = PartitionLog::open(
+        };
+        let (log, _report) = PartitionLog::open(
             storage,
             METADATA_LOG_DIRECTORY,
             metadata_log_config(),
             0,
             now,
         )?;
-        let to_sync = log.start_flush(now).map(|(sync, mark)| {
-            log.flush_completed(mark);
-            sync
-        });
         let mut node = ControllerNode {
             controller: QuorumController::new(config, seed),
-            raft: None,
+            raft,
             defaults,
             log,
             flushes: BTreeMap::new(),
@@ -223,6 +203,15 @@ impl<S: Storage> ControllerNode<S> {
             fetches: Vec::new(),
             registered_at: BTreeMap::new(),
         };
+        if node.raft.is_some() {
+            // The quorum feeds every committed entry again; the node acts once elected.
+            return Ok((node, None));
+        }
+        let log = &mut node.log;
+        let to_sync = log.start_flush(now).map(|(sync, mark)| {
+            log.flush_completed(mark);
+            sync
+        });
         for (offset, record) in node.read_records(0)? {
             node.note(offset, &record);
             node.controller
@@ -386,27 +375,13 @@ impl<S: Storage> ControllerNode<S> {
         // Topic ids drawn in this term must differ from any drawn before (a replayed
         // controller's generator starts over).
         let seed = raft.seed ^ raft.term.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        self.controller = QuorumController::new(raft.settings.clone(), seed);
-        for (_, record) in self
-            .read_records(0)
-            .expect("the metadata log copy reads back")
-        {
-            if let Err(error) = self.controller.replay(&record) {
-                panic!("a committed metadata record does not apply: {error}");
-            }
-        }
+        self.rebuild_controller(seed);
         self.controller.activate(now);
     }
 
-    /// Stops acting as the controller: waiting answers and fetches get `NOT_CONTROLLER`, and the
-    /// image goes back to what was committed.
-    fn step_down(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
-        let raft = self.raft.as_mut().expect("Raft mode");
-        tracing::info!(term = raft.term, leader = ?raft.leader, "no longer the active controller");
-        raft.active = false;
-        raft.uncommitted.clear();
-        let settings = raft.settings.clone();
-        let seed = raft.seed;
+    /// A controller whose image is the committed records, drawing ids from `seed`.
+    fn rebuild_controller(&mut self, seed: u64) {
+        let settings = self.raft.as_ref().expect("Raft mode").settings.clone();
         self.controller = QuorumController::new(settings, seed);
         for (_, record) in self
             .read_records(0)
@@ -416,6 +391,17 @@ impl<S: Storage> ControllerNode<S> {
                 panic!("a committed metadata record does not apply: {error}");
             }
         }
+    }
+
+    /// Stops acting as the controller: waiting answers and fetches get `NOT_CONTROLLER`, and the
+    /// image goes back to what was committed.
+    fn step_down(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+        let raft = self.raft.as_mut().expect("Raft mode");
+        tracing::info!(term = raft.term, leader = ?raft.leader, "no longer the active controller");
+        raft.active = false;
+        raft.uncommitted.clear();
+        let seed = raft.seed;
+        self.rebuild_controller(seed);
         for pending in std::mem::take(&mut self.pending) {
             if let Output::Respond {
                 connection,
