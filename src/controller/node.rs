@@ -992,15 +992,8 @@ mod tests {
         }
 
         fn register(&mut self, broker: i32) -> i64 {
-            let listener = Listener::default()
-                .with_name(StrBytes::from_static_str("PLAINTEXT"))
-                .with_host(StrBytes::from_static_str("localhost"))
-                .with_port(9092);
-            let body = BrokerRegistrationRequest::default()
-                .with_broker_id(kafka_protocol::messages::BrokerId(broker))
-                .with_listeners(vec![listener]);
             let ResponseKind::BrokerRegistration(response) =
-                self.message(1, RequestKind::BrokerRegistration(body))
+                self.message(1, registration(broker).body)
             else {
                 panic!("registration")
             };

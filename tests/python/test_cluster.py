@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
@@ -53,6 +54,15 @@ def test_acks_all_survives_a_kill_9_of_the_leader(cluster) -> None:
                 raise
             time.sleep(0.5)
     leader = leader_of(admin, "replicated")
+    acknowledged = produce_through(bootstrap, {100: brokers[leader].process.kill})
+    new_leader = leader_of_live(admin, "replicated", leader)
+    assert new_leader != leader
+    assert_all_read_back(acknowledged, [broker for node, broker in enumerate(brokers) if node != leader])
+
+
+def produce_through(bootstrap: list[str], actions: dict[int, Callable[[], None]]) -> list[str]:
+    """Sends 300 records to `replicated` with acks=all, one at a time, running `actions[i]`
+    before record i; returns the acknowledged values."""
     producer = KafkaProducer(
         bootstrap_servers=bootstrap,
         acks="all",
@@ -64,17 +74,19 @@ def test_acks_all_survives_a_kill_9_of_the_leader(cluster) -> None:
     )
     acknowledged = []
     for index in range(300):
-        if index == 100:
-            brokers[leader].process.kill()
+        if index in actions:
+            actions[index]()
         value = f"value-{index}"
         producer.send("replicated", value.encode()).get(timeout=60)
         acknowledged.append(value)
     producer.close()
-    new_leader = leader_of_live(admin, "replicated", leader)
-    assert new_leader != leader
+    return acknowledged
+
+
+def assert_all_read_back(acknowledged: list[str], brokers: list[Broker]) -> None:
     consumer = KafkaConsumer(
         "replicated",
-        bootstrap_servers=[broker.address for node, broker in enumerate(brokers) if node != leader],
+        bootstrap_servers=[broker.address for broker in brokers],
         auto_offset_reset="earliest",
         consumer_timeout_ms=5000,
     )

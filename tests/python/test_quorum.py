@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
 from conftest import Broker
-from test_cluster import leader_of, leader_of_live
+from test_cluster import assert_all_read_back, leader_of, leader_of_live, produce_through
 
 CONTROLLER_IDS = [100, 101, 102]
 
@@ -86,37 +86,13 @@ def test_acks_all_survives_a_kill_9_of_the_active_controller_then_the_leader(quo
             time.sleep(0.5)
     leader = leader_of(admin, "replicated")
     first = active_controller(controllers)
-    producer = KafkaProducer(
-        bootstrap_servers=bootstrap,
-        acks="all",
-        enable_idempotence=False,
-        retries=50,
-        request_timeout_ms=5000,
-        delivery_timeout_ms=60000,
-        max_in_flight_requests_per_connection=1,
-    )
-    acknowledged = []
-    for index in range(300):
-        if index == 100:
-            controllers[first].process.kill()
-        if index == 200:
-            # Only once a new controller leads: it must elect the next partition leader.
-            second = active_controller(controllers)
-            assert second != first
-            brokers[leader].process.kill()
-        value = f"value-{index}"
-        producer.send("replicated", value.encode()).get(timeout=60)
-        acknowledged.append(value)
-    producer.close()
+
+    def kill_the_leader() -> None:
+        # Only once a new controller leads: it must elect the next partition leader.
+        assert active_controller(controllers) != first
+        brokers[leader].process.kill()
+
+    acknowledged = produce_through(bootstrap, {100: controllers[first].process.kill, 200: kill_the_leader})
     new_leader = leader_of_live(admin, "replicated", leader)
     assert new_leader != leader
-    consumer = KafkaConsumer(
-        "replicated",
-        bootstrap_servers=[broker.address for node, broker in enumerate(brokers) if node != leader],
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=5000,
-    )
-    seen = {message.value.decode() for message in consumer}
-    consumer.close()
-    missing = [value for value in acknowledged if value not in seen]
-    assert not missing, f"{len(missing)} acknowledged records lost, first {missing[:5]}"
+    assert_all_read_back(acknowledged, [broker for node, broker in enumerate(brokers) if node != leader])
