@@ -1222,6 +1222,30 @@ mod tests {
         let out = quorum(&mut node, committed(2, proposal(&out)));
         assert_eq!(registration_error(&out), Some(0));
         assert_eq!(node.committed(), 1);
+        // Elected again in a later term (the metrics may skip the election in between): it
+        // stops acting until an entry of the new term is applied.
+        quorum(
+            &mut node,
+            QuorumInput::Leader {
+                leader: Some(1000),
+                term: 4,
+            },
+        );
+        assert!(
+            !node.is_active(),
+            "a new term needs its own entry applied first"
+        );
+        quorum(&mut node, committed(4, Vec::new()));
+        assert!(node.is_active());
+        // The same leader and term again changes nothing.
+        quorum(
+            &mut node,
+            QuorumInput::Leader {
+                leader: Some(1000),
+                term: 4,
+            },
+        );
+        assert!(node.is_active());
     }
 
     #[test]
