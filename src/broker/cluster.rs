@@ -19,8 +19,8 @@ use kafka_protocol::messages::alter_partition_request::{PartitionData, TopicData
 use kafka_protocol::messages::broker_registration_request::Listener;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{
-    AlterPartitionRequest, BrokerHeartbeatRequest, BrokerRegistrationRequest, FetchRequest,
-    RequestKind, ResponseKind, TopicName,
+    AlterPartitionRequest, BrokerHeartbeatRequest, BrokerRegistrationRequest, CreateTopicsResponse,
+    FetchRequest, RequestKind, ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -167,7 +167,7 @@ impl<S: Storage> Broker<S> {
         let voter = membership.controller();
         membership.in_flight.insert(id, (call, now, voter));
         out.push(Output::PeerRequest {
-            peer: membership.controller(),
+            peer: voter,
             id,
             api_version,
             body: Box::new(body),
@@ -285,18 +285,21 @@ impl<S: Storage> Broker<S> {
         for id in expired {
             let membership = self.cluster.as_mut().expect("checked");
             let (call, _, voter) = membership.in_flight.remove(&id).expect("listed above");
-            self.controller_call_failed(now, &call, voter, "no answer in time", out);
+            let answer = CreateTopicsResponse::default();
+            self.controller_call_failed(now, &call, voter, "no answer in time", answer, out);
         }
     }
 
     /// A request the controller did not answer: the next ones go to the next voter, after a
-    /// pause; an AlterPartition is sent again, a client's CreateTopics answered empty.
+    /// pause; an AlterPartition is sent again, a client's CreateTopics gets `answer` (empty, or
+    /// the controller's NOT_CONTROLLER, which the client retries).
     fn controller_call_failed(
         &mut self,
         now: Millis,
         call: &Call,
         voter: BrokerId,
         error: &str,
+        answer: CreateTopicsResponse,
         out: &mut Vec<Output<S::File>>,
     ) {
         let membership = self.cluster.as_mut().expect("in a cluster");
@@ -306,11 +309,7 @@ impl<S: Storage> Broker<S> {
             membership.alter_retries.extend(partitions.iter().cloned());
         }
         if let Call::CreateTopics(Some(reply_to)) = call {
-            out.push(
-                reply_to.respond(ResponseBody::message(ResponseKind::CreateTopics(
-                    kafka_protocol::messages::CreateTopicsResponse::default(),
-                ))),
-            );
+            out.push(reply_to.respond(ResponseBody::message(ResponseKind::CreateTopics(answer))));
         }
         membership.retry_at = now.plus(RETRY_MS);
     }
@@ -333,20 +332,16 @@ impl<S: Storage> Broker<S> {
             Ok(response) if !is_not_controller(response) => response.as_ref(),
             Ok(response) => {
                 // A client's CreateTopics hears NOT_CONTROLLER (retriable) and tries again.
-                if let (Call::CreateTopics(Some(reply_to)), ResponseKind::CreateTopics(body)) =
-                    (&call, response.as_ref())
-                {
-                    let body = ResponseKind::CreateTopics(body.clone());
-                    out.push(reply_to.respond(ResponseBody::message(body)));
-                    let call = Call::CreateTopics(None);
-                    self.controller_call_failed(now, &call, voter, "NOT_CONTROLLER", out);
-                    return true;
-                }
-                self.controller_call_failed(now, &call, voter, "NOT_CONTROLLER", out);
+                let answer = match response.as_ref() {
+                    ResponseKind::CreateTopics(body) => body.clone(),
+                    _ => CreateTopicsResponse::default(),
+                };
+                self.controller_call_failed(now, &call, voter, "NOT_CONTROLLER", answer, out);
                 return true;
             }
             Err(error) => {
-                self.controller_call_failed(now, &call, voter, error, out);
+                let answer = CreateTopicsResponse::default();
+                self.controller_call_failed(now, &call, voter, error, answer, out);
                 return true;
             }
         };

@@ -103,6 +103,11 @@ impl QuorumController {
         }
     }
 
+    /// The settings it decides by.
+    pub fn config(&self) -> &ControllerConfig {
+        &self.config
+    }
+
     /// The image, as the records so far make it.
     pub fn image(&self) -> &ClusterImage {
         &self.image

@@ -114,7 +114,6 @@ struct RaftView {
     active: bool,
     /// Records proposed in this leadership, not yet seen committed, in order.
     uncommitted: VecDeque<Record>,
-    settings: ControllerConfig,
     seed: u64,
 }
 
@@ -180,7 +179,6 @@ impl<S: Storage> ControllerNode<S> {
                     applied_term: 0,
                     active: false,
                     uncommitted: VecDeque::new(),
-                    settings: config.clone(),
                     seed,
                 })
             }
@@ -381,8 +379,7 @@ impl<S: Storage> ControllerNode<S> {
 
     /// A controller whose image is the committed records, drawing ids from `seed`.
     fn rebuild_controller(&mut self, seed: u64) {
-        let settings = self.raft.as_ref().expect("Raft mode").settings.clone();
-        self.controller = QuorumController::new(settings, seed);
+        self.controller = QuorumController::new(self.controller.config().clone(), seed);
         for (_, record) in self
             .read_records(0)
             .expect("the metadata log copy reads back")

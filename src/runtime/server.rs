@@ -364,20 +364,10 @@ enum Phase {
     Flushing,
 }
 
-async fn next_snapshot(
-    snapshots: Option<&mut mpsc::Receiver<SnapshotRequest>>,
-) -> Option<SnapshotRequest> {
-    match snapshots {
-        Some(snapshots) => snapshots.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn next_quorum_input(
-    inputs: Option<&mut mpsc::Receiver<QuorumInput>>,
-) -> Option<QuorumInput> {
-    match inputs {
-        Some(inputs) => inputs.recv().await,
+/// The next message of an optional channel (never, without one).
+async fn next_of<T>(receiver: Option<&mut mpsc::Receiver<T>>) -> Option<T> {
+    match receiver {
+        Some(receiver) => receiver.recv().await,
         None => std::future::pending().await,
     }
 }
@@ -423,8 +413,8 @@ async fn drive<S: DurableStorage, M: Served<S::File>>(
                 DriverMessage::FlushDone { flush_id, result } => Input::FlushCompleted { flush_id, result },
             },
             Some((peer, id, result)) = shell.peer_answers.recv() => Input::PeerResponse { peer, id, result },
-            Some(input) = next_quorum_input(shell.quorum_inputs.as_mut()) => Input::Quorum(input),
-            Some(reply) = next_snapshot(stop.snapshots.as_mut()) => {
+            Some(input) = next_of(shell.quorum_inputs.as_mut()) => Input::Quorum(input),
+            Some(reply) = next_of(stop.snapshots.as_mut()) => {
                 if let Some(snapshot) = driver.machine().metrics_snapshot() {
                     let _ = reply.send(snapshot);
                 }

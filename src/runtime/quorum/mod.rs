@@ -147,11 +147,6 @@ impl Quorum {
             }
         });
     }
-
-    /// Stops the Raft tasks.
-    pub async fn shutdown(&self) {
-        let _ = self.raft.shutdown().await;
-    }
 }
 
 /// Feeds each change of leader or term to the node.
