@@ -35,6 +35,12 @@ pub const HIGH_WATERMARK_CHECKPOINT: &str = "replication-offset-checkpoint";
 /// Where a new high-watermark checkpoint is written before it replaces the old one.
 pub const HIGH_WATERMARK_CHECKPOINT_TMP: &str = "replication-offset-checkpoint.tmp";
 
+/// `producer-id-block`: the end of the producer ids this broker reserved durably (see
+/// `broker::producer_ids`).
+pub const PRODUCER_ID_BLOCK: &str = "producer-id-block";
+/// Where a new producer-id block is written before it replaces the old one.
+pub const PRODUCER_ID_BLOCK_TMP: &str = "producer-id-block.tmp";
+
 /// Which checkpoint file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum CheckpointKind {
@@ -45,6 +51,8 @@ pub(crate) enum CheckpointKind {
     /// `replication-offset-checkpoint`, written every
     /// `replica.high.watermark.checkpoint.interval.ms` in a cluster.
     HighWatermarks,
+    /// `producer-id-block`, written when the durable producer ids run low.
+    ProducerIds,
 }
 
 impl CheckpointKind {
@@ -54,6 +62,7 @@ impl CheckpointKind {
             CheckpointKind::RecoveryPoints => RECOVERY_POINT_CHECKPOINT,
             CheckpointKind::LogStarts => LOG_START_CHECKPOINT,
             CheckpointKind::HighWatermarks => HIGH_WATERMARK_CHECKPOINT,
+            CheckpointKind::ProducerIds => PRODUCER_ID_BLOCK,
         }
     }
 
@@ -63,6 +72,7 @@ impl CheckpointKind {
             CheckpointKind::RecoveryPoints => RECOVERY_POINT_CHECKPOINT_TMP,
             CheckpointKind::LogStarts => LOG_START_CHECKPOINT_TMP,
             CheckpointKind::HighWatermarks => HIGH_WATERMARK_CHECKPOINT_TMP,
+            CheckpointKind::ProducerIds => PRODUCER_ID_BLOCK_TMP,
         }
     }
 }

@@ -306,6 +306,7 @@ impl<S: Storage> Broker<S> {
             CheckpointKind::RecoveryPoints => &mut self.checkpoint,
             CheckpointKind::LogStarts => &mut self.log_starts,
             CheckpointKind::HighWatermarks => &mut self.high_watermarks,
+            CheckpointKind::ProducerIds => &mut self.producer_id_block,
         }
     }
 
@@ -319,6 +320,9 @@ impl<S: Storage> Broker<S> {
     ) {
         if points == self.writer(kind).written {
             self.writer(kind).rest(now);
+            if kind == CheckpointKind::ProducerIds {
+                self.on_producer_ids_written(now, Ok(()), out);
+            }
             return;
         }
         let text = checkpoint::format(&points);
@@ -339,6 +343,9 @@ impl<S: Storage> Broker<S> {
             Err(error) => {
                 tracing::error!(%error, "cannot write {}", kind.temporary());
                 self.writer(kind).rest(now);
+                if kind == CheckpointKind::ProducerIds {
+                    self.on_producer_ids_written(now, Err(error.to_string()), out);
+                }
             }
         }
     }
@@ -355,6 +362,9 @@ impl<S: Storage> Broker<S> {
         if let Err(error) = result {
             tracing::error!(%error, file = kind.file(), "checkpointing failed; retrying later");
             self.writer(kind).rest(now);
+            if kind == CheckpointKind::ProducerIds {
+                self.on_producer_ids_written(now, Err(error), out);
+            }
             return;
         }
         match std::mem::replace(&mut self.writer(kind).stage, CheckpointStage::Idle) {
@@ -362,6 +372,9 @@ impl<S: Storage> Broker<S> {
                 if let Err(error) = self.storage.rename(kind.temporary(), kind.file()) {
                     tracing::error!(%error, "cannot rename {}", kind.temporary());
                     self.writer(kind).rest(now);
+                    if kind == CheckpointKind::ProducerIds {
+                        self.on_producer_ids_written(now, Err(error.to_string()), out);
+                    }
                     return;
                 }
                 self.writer(kind).stage = CheckpointStage::SyncingDirectory(points);
@@ -376,6 +389,9 @@ impl<S: Storage> Broker<S> {
                 self.writer(kind).rest(now);
                 if kind == CheckpointKind::LogStarts {
                     self.apply_log_starts(now, out);
+                }
+                if kind == CheckpointKind::ProducerIds {
+                    self.on_producer_ids_written(now, Ok(()), out);
                 }
             }
             CheckpointStage::Idle => unreachable!("a checkpoint step completed while idle"),

@@ -26,6 +26,7 @@ pub(crate) use startup::{metadata_log_config, read_log_records};
 pub mod metadata;
 pub mod metrics;
 pub mod partition;
+mod producer_ids;
 mod purgatory;
 pub mod replica_manager;
 mod replication;
@@ -406,6 +407,10 @@ pub struct Broker<S: Storage> {
     /// The high-watermark checkpoint (`replication-offset-checkpoint`), written every
     /// `replica.high.watermark.checkpoint.interval.ms` in a cluster.
     high_watermarks: CheckpointWriter,
+    /// `producer-id-block`, written when InitProducerId needs more durable ids.
+    producer_id_block: CheckpointWriter,
+    /// The producer ids handed out and reserved.
+    producer_ids: producer_ids::ProducerIds,
     /// Wall-clock milliseconds since the epoch at `now = 0` (retention compares record
     /// timestamps with wall-clock time); set by the shell.
     wall_clock_at_zero: i64,
@@ -524,6 +529,9 @@ impl<S: Storage> Broker<S> {
             RequestKind::Fetch(_) => self.on_fetch_request(now, reply_to, request, out),
             RequestKind::DeleteRecords(body) => {
                 self.on_delete_records_request(now, reply_to, body, out)
+            }
+            RequestKind::InitProducerId(body) => {
+                self.on_init_producer_id_request(now, reply_to, body, out)
             }
             other => {
                 // The codec only lets supported APIs through, so this is a bug in the table.

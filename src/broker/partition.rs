@@ -428,6 +428,14 @@ impl<S: Storage> Partition<S> {
         self.leader_high_watermark = self.leader_high_watermark.max(leader_high_watermark);
     }
 
+    /// Whether an append ending at `end_offset` (exclusive) had to be flushed before its
+    /// acknowledgement (it crossed `flush.messages`) and the flush has not completed yet.
+    pub fn awaits_flush(&self, end_offset: i64) -> bool {
+        self.durability_barriers
+            .iter()
+            .any(|(base, end)| *base < end_offset && end_offset <= *end)
+    }
+
     /// Whether an append ending at `end_offset` (exclusive) is durable on this replica.
     pub fn is_durable(&self, end_offset: i64) -> bool {
         self.log.recovery_point() >= end_offset

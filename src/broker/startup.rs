@@ -121,6 +121,7 @@ impl<S: Storage> Broker<S> {
         let recovery_points = Self::load_checkpoint(&storage, CheckpointKind::RecoveryPoints)?;
         let log_starts = Self::load_checkpoint(&storage, CheckpointKind::LogStarts)?;
         let high_watermarks = Self::load_checkpoint(&storage, CheckpointKind::HighWatermarks)?;
+        let producer_id_block = Self::load_checkpoint(&storage, CheckpointKind::ProducerIds)?;
         let metadata_log = Self::open_metadata_log(&storage, &recovery_points, now, &mut report)?;
         let interval_ms = config.log_flush_offset_checkpoint_interval_ms as u64;
         let high_watermark_interval_ms =
@@ -146,6 +147,9 @@ impl<S: Storage> Broker<S> {
                 now,
                 high_watermarks,
             ),
+            producer_ids: super::producer_ids::ProducerIds::loaded(&producer_id_block),
+            // Written on demand, never on a timer (its deadline is not the broker's).
+            producer_id_block: CheckpointWriter::new(0, now, producer_id_block),
             wall_clock_at_zero: 0,
             purgatory: Purgatory::default(),
             closing: None,

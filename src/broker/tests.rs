@@ -1268,4 +1268,5 @@ fn describe_configs_gives_a_topics_effective_configs_and_where_each_comes_from()
 }
 
 mod cluster;
+mod idempotence;
 mod replication;

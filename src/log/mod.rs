@@ -3,6 +3,7 @@
 pub mod leader_epochs;
 pub mod offset_index;
 pub mod partition_log;
+pub mod producer_state;
 pub mod segment;
 
 pub use partition_log::{

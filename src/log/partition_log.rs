@@ -23,6 +23,7 @@ use crate::storage::Storage;
 use crate::types::Millis;
 
 use super::leader_epochs::LeaderEpochCache;
+use super::producer_state::ProducerStates;
 use super::segment::{parse_segment_name, LogSegment};
 use super::LogError;
 
@@ -144,6 +145,9 @@ pub struct PartitionLog<S: Storage> {
     /// The leader-epoch cache, once built ([`PartitionLog::load_leader_epochs`]): a replica in
     /// a cluster needs it, a broker that is its own controller never does.
     leader_epochs: Option<LeaderEpochCache>,
+    /// The producer state, once built ([`PartitionLog::load_producer_states`]); dropped by a
+    /// truncation and rebuilt by the next header walk.
+    producer_states: Option<ProducerStates>,
     directory: String,
     config: LogConfig,
     segments: BTreeMap<i64, LogSegment<S::File>>,
@@ -301,6 +305,7 @@ impl<S: Storage> PartitionLog<S> {
         let mut log = PartitionLog {
             truncated_at: Vec::new(),
             leader_epochs: None,
+            producer_states: None,
             storage,
             directory: directory.to_owned(),
             config,
@@ -512,6 +517,18 @@ impl<S: Storage> PartitionLog<S> {
         Ok(())
     }
 
+    /// Builds the producer state from the batch headers, if not built yet.
+    pub fn load_producer_states(&mut self) -> Result<&ProducerStates, LogError> {
+        if self.producer_states.is_none() {
+            let mut states = ProducerStates::default();
+            for segment in self.segments.values() {
+                segment.batch_headers(|header| states.update(header))?;
+            }
+            self.producer_states = Some(states);
+        }
+        Ok(self.producer_states.as_ref().expect("built above"))
+    }
+
     /// The leader-epoch cache, if built.
     pub fn leader_epochs(&self) -> Option<&LeaderEpochCache> {
         self.leader_epochs.as_ref()
@@ -551,6 +568,7 @@ impl<S: Storage> PartitionLog<S> {
         if let Some(epochs) = &mut self.leader_epochs {
             epochs.truncate_from_end(self.log_end_offset);
         }
+        self.producer_states = None;
         self.unflushed_messages = 0;
         let directories = self.unsynced_directories();
         let mark = FlushMark {
@@ -655,6 +673,9 @@ impl<S: Storage> PartitionLog<S> {
         self.log_end_offset = header.last_offset() + 1;
         if let Some(epochs) = &mut self.leader_epochs {
             epochs.assign(header.partition_leader_epoch, header.base_offset);
+        }
+        if let Some(states) = &mut self.producer_states {
+            states.update(&header);
         }
         self.unflushed_messages += i64::from(header.records_count.max(1));
         Ok(AppendInfo {

@@ -288,6 +288,11 @@ impl<F: StorageFile> LogSegment<F> {
         self.walk(|_, header| visit(header.partition_leader_epoch, header.base_offset))
     }
 
+    /// Every batch's header, in order (a header walk).
+    pub fn batch_headers(&self, mut visit: impl FnMut(&RecordBatchHeader)) -> Result<(), LogError> {
+        self.walk(|_, header| visit(header))
+    }
+
     /// Removes every batch whose last offset is at or past `offset` (Kafka's
     /// `LogSegment.truncateTo`: a batch holding `offset` goes whole). Returns the bytes removed.
     pub fn truncate_to(&mut self, offset: i64) -> Result<u64, LogError> {

@@ -27,7 +27,7 @@ const fn api(key: ApiKey, min_version: i16, max_version: i16) -> SupportedApi {
 }
 
 /// Every API seedlog answers, in key order.
-pub const SUPPORTED_APIS: [SupportedApi; 9] = [
+pub const SUPPORTED_APIS: [SupportedApi; 10] = [
     api(ApiKey::Produce, 3, 10), // v3+: RecordBatch v2 only; v9+ flexible
     api(ApiKey::Fetch, 4, 16),   // v4+: RecordBatch v2; v12+ flexible; v13+ topic ids
     api(ApiKey::ListOffsets, 1, 9),
@@ -35,6 +35,7 @@ pub const SUPPORTED_APIS: [SupportedApi; 9] = [
     api(ApiKey::ApiVersions, 0, 4),
     api(ApiKey::CreateTopics, 2, 7),
     api(ApiKey::DeleteRecords, 0, 2),        // v2 flexible
+    api(ApiKey::InitProducerId, 0, 5),       // v2 flexible; idempotent producers only
     api(ApiKey::OffsetForLeaderEpoch, 2, 4), // v4 flexible
     api(ApiKey::DescribeConfigs, 1, 4),      // v4 flexible; topic resources only
 ];

@@ -270,6 +270,7 @@ impl RequestApiKey for RequestKind {
             RequestKind::ApiVersions(_) => ApiKey::ApiVersions,
             RequestKind::CreateTopics(_) => ApiKey::CreateTopics,
             RequestKind::DeleteRecords(_) => ApiKey::DeleteRecords,
+            RequestKind::InitProducerId(_) => ApiKey::InitProducerId,
             RequestKind::BrokerRegistration(_) => ApiKey::BrokerRegistration,
             RequestKind::BrokerHeartbeat(_) => ApiKey::BrokerHeartbeat,
             RequestKind::AlterPartition(_) => ApiKey::AlterPartition,

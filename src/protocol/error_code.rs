@@ -17,6 +17,7 @@ pub enum ErrorCode {
     RequestTimedOut = 7,
     MessageTooLarge = 10,
     NetworkException = 13,
+    CoordinatorLoadInProgress = 14,
     InvalidTopicException = 17,
     RecordListTooLarge = 18,
     NotEnoughReplicas = 19,
@@ -30,6 +31,8 @@ pub enum ErrorCode {
     InvalidConfig = 40,
     InvalidRequest = 42,
     UnsupportedForMessageFormat = 43,
+    OutOfOrderSequenceNumber = 45,
+    InvalidProducerEpoch = 47,
     KafkaStorageError = 56,
     UnknownProducerId = 59,
     FencedLeaderEpoch = 74,
@@ -107,7 +110,7 @@ impl ErrorCode {
     }
 }
 
-const ALL: [ErrorCode; 35] = [
+const ALL: [ErrorCode; 38] = [
     ErrorCode::UnknownServerError,
     ErrorCode::None,
     ErrorCode::OffsetOutOfRange,
@@ -119,6 +122,7 @@ const ALL: [ErrorCode; 35] = [
     ErrorCode::RequestTimedOut,
     ErrorCode::MessageTooLarge,
     ErrorCode::NetworkException,
+    ErrorCode::CoordinatorLoadInProgress,
     ErrorCode::InvalidTopicException,
     ErrorCode::RecordListTooLarge,
     ErrorCode::NotEnoughReplicas,
@@ -132,6 +136,8 @@ const ALL: [ErrorCode; 35] = [
     ErrorCode::InvalidConfig,
     ErrorCode::InvalidRequest,
     ErrorCode::UnsupportedForMessageFormat,
+    ErrorCode::OutOfOrderSequenceNumber,
+    ErrorCode::InvalidProducerEpoch,
     ErrorCode::KafkaStorageError,
     ErrorCode::UnknownProducerId,
     ErrorCode::FencedLeaderEpoch,

@@ -18,7 +18,7 @@ use crate::protocol::ErrorCode;
 use crate::runtime::net::{Connection, ConnectionError};
 
 /// The versions this client can speak: `(api, min, max)`. Fetch stops at v12 (topics by name).
-const CLIENT_VERSIONS: [(ApiKey, i16, i16); 7] = [
+const CLIENT_VERSIONS: [(ApiKey, i16, i16); 8] = [
     (ApiKey::Produce, 3, 9),
     (ApiKey::Fetch, 4, 12),
     (ApiKey::ListOffsets, 1, 7),
@@ -26,6 +26,7 @@ const CLIENT_VERSIONS: [(ApiKey, i16, i16); 7] = [
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::OffsetForLeaderEpoch, 3, 4), // v3+: replica_id (-1, a consumer)
+    (ApiKey::InitProducerId, 0, 4),
 ];
 
 /// Largest response frame accepted.

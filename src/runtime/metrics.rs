@@ -63,6 +63,7 @@ fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::ApiVersions => "ApiVersions",
         ApiKey::CreateTopics => "CreateTopics",
         ApiKey::DeleteRecords => "DeleteRecords",
+        ApiKey::InitProducerId => "InitProducerId",
         _ => "Other",
     }
 }

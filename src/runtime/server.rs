@@ -535,6 +535,7 @@ pub fn api_by_name(name: &str) -> Option<ApiKey> {
         "api_versions" => Some(ApiKey::ApiVersions),
         "create_topics" => Some(ApiKey::CreateTopics),
         "delete_records" => Some(ApiKey::DeleteRecords),
+        "init_producer_id" => Some(ApiKey::InitProducerId),
         _ => None,
     }
 }

@@ -5,6 +5,7 @@
 mod broker_process;
 mod config_errors;
 mod decoder_hardening;
+mod idempotence;
 mod lifecycle;
 mod limits;
 mod metrics;

@@ -18,6 +18,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::purgatory::{DelayedProduce, WaitingSlot};
 use crate::broker::{Broker, BrokerEvent, Output, ReplyTo, Response, ResponseBody};
+use crate::log::producer_state::{BatchMetadata, SequenceError};
 use crate::protocol::codec::Request;
 use crate::protocol::record_batch::{validate_batch, BatchError, RecordBatchHeader};
 use crate::protocol::record_validation::{validate_compression, validate_records, RecordsError};
@@ -37,6 +38,35 @@ struct Appended {
     min_insync_replicas: usize,
     /// The batch's header as stored (offsets and leader epoch assigned).
     stored: RecordBatchHeader,
+    /// A retry of an idempotent producer's batch already in the log: nothing was appended, and
+    /// the answer carries the first write's offsets (waiting, as the first answer does, for its
+    /// fsync and its replication).
+    duplicate: bool,
+}
+
+impl Appended {
+    /// The answer to a retry of `original`: its offsets, waiting for its fsync if that is still
+    /// under way (and, set by the caller, for its replication).
+    fn duplicate<S: Storage>(
+        partition: &crate::broker::partition::Partition<S>,
+        original: BatchMetadata,
+        header: RecordBatchHeader,
+    ) -> Appended {
+        Appended {
+            base_offset: original.first_offset,
+            end_offset: original.last_offset + 1,
+            log_start_offset: partition.log.log_start_offset(),
+            flush_required: partition.awaits_flush(original.last_offset + 1),
+            rolled: None,
+            awaits_followers: false,
+            min_insync_replicas: 0,
+            stored: RecordBatchHeader {
+                base_offset: original.first_offset,
+                ..header
+            },
+            duplicate: true,
+        }
+    }
 }
 
 /// A rejected batch: the Kafka error, its message, and (Produce v8+) the records at fault.
@@ -118,11 +148,40 @@ fn validate_produced(
         return Err((ErrorCode::InvalidRecord, message.to_owned()).into());
     }
     validate_records(&records, &header)?;
-    if header.producer_id >= 0 || header.is_transactional() {
-        let message = "seedlog does not support idempotent or transactional producers yet";
+    if header.is_transactional() {
+        let message = "seedlog does not support transactional producers yet";
         return Err((ErrorCode::UnknownProducerId, message.to_owned()).into());
     }
     Ok((records, header))
+}
+
+/// The producer-state checks of a leader's idempotent batch (Kafka's
+/// `UnifiedLog.analyzeAndValidateProducerState`): a retry of a retained batch answers with its
+/// first write (`Some`), an older epoch is INVALID_PRODUCER_EPOCH, a gap
+/// OUT_OF_ORDER_SEQUENCE_NUMBER.
+fn check_producer_state<S: Storage>(
+    partition: &mut crate::broker::partition::Partition<S>,
+    header: &RecordBatchHeader,
+) -> Result<Option<BatchMetadata>, Rejection> {
+    let states = match partition.log.load_producer_states() {
+        Ok(states) => states,
+        Err(error) => {
+            let message = format!("cannot load the producer state: {error}");
+            partition.go_offline(message.clone());
+            return Err((ErrorCode::KafkaStorageError, message).into());
+        }
+    };
+    if let Some(original) = states.find_duplicate(header) {
+        return Ok(Some(original));
+    }
+    states.check(header).map_err(|error| {
+        let code = match error {
+            SequenceError::FencedEpoch { .. } => ErrorCode::InvalidProducerEpoch,
+            SequenceError::OutOfOrder { .. } => ErrorCode::OutOfOrderSequenceNumber,
+        };
+        Rejection::from((code, format!("producer {}: {error}", header.producer_id)))
+    })?;
+    Ok(None)
 }
 
 /// Kafka's answer to a batch whose framing is wrong: CORRUPT_MESSAGE for what
@@ -287,11 +346,13 @@ impl<S: Storage> Broker<S> {
         progress: &mut ProduceProgress,
         out: &mut Vec<Output<S::File>>,
     ) {
-        out.push(BrokerEvent::appended(&topic_partition, &appended.stored).into());
-        if appended.flush_required {
-            self.flush_partition(now, &topic_partition, out);
-        } else if let Some(new_segment) = appended.rolled {
-            self.flush_rolled(&topic_partition, new_segment, out);
+        if !appended.duplicate {
+            out.push(BrokerEvent::appended(&topic_partition, &appended.stored).into());
+            if appended.flush_required {
+                self.flush_partition(now, &topic_partition, out);
+            } else if let Some(new_segment) = appended.rolled {
+                self.flush_rolled(&topic_partition, new_segment, out);
+            }
         }
         if appended.flush_required || appended.awaits_followers {
             progress.awaits_followers |= appended.awaits_followers;
@@ -395,6 +456,15 @@ impl<S: Storage> Broker<S> {
             );
             return Err((ErrorCode::NotEnoughReplicas, message).into());
         }
+        if header.producer_id >= 0 {
+            if let Some(original) = check_producer_state(partition, &header)? {
+                let awaits_followers = acks == -1 && !partition.followers().is_empty();
+                let mut appended = Appended::duplicate(partition, original, header);
+                appended.awaits_followers = awaits_followers;
+                appended.min_insync_replicas = min_insync_replicas;
+                return Ok(appended);
+            }
+        }
         let mut batch = records.to_vec();
         let info = match partition.append_as_leader(&mut batch, &header) {
             Ok(info) => info,
@@ -416,6 +486,7 @@ impl<S: Storage> Broker<S> {
                 partition_leader_epoch: partition.leader_epoch.0,
                 ..header
             },
+            duplicate: false,
         };
         self.count_append(&topic_partition.topic, batch.len(), header.records_count);
         Ok(appended)
