@@ -30,7 +30,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use bytes::Bytes;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, TopicName,
+    InitProducerIdRequest, InitProducerIdResponse, MetadataRequest, MetadataResponse,
+    ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -39,9 +40,12 @@ pub use crate::client::connections::{NodeId, BOOTSTRAP};
 use crate::client::metadata::{refreshes_metadata, MetadataCache, TopicState};
 use crate::client::partitioner::partition_for_key;
 use crate::config::{Acks, ConfigError, ProducerConfig};
-use crate::protocol::record_batch::BatchBuilder;
+use crate::protocol::record_batch::{stamp_producer, BatchBuilder};
 use crate::protocol::ErrorCode;
 use crate::types::{Millis, TopicPartition};
+
+mod idempotence;
+use idempotence::{Idempotence, Stamp};
 
 /// Identifies one `send` for its completion. Ids increase in the order of the sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -144,6 +148,13 @@ pub enum ProducerInput {
         /// The response.
         response: MetadataResponse,
     },
+    /// The next response of a connection, in request order: an InitProducerId response.
+    ProducerId {
+        /// Which connection.
+        node: NodeId,
+        /// The response.
+        response: InitProducerIdResponse,
+    },
     /// A deadline passed.
     Tick,
 }
@@ -179,6 +190,13 @@ pub enum ProducerOutput {
         /// The request.
         request: MetadataRequest,
     },
+    /// Write this InitProducerId request on `node`'s connection (a response will come).
+    ProducerIdRequest {
+        /// Which connection.
+        node: NodeId,
+        /// The request.
+        request: InitProducerIdRequest,
+    },
     /// Write this Produce request on `node`'s connection.
     Request {
         /// Which connection.
@@ -195,6 +213,16 @@ pub enum ProducerOutput {
         /// Where it was written, or why it failed.
         result: Result<RecordMetadata, ProduceError>,
     },
+}
+
+/// The errors by which a broker refuses an idempotent batch's stamp.
+fn is_sequence_error(error: ErrorCode) -> bool {
+    matches!(
+        error,
+        ErrorCode::OutOfOrderSequenceNumber
+            | ErrorCode::InvalidProducerEpoch
+            | ErrorCode::UnknownProducerId
+    )
 }
 
 /// A batch's records: still accepting more, or closed (drained once) and kept as sent.
@@ -214,6 +242,8 @@ struct Batch {
     retries: u32,
     maybe_written: bool,
     retry_at: Millis,
+    /// The idempotence stamp its bytes carry (idempotent producers, once drained).
+    stamp: Option<Stamp>,
 }
 
 impl Batch {
@@ -241,6 +271,7 @@ impl Batch {
 enum Awaited {
     Produce(Vec<Batch>),
     Metadata,
+    ProducerId,
 }
 
 #[derive(Debug)]
@@ -287,17 +318,14 @@ pub struct ProducerCore {
     /// partition waits forever behind others (Kafka's `drainIndex`).
     drain_start: usize,
     closing: bool,
+    /// `enable.idempotence`: the producer id and the sequences.
+    idempotence: Option<Idempotence>,
 }
 
 impl ProducerCore {
-    /// A producer for a validated config. Idempotence is not implemented yet and is refused.
+    /// A producer for a validated config.
     pub fn new(config: ProducerConfig) -> Result<ProducerCore, ConfigError> {
-        if config.enable_idempotence {
-            return Err(ConfigError::not_implemented(
-                "enable.idempotence",
-                "the seedlog producer has no idempotence yet: set enable.idempotence=false (Kafka's default is true)",
-            ));
-        }
+        let idempotence = config.enable_idempotence.then(Idempotence::default);
         let metadata =
             MetadataCache::new(config.metadata_max_age_ms, config.retry_backoff_ms, true);
         Ok(ProducerCore {
@@ -311,6 +339,7 @@ impl ProducerCore {
             unfinished: 0,
             drain_start: 0,
             closing: false,
+            idempotence,
         })
     }
 
@@ -378,6 +407,9 @@ impl ProducerCore {
             }
             ProducerInput::Metadata { node, response } => {
                 self.on_metadata_response(now, node, &response, out);
+            }
+            ProducerInput::ProducerId { node, response } => {
+                self.on_producer_id_response(now, node, &response, out);
             }
             ProducerInput::Tick => self.on_tick(now, out),
         }
@@ -573,6 +605,7 @@ impl ProducerCore {
             retries: 0,
             maybe_written: false,
             retry_at: now,
+            stamp: None,
         });
     }
 
@@ -661,7 +694,7 @@ impl ProducerCore {
             .in_flight()
             .filter_map(|in_flight| match &in_flight.awaited {
                 Awaited::Produce(batches) => Some(batches),
-                Awaited::Metadata => None,
+                Awaited::Metadata | Awaited::ProducerId => None,
             })
             .flatten()
             .map(|batch| &batch.topic_partition)
@@ -694,6 +727,14 @@ impl ProducerCore {
                     });
             }
         }
+        self.maybe_request_producer_id(now, out);
+        if self
+            .idempotence
+            .as_ref()
+            .is_some_and(|idempotence| !idempotence.ready())
+        {
+            return;
+        }
         let ready: Vec<NodeId> = self
             .nodes
             .iter()
@@ -722,6 +763,70 @@ impl ProducerCore {
                     expects_response,
                 });
             }
+        }
+    }
+
+    /// An idempotent producer without an id asks the least loaded broker for one, once no
+    /// Produce request is in flight (after a reset, the old id's requests finish first).
+    fn maybe_request_producer_id(&mut self, now: Millis, out: &mut Vec<ProducerOutput>) {
+        let Some(idempotence) = &self.idempotence else {
+            return;
+        };
+        let producing = self
+            .nodes
+            .in_flight()
+            .any(|in_flight| matches!(in_flight.awaited, Awaited::Produce(_)));
+        if !idempotence.wants_producer_id(now) || producing {
+            return;
+        }
+        let Some(node) = self.least_loaded() else {
+            return;
+        };
+        let request = InitProducerIdRequest::default()
+            .with_transactional_id(None)
+            .with_transaction_timeout_ms(i32::MAX)
+            .with_producer_id((-1).into())
+            .with_producer_epoch(-1);
+        out.push(ProducerOutput::ProducerIdRequest { node, request });
+        self.nodes
+            .get_mut(node)
+            .expect("chosen above")
+            .in_flight
+            .push_back(InFlight {
+                awaited: Awaited::ProducerId,
+                sent_at: now,
+            });
+        self.idempotence.as_mut().expect("checked above").requested = true;
+    }
+
+    /// InitProducerId answered: stamp and send from now on, or ask again after a backoff.
+    fn on_producer_id_response(
+        &mut self,
+        now: Millis,
+        node: NodeId,
+        response: &InitProducerIdResponse,
+        out: &mut Vec<ProducerOutput>,
+    ) {
+        let popped = self.nodes.get_mut(node).and_then(|connection| {
+            connection
+                .in_flight
+                .pop_front_if(|in_flight| matches!(in_flight.awaited, Awaited::ProducerId))
+        });
+        if popped.is_none() {
+            self.protocol_error(now, node, "an InitProducerId response out of turn", out);
+            return;
+        }
+        let backoff_ms = self.config.retry_backoff_ms;
+        let idempotence = self
+            .idempotence
+            .as_mut()
+            .expect("only idempotent producers ask");
+        let error = ErrorCode::from_code(response.error_code);
+        if error == ErrorCode::None && response.producer_id.0 >= 0 {
+            idempotence.on_producer_id(response.producer_id.0, response.producer_epoch);
+        } else {
+            tracing::debug!(?error, "InitProducerId failed; asking again");
+            idempotence.on_failure(now, backoff_ms);
         }
     }
 
@@ -756,6 +861,18 @@ impl ProducerCore {
                 self.batches.remove(partition);
             }
             batch.close();
+            if let Some(idempotence) = &mut self.idempotence {
+                if !idempotence.is_current(batch.stamp) {
+                    let stamp = idempotence.stamp(partition, batch.ids.len() as i32);
+                    let Contents::Closed(bytes) = &batch.contents else {
+                        unreachable!("closed above")
+                    };
+                    let stamped =
+                        stamp_producer(bytes, stamp.producer_id, stamp.epoch, stamp.sequence);
+                    batch.contents = Contents::Closed(stamped);
+                    batch.stamp = Some(stamp);
+                }
+            }
             size += batch.size_bytes();
             drained.push(batch);
         }
@@ -855,9 +972,65 @@ impl ProducerCore {
             batch.maybe_written |= error.may_have_been_written();
             if error.is_retriable() {
                 self.retry_or_fail(now, batch, &message, out);
+            } else if is_sequence_error(error) && self.idempotence.is_some() {
+                self.on_sequence_error(now, batch, error, message, out);
             } else {
                 self.fail(&batch, error, message, out);
             }
+        }
+    }
+
+    /// The broker refused an idempotent batch's stamp. A batch of an older id (a reset is
+    /// under way or done) is stamped afresh and retried; a batch behind an earlier one of its
+    /// partition that is still unfinished (it failed and will be retried first) is retried as
+    /// is; otherwise the broker lost track of the sequence (say, records lost to a failover):
+    /// the batch fails and the producer resets.
+    fn on_sequence_error(
+        &mut self,
+        now: Millis,
+        mut batch: Batch,
+        error: ErrorCode,
+        message: String,
+        out: &mut Vec<ProducerOutput>,
+    ) {
+        let idempotence = self.idempotence.as_ref().expect("checked by the caller");
+        if !idempotence.is_current(batch.stamp) {
+            batch.stamp = None;
+            self.retry_or_fail(now, batch, &message, out);
+        } else if self.earlier_unfinished(&batch) {
+            self.retry_or_fail(now, batch, &message, out);
+        } else {
+            self.fail(&batch, error, message, out);
+            self.reset_idempotence();
+        }
+    }
+
+    /// Whether a batch of `batch`'s partition created before it is still queued or in flight.
+    fn earlier_unfinished(&self, batch: &Batch) -> bool {
+        let first = batch.first_id();
+        let queued = self
+            .batches
+            .get(&batch.topic_partition)
+            .is_some_and(|deque| deque.front().is_some_and(|front| front.first_id() < first));
+        queued
+            || self
+                .nodes
+                .in_flight()
+                .filter_map(|in_flight| match &in_flight.awaited {
+                    Awaited::Produce(batches) => Some(batches),
+                    _ => None,
+                })
+                .flatten()
+                .any(|other| {
+                    other.topic_partition == batch.topic_partition && other.first_id() < first
+                })
+    }
+
+    /// A batch of the current producer id is gone for good, so the next one's sequence would
+    /// leave a gap: reset (a new id, every queued batch stamped afresh).
+    fn reset_idempotence(&mut self) {
+        if let Some(idempotence) = &mut self.idempotence {
+            idempotence.reset();
         }
     }
 
@@ -903,6 +1076,13 @@ impl ProducerCore {
         } else {
             let reason = format!("{reason}; gave up after {} retries", batch.retries);
             self.fail(&batch, ErrorCode::RequestTimedOut, reason, out);
+            if self
+                .idempotence
+                .as_ref()
+                .is_some_and(|idempotence| idempotence.is_current(batch.stamp))
+            {
+                self.reset_idempotence();
+            }
         }
     }
 
@@ -965,6 +1145,12 @@ impl ProducerCore {
                     }
                 }
                 Awaited::Metadata => self.metadata.on_failure(now),
+                Awaited::ProducerId => {
+                    let backoff_ms = self.config.retry_backoff_ms;
+                    if let Some(idempotence) = &mut self.idempotence {
+                        idempotence.on_failure(now, backoff_ms);
+                    }
+                }
             }
         }
         self.metadata.request_update();
@@ -1011,6 +1197,13 @@ impl ProducerCore {
                 batch.topic_partition
             );
             self.fail(&batch, ErrorCode::RequestTimedOut, message, out);
+            if self
+                .idempotence
+                .as_ref()
+                .is_some_and(|idempotence| idempotence.is_current(batch.stamp))
+            {
+                self.reset_idempotence();
+            }
         }
         // Records still without metadata after max.block.ms fail as Kafka's send() would.
         let max_block_ms = self.config.max_block_ms;
@@ -1057,9 +1250,11 @@ impl ProducerCore {
                 .is_some_and(|connection| connection.has_room(max_in_flight))
         };
         let muted = self.muted();
+        let stamping = self.idempotence.as_ref().is_none_or(Idempotence::ready);
         let sendable = self
             .batches
             .iter()
+            .filter(|_| stamping)
             .filter(|(partition, _)| {
                 self.leader(partition).is_some_and(can_send) && !muted.contains(partition)
             })
@@ -1073,6 +1268,12 @@ impl ProducerCore {
             .unrouted
             .front()
             .map(|front| front.since.plus(self.config.max_block_ms));
+        let producer_id = self
+            .idempotence
+            .as_ref()
+            .filter(|idempotence| !idempotence.ready() && !idempotence.requested)
+            .filter(|_| self.least_loaded().is_some())
+            .map(|idempotence| idempotence.retry_at);
         [
             backoff,
             request_timeout,
@@ -1080,6 +1281,7 @@ impl ProducerCore {
             sendable,
             metadata,
             blocked,
+            producer_id,
         ]
         .into_iter()
         .flatten()
@@ -1098,6 +1300,16 @@ impl ProducerCore {
             metadata_awaited,
             usize::from(self.metadata.in_flight()),
             "the cache knows whether its request is in flight"
+        );
+        let producer_id_awaited = self
+            .nodes
+            .in_flight()
+            .filter(|in_flight| matches!(in_flight.awaited, Awaited::ProducerId))
+            .count();
+        assert_eq!(
+            producer_id_awaited,
+            usize::from(self.idempotence.as_ref().is_some_and(|i| i.requested)),
+            "an InitProducerId is in flight exactly when the producer waits for one"
         );
         // O(batches): debug builds only (the release simulator runs it per input otherwise).
         if cfg!(debug_assertions) {
@@ -1119,7 +1331,7 @@ impl ProducerCore {
                 .in_flight()
                 .filter_map(|in_flight| match &in_flight.awaited {
                     Awaited::Produce(batches) => Some(batches),
-                    Awaited::Metadata => None,
+                    Awaited::Metadata | Awaited::ProducerId => None,
                 })
                 .flatten()
                 .map(|batch| batch.ids.len())
@@ -1161,6 +1373,8 @@ impl crate::state_machine::StateMachine for ProducerCore {
 mod tests {
     use super::*;
     use crate::config::Configurable;
+
+    mod idempotence;
     use kafka_protocol::messages::produce_response::{
         PartitionProduceResponse, TopicProduceResponse,
     };
@@ -1316,13 +1530,6 @@ mod tests {
             .iter()
             .filter(|output| matches!(output, ProducerOutput::Request { .. }))
             .count()
-    }
-
-    #[test]
-    fn the_default_idempotent_config_is_refused_until_implemented() {
-        let mut config = ProducerConfig::default();
-        config.apply([]).expect("valid");
-        assert!(ProducerCore::new(config).is_err());
     }
 
     #[test]

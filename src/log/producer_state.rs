@@ -15,6 +15,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+pub use crate::protocol::record_batch::increment_sequence;
 use crate::protocol::record_batch::RecordBatchHeader;
 
 /// Kafka's `ProducerStateEntry.NUM_BATCHES_TO_RETAIN`: how many batches per producer a retry
@@ -83,15 +84,6 @@ impl std::fmt::Display for SequenceError {
                 "Invalid sequence number {first_sequence} for a new epoch of the producer: a new epoch starts at 0"
             ),
         }
-    }
-}
-
-/// Kafka's `DefaultRecordBatch.incrementSequence`: sequences wrap from `i32::MAX` to 0.
-pub fn increment_sequence(sequence: i32, increment: i32) -> i32 {
-    if sequence > i32::MAX - increment {
-        increment - (i32::MAX - sequence) - 1
-    } else {
-        sequence + increment
     }
 }
 

@@ -181,6 +181,36 @@ pub fn assign_offsets(batch: &mut [u8], base_offset: i64, partition_leader_epoch
     batch[12..16].copy_from_slice(&partition_leader_epoch.to_be_bytes());
 }
 
+/// Kafka's `DefaultRecordBatch.incrementSequence`: sequences wrap from `i32::MAX` to 0.
+pub fn increment_sequence(sequence: i32, increment: i32) -> i32 {
+    if sequence > i32::MAX - increment {
+        increment - (i32::MAX - sequence) - 1
+    } else {
+        sequence + increment
+    }
+}
+
+/// Rewrites a finished batch's `producerId`, `producerEpoch` and `baseSequence` (an idempotent
+/// producer's stamp) and recomputes its CRC, which covers them.
+pub fn stamp_producer(
+    batch: &[u8],
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+) -> Bytes {
+    assert!(
+        batch.len() >= RECORD_BATCH_HEADER_BYTES,
+        "stamp_producer on a short batch"
+    );
+    let mut batch = batch.to_vec();
+    batch[43..51].copy_from_slice(&producer_id.to_be_bytes());
+    batch[51..53].copy_from_slice(&producer_epoch.to_be_bytes());
+    batch[53..57].copy_from_slice(&base_sequence.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[CRC_START..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    Bytes::from(batch)
+}
+
 /// Splits a records blob into validated batches. Stops with an error at the first bad batch.
 pub fn split_batches(
     records: &[u8],

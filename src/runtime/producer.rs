@@ -121,6 +121,7 @@ impl Task {
                 (node, response) = receive_any(&mut self.connections), if awaiting => match response {
                     Ok(ResponseKind::Produce(response)) => ProducerInput::Response { node, response },
                     Ok(ResponseKind::Metadata(response)) => ProducerInput::Metadata { node, response },
+                    Ok(ResponseKind::InitProducerId(response)) => ProducerInput::ProducerId { node, response },
                     Ok(_) => self.lost(node, "a response of another API"),
                     Err(reason) => self.lost(node, &reason),
                 },
@@ -215,6 +216,10 @@ impl Task {
                     }
                     ProducerOutput::MetadataRequest { node, request } => {
                         let body = RequestKind::Metadata(request);
+                        inputs.extend(self.write(node, body, true).await);
+                    }
+                    ProducerOutput::ProducerIdRequest { node, request } => {
+                        let body = RequestKind::InitProducerId(request);
                         inputs.extend(self.write(node, body, true).await);
                     }
                     ProducerOutput::Request {

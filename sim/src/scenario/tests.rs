@@ -136,10 +136,16 @@ fn a_bad_kafka_config_value_is_reported_with_kafkas_reason() {
         error.starts_with("t.toml:17: invalid value '2' for 'acks'"),
         "{error}"
     );
-    let text = GOOD.replace(r#""enable.idempotence" = false, "#, "");
+    let text = GOOD
+        .replace(r#""acks" = "all""#, r#""acks" = "1""#)
+        .replace(
+            r#""enable.idempotence" = false"#,
+            r#""enable.idempotence" = true"#,
+        );
     assert!(
-        error_of(&text).contains("enable.idempotence"),
-        "the default idempotent producer is not implemented yet"
+        error_of(&text).contains("Must set acks to all in order to use the idempotent producer"),
+        "explicit idempotence needs acks=all, as Kafka's ProducerConfig says: {}",
+        error_of(&text)
     );
 }
 

@@ -59,7 +59,8 @@ enum Command {
         /// Lines are `key<TAB>value`.
         #[arg(long)]
         keyed: bool,
-        /// Producer configs as key=value (e.g. acks=1). enable.idempotence defaults to false here.
+        /// Producer configs as key=value (e.g. acks=1). Idempotent by default, as Kafka's
+        /// console producer (turned off silently by acks=0 or 1 unless set explicitly).
         #[arg(long = "producer-property", value_name = "KEY=VALUE")]
         properties: Vec<String>,
     },
@@ -274,10 +275,7 @@ async fn produce(
     properties: &[String],
 ) -> anyhow::Result<()> {
     let mut config = ProducerConfig::default();
-    let mut pairs = vec![
-        ("bootstrap.servers".to_owned(), bootstrap.clone()),
-        ("enable.idempotence".to_owned(), "false".to_owned()),
-    ];
+    let mut pairs = vec![("bootstrap.servers".to_owned(), bootstrap.clone())];
     pairs.extend(key_values(properties)?);
     config.apply(
         pairs

@@ -1,0 +1,235 @@
+//! The idempotent producer: it asks for a producer id before it sends, stamps each batch once
+//! and keeps the stamp across retries, retries a batch refused only because an earlier one is
+//! missing, and resets (a new id, fresh stamps) when the broker has lost track.
+
+use super::*;
+use crate::protocol::record_batch::validate_batch;
+
+/// A core with `enable.idempotence=true` (acks=all, retries, at most 5 in flight).
+fn idempotent(pairs: &[(&str, &str)]) -> ProducerCore {
+    let pairs: Vec<(&str, &str)> = [("enable.idempotence", "true"), ("acks", "all")]
+        .into_iter()
+        .chain(pairs.iter().copied())
+        .collect();
+    core(&pairs)
+}
+
+fn producer_id_requests(outputs: &[ProducerOutput]) -> usize {
+    outputs
+        .iter()
+        .filter(|output| matches!(output, ProducerOutput::ProducerIdRequest { .. }))
+        .count()
+}
+
+fn producer_id(id: i64) -> ProducerInput {
+    ProducerInput::ProducerId {
+        node: 0,
+        response: InitProducerIdResponse::default()
+            .with_producer_id(id.into())
+            .with_producer_epoch(0),
+    }
+}
+
+/// Every batch sent in `outputs`: (partition, producer id, first sequence, records).
+fn stamps(outputs: &[ProducerOutput]) -> Vec<(i32, i64, i32, i32)> {
+    outputs
+        .iter()
+        .filter_map(|output| match output {
+            ProducerOutput::Request { request, .. } => Some(request),
+            _ => None,
+        })
+        .flat_map(|request| {
+            request
+                .topic_data
+                .iter()
+                .flat_map(|topic| &topic.partition_data)
+        })
+        .map(|data| {
+            let header = validate_batch(data.records.as_ref().expect("records")).expect("valid");
+            (
+                data.index,
+                header.producer_id,
+                header.base_sequence,
+                header.records_count,
+            )
+        })
+        .collect()
+}
+
+fn answer(
+    core: &mut ProducerCore,
+    now: u64,
+    error: ErrorCode,
+    base_offset: i64,
+) -> Vec<ProducerOutput> {
+    step(
+        core,
+        now,
+        ProducerInput::Response {
+            node: 0,
+            response: response(error, base_offset),
+        },
+    )
+}
+
+/// Connected, with producer id `id`, and what the id let go out (the sends before it wait for
+/// the id).
+fn started(pairs: &[(&str, &str)], id: i64) -> (ProducerCore, Vec<ProducerOutput>) {
+    let mut core = idempotent(pairs);
+    send(&mut core, 0, 1);
+    let outputs = step(&mut core, 0, up(0));
+    assert_eq!(producer_id_requests(&outputs), 1, "{outputs:?}");
+    assert!(
+        stamps(&outputs).is_empty(),
+        "nothing is sent before the id: {outputs:?}"
+    );
+    let sent = step(&mut core, 0, producer_id(id));
+    (core, sent)
+}
+
+#[test]
+fn the_default_config_is_idempotent_and_asks_for_a_producer_id_first() {
+    let mut config = ProducerConfig::default();
+    config.apply([]).expect("valid");
+    assert!(config.enable_idempotence);
+    let mut core = idempotent(&[("max.in.flight.requests.per.connection", "5")]);
+    send(&mut core, 0, 1);
+    send(&mut core, 0, 2);
+    let outputs = step(&mut core, 0, up(0));
+    assert_eq!(producer_id_requests(&outputs), 1);
+    assert!(stamps(&outputs).is_empty());
+    let outputs = step(&mut core, 1, producer_id(42));
+    assert_eq!(stamps(&outputs), [(0, 42, 0, 1), (0, 42, 1, 1)]);
+    send(&mut core, 2, 3);
+    let outputs = send_to(&mut core, 2, 4, 1);
+    assert_eq!(
+        stamps(&outputs),
+        [(1, 42, 0, 1)],
+        "sequences count per partition"
+    );
+}
+
+#[test]
+fn a_retried_batch_keeps_its_stamp() {
+    let (mut core, first) = started(&[("retry.backoff.ms", "10")], 7);
+    assert_eq!(stamps(&first), [(0, 7, 0, 1)]);
+    let outputs = answer(&mut core, 1, ErrorCode::NotEnoughReplicas, -1);
+    assert!(completions(&outputs).is_empty(), "retried");
+    let resent = step(&mut core, 11, ProducerInput::Tick);
+    assert_eq!(
+        stamps(&resent),
+        [(0, 7, 0, 1)],
+        "the retry carries the same stamp"
+    );
+}
+
+#[test]
+fn out_of_order_behind_a_failed_batch_is_retried_after_it() {
+    let mut core = idempotent(&[
+        ("max.in.flight.requests.per.connection", "2"),
+        ("retry.backoff.ms", "10"),
+    ]);
+    send(&mut core, 0, 1);
+    send(&mut core, 0, 2);
+    step(&mut core, 0, up(0));
+    let outputs = step(&mut core, 0, producer_id(3));
+    assert_eq!(stamps(&outputs), [(0, 3, 0, 1), (0, 3, 1, 1)]);
+    let outputs = answer(&mut core, 1, ErrorCode::NotEnoughReplicas, -1);
+    assert!(
+        completions(&outputs).is_empty(),
+        "the first batch is retried"
+    );
+    let outputs = answer(&mut core, 1, ErrorCode::OutOfOrderSequenceNumber, -1);
+    assert!(
+        completions(&outputs).is_empty(),
+        "the second waits behind the first: {outputs:?}"
+    );
+    let outputs = step(&mut core, 20, ProducerInput::Tick);
+    assert_eq!(
+        stamps(&outputs),
+        [(0, 3, 0, 1), (0, 3, 1, 1)],
+        "both again, in order, with their stamps"
+    );
+}
+
+#[test]
+fn out_of_order_with_nothing_earlier_fails_the_batch_and_resets_the_producer() {
+    let mut core = idempotent(&[
+        ("max.in.flight.requests.per.connection", "1"),
+        ("retry.backoff.ms", "10"),
+    ]);
+    send(&mut core, 0, 1);
+    send(&mut core, 0, 2);
+    step(&mut core, 0, up(0));
+    let outputs = step(&mut core, 0, producer_id(3));
+    assert_eq!(stamps(&outputs), [(0, 3, 0, 1)]);
+    let outputs = answer(&mut core, 1, ErrorCode::OutOfOrderSequenceNumber, -1);
+    assert_eq!(
+        rejected(&outputs),
+        [(1, ErrorCode::OutOfOrderSequenceNumber)],
+        "the broker lost track: the batch fails"
+    );
+    assert_eq!(
+        producer_id_requests(&outputs),
+        1,
+        "a new producer id: {outputs:?}"
+    );
+    assert!(
+        stamps(&outputs).is_empty(),
+        "nothing goes out under the old id"
+    );
+    let outputs = step(&mut core, 2, producer_id(4));
+    assert_eq!(
+        stamps(&outputs),
+        [(0, 4, 0, 1)],
+        "the queued batch is stamped afresh under the new id"
+    );
+}
+
+#[test]
+fn a_reset_waits_for_the_old_ids_requests_and_restamps_what_they_hand_back() {
+    let mut core = idempotent(&[
+        ("max.in.flight.requests.per.connection", "2"),
+        ("retry.backoff.ms", "10"),
+    ]);
+    send(&mut core, 0, 1);
+    send(&mut core, 0, 2);
+    step(&mut core, 0, up(0));
+    step(&mut core, 0, producer_id(3));
+    let outputs = answer(&mut core, 1, ErrorCode::OutOfOrderSequenceNumber, -1);
+    assert_eq!(
+        rejected(&outputs),
+        [(1, ErrorCode::OutOfOrderSequenceNumber)]
+    );
+    assert_eq!(
+        producer_id_requests(&outputs),
+        0,
+        "the second batch of the old id is still in flight"
+    );
+    let outputs = answer(&mut core, 2, ErrorCode::OutOfOrderSequenceNumber, -1);
+    assert!(
+        completions(&outputs).is_empty(),
+        "a batch of the old id is retried under the new one"
+    );
+    assert_eq!(producer_id_requests(&outputs), 1);
+    let outputs = step(&mut core, 20, producer_id(4));
+    assert_eq!(stamps(&outputs), [(0, 4, 0, 1)]);
+}
+
+#[test]
+fn a_failed_init_producer_id_is_asked_again_after_the_backoff() {
+    let mut core = idempotent(&[("retry.backoff.ms", "10")]);
+    send(&mut core, 0, 1);
+    step(&mut core, 0, up(0));
+    let failed = ProducerInput::ProducerId {
+        node: 0,
+        response: InitProducerIdResponse::default()
+            .with_error_code(ErrorCode::CoordinatorLoadInProgress.code())
+            .with_producer_id((-1).into()),
+    };
+    let outputs = step(&mut core, 1, failed);
+    assert_eq!(producer_id_requests(&outputs), 0);
+    assert_eq!(core.next_deadline(), Some(Millis(11)));
+    let outputs = step(&mut core, 11, ProducerInput::Tick);
+    assert_eq!(producer_id_requests(&outputs), 1);
+}
