@@ -64,4 +64,31 @@ mod tests {
         );
         assert_eq!(murmur2(b"abc"), 479_470_107);
     }
+
+    #[test]
+    fn a_thousand_keys_go_to_the_partitions_the_java_client_picks() {
+        // Computed by Kafka 4.4's own `Utils.murmur2` (tests/fixtures/Murmur2Partitions.java).
+        let fixture = include_str!("../../tests/fixtures/murmur2-kafka-4.4.txt");
+        let counts = [1, 3, 6, 7, 12, 100];
+        let mut checked = 0;
+        for line in fixture.lines().filter(|line| !line.starts_with('#')) {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let key = fields[0].as_bytes();
+            assert_eq!(
+                murmur2(key),
+                fields[1].parse::<i32>().expect("an int"),
+                "{line}"
+            );
+            for (count, expected) in counts.iter().zip(&fields[2..]) {
+                let expected: i32 = expected.parse().expect("an int");
+                assert_eq!(
+                    partition_for_key(key, *count),
+                    expected,
+                    "{line}: {count} partitions"
+                );
+            }
+            checked += 1;
+        }
+        assert_eq!(checked, 1_000);
+    }
 }
