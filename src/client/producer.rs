@@ -320,6 +320,14 @@ pub struct ProducerCore {
     closing: bool,
     /// `enable.idempotence`: the producer id and the sequences.
     idempotence: Option<Idempotence>,
+    /// Bytes of the records admitted and not completed (each counted at its size as a batch of
+    /// one), never above `buffer.memory`.
+    buffered: u64,
+    /// What each admitted, unfinished record counts in `buffered`.
+    record_bytes: BTreeMap<RecordId, u64>,
+    /// Sends waiting for room in `buffer.memory` (Kafka's `send` blocks on the `BufferPool`, up
+    /// to `max.block.ms`), in send order, with their sizes.
+    waiting_for_memory: VecDeque<(Unrouted, u64)>,
 }
 
 impl ProducerCore {
@@ -340,6 +348,9 @@ impl ProducerCore {
             drain_start: 0,
             closing: false,
             idempotence,
+            buffered: 0,
+            record_bytes: BTreeMap::new(),
+            waiting_for_memory: VecDeque::new(),
         })
     }
 
@@ -413,6 +424,7 @@ impl ProducerCore {
             }
             ProducerInput::Tick => self.on_tick(now, out),
         }
+        self.admit_waiting(now, out);
         self.maybe_connect(out);
         self.maybe_send(now, out);
     }
@@ -424,11 +436,15 @@ impl ProducerCore {
         out: &mut Vec<ProducerOutput>,
     ) {
         self.unfinished -= 1;
+        if let Some(size) = self.record_bytes.remove(&id) {
+            self.buffered -= size;
+        }
         out.push(ProducerOutput::Complete { id, result });
     }
 
-    /// A record whose batch alone would exceed `max.request.size` is refused at once; any other
-    /// waits for its topic's metadata, then goes to its partition's batches.
+    /// A record whose batch alone would exceed `max.request.size` or `buffer.memory` is refused
+    /// at once; any other waits for room in `buffer.memory`, then for its topic's metadata, then
+    /// goes to its partition's batches.
     fn on_send(
         &mut self,
         now: Millis,
@@ -455,17 +471,49 @@ impl ProducerCore {
             );
             return;
         }
-        self.metadata.want(&record.topic);
-        // Only a metadata answer changes what the cache knows, and every answer routes all that
-        // waits (`route`): the records still waiting are of topics not known yet, so the new
-        // record is the only one this send can move.
+        let size = alone as u64;
+        if size > self.config.buffer_memory {
+            let message = format!(
+                "The message is {size} bytes when serialized which is larger than the total memory buffer you have configured with the buffer.memory configuration."
+            );
+            let error = ErrorCode::MessageTooLarge;
+            self.complete(id, Err(ProduceError::Rejected { error, message }), out);
+            return;
+        }
         let unrouted = Unrouted {
             id,
             record,
             since: now,
         };
+        if self.waiting_for_memory.is_empty() && self.buffered + size <= self.config.buffer_memory {
+            self.admit(now, unrouted, size, out);
+        } else {
+            self.waiting_for_memory.push_back((unrouted, size));
+        }
+    }
+
+    /// Counts a record in `buffer.memory` and routes it.
+    fn admit(&mut self, now: Millis, unrouted: Unrouted, size: u64, out: &mut Vec<ProducerOutput>) {
+        self.buffered += size;
+        self.record_bytes.insert(unrouted.id, size);
+        self.metadata.want(&unrouted.record.topic);
+        // Only a metadata answer changes what the cache knows, and every answer routes all that
+        // waits (`route`): the records still waiting are of topics not known yet, so the new
+        // record is the only one this send can move.
         if let Some(waiting) = self.route_one(now, unrouted, out) {
             self.unrouted.push_back(waiting);
+        }
+    }
+
+    /// Admits the sends waiting for memory, in send order, while they fit.
+    fn admit_waiting(&mut self, now: Millis, out: &mut Vec<ProducerOutput>) {
+        while self
+            .waiting_for_memory
+            .front()
+            .is_some_and(|(_, size)| self.buffered + size <= self.config.buffer_memory)
+        {
+            let (unrouted, size) = self.waiting_for_memory.pop_front().expect("front exists");
+            self.admit(now, unrouted, size, out);
         }
     }
 
@@ -1205,6 +1253,31 @@ impl ProducerCore {
                 self.reset_idempotence();
             }
         }
+        self.expire_blocked_sends(now, out);
+    }
+
+    /// Sends blocked past `max.block.ms` (waiting for room in `buffer.memory`, or for their
+    /// topic's metadata) fail, as Kafka's `send` would throw.
+    fn expire_blocked_sends(&mut self, now: Millis, out: &mut Vec<ProducerOutput>) {
+        // Sends still without room in buffer.memory after max.block.ms fail, as Kafka's
+        // BufferPool.allocate does.
+        let max_block_ms = self.config.max_block_ms;
+        while self
+            .waiting_for_memory
+            .front()
+            .is_some_and(|(front, _)| now >= front.since.plus(max_block_ms))
+        {
+            let (waiting, _) = self.waiting_for_memory.pop_front().expect("front exists");
+            let message = format!(
+                "Failed to allocate memory within the configured max blocking time {max_block_ms} ms."
+            );
+            let error = ErrorCode::RequestTimedOut;
+            self.complete(
+                waiting.id,
+                Err(ProduceError::Rejected { error, message }),
+                out,
+            );
+        }
         // Records still without metadata after max.block.ms fail as Kafka's send() would.
         let max_block_ms = self.config.max_block_ms;
         while self
@@ -1267,7 +1340,10 @@ impl ProducerCore {
         let blocked = self
             .unrouted
             .front()
-            .map(|front| front.since.plus(self.config.max_block_ms));
+            .into_iter()
+            .chain(self.waiting_for_memory.front().map(|(front, _)| front))
+            .map(|front| front.since.plus(self.config.max_block_ms))
+            .min();
         let producer_id = self
             .idempotence
             .as_ref()
@@ -1311,6 +1387,10 @@ impl ProducerCore {
             usize::from(self.idempotence.as_ref().is_some_and(|i| i.requested)),
             "an InitProducerId is in flight exactly when the producer waits for one"
         );
+        assert!(
+            self.buffered <= self.config.buffer_memory,
+            "the producer holds at most buffer.memory"
+        );
         // O(batches): debug builds only (the release simulator runs it per input otherwise).
         if cfg!(debug_assertions) {
             let mut records = 0;
@@ -1336,7 +1416,12 @@ impl ProducerCore {
                 .flatten()
                 .map(|batch| batch.ids.len())
                 .sum::<usize>();
-            records += self.unrouted.len();
+            records += self.unrouted.len() + self.waiting_for_memory.len();
+            assert_eq!(
+                self.record_bytes.values().sum::<u64>(),
+                self.buffered,
+                "buffered counts the admitted records"
+            );
             assert!(
                 self.unrouted.iter().all(|waiting| matches!(
                     self.metadata.topic(&waiting.record.topic),
@@ -1374,6 +1459,7 @@ mod tests {
     use super::*;
     use crate::config::Configurable;
 
+    mod buffer_memory;
     mod idempotence;
     use kafka_protocol::messages::produce_response::{
         PartitionProduceResponse, TopicProduceResponse,

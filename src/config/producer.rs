@@ -72,8 +72,12 @@ pub struct ProducerConfig {
     pub batch_size: u32,
     /// `max.request.size` (default 1048576): the largest request, hence the largest record.
     pub max_request_size: u32,
-    /// `max.block.ms` (default 60000): how long a send waits for its topic's metadata.
+    /// `max.block.ms` (default 60000): how long a send waits for its topic's metadata, or for
+    /// room in `buffer.memory`.
     pub max_block_ms: u64,
+    /// `buffer.memory` (default 33554432): the most bytes of records the producer holds (sent
+    /// but not answered, or waiting to be sent); a send beyond it waits up to `max.block.ms`.
+    pub buffer_memory: u64,
     /// `metadata.max.age.ms` (default 300000): metadata older than this is asked for again.
     pub metadata_max_age_ms: u64,
     /// `partitioner.ignore.keys` (default false): partition keyed records like unkeyed ones.
@@ -97,6 +101,7 @@ impl Default for ProducerConfig {
             batch_size: 16_384,
             max_request_size: 1_048_576,
             max_block_ms: 60_000,
+            buffer_memory: 33_554_432,
             metadata_max_age_ms: 300_000,
             partitioner_ignore_keys: false,
         }
@@ -124,6 +129,7 @@ impl Configurable for ProducerConfig {
             "batch.size" => self.batch_size = parse_at_least(key, value, 0)?,
             "max.request.size" => self.max_request_size = parse_at_least(key, value, 0)?,
             "max.block.ms" => self.max_block_ms = parse_at_least(key, value, 0)?,
+            "buffer.memory" => self.buffer_memory = parse_at_least(key, value, 0)?,
             "metadata.max.age.ms" => self.metadata_max_age_ms = parse_at_least(key, value, 0)?,
             "partitioner.ignore.keys" => self.partitioner_ignore_keys = parse_bool(key, value)?,
             "transactional.id" => {
@@ -132,7 +138,7 @@ impl Configurable for ProducerConfig {
                     "transactions come with a later issue",
                 ));
             }
-            "compression.type" | "partitioner.class" | "buffer.memory" => {
+            "compression.type" | "partitioner.class" => {
                 return Err(ConfigError::not_implemented(key, ""));
             }
             _ => return Err(ConfigError::unknown(key)),
