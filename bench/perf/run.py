@@ -402,7 +402,7 @@ def main(argv: list[str]) -> int:
 def notes(s: Settings) -> list[str]:
     return [
         "**Fairness:** every broker gets the same client settings in a row. The standard rows set "
-        "`enable.idempotence=false` on the Java producer (seedlog has no InitProducerId yet; acks=1 needs it "
+        "`enable.idempotence=false` on the Java producer (so they measure the plain path on every broker; acks=1 needs it "
         "off anyway); librdkafka's default is already `enable.idempotence=false`. The row marked "
         "\"Java defaults (idempotent)\" measures Kafka's producer defaults as shipped. All other client "
         "settings are the clients' defaults (Java: linger.ms=5, batch.size=16384; librdkafka: linger.ms=5, "
