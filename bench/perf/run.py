@@ -326,7 +326,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--records", type=int, help="override the record count")
     ap.add_argument("--record-size", type=int, default=1024)
     ap.add_argument("--brokers", default="kafka,tansu,seedlog")
-    ap.add_argument("--clients", default="java,rdkafka")
+    ap.add_argument("--clients", default="java,rdkafka",
+                    help="comma list of java, rdkafka, seedlog (the seedlog clients' perf tool)")
     ap.add_argument("--partitions", default="1,6")
     ap.add_argument("--acks", default="1,all")
     ap.add_argument("--warmup", type=int, help="warm-up records per broker start (default records/10, max 100k)")

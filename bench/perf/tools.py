@@ -3,6 +3,7 @@
 Two clients run the same workloads:
   java     Kafka's own org.apache.kafka.tools.ProducerPerformance / ConsumerPerformance (kafka-tools 4.4.0)
   rdkafka  bench/perf/rdk_perf.py (confluent-kafka, i.e. librdkafka), same summary line format
+  seedlog  `seedlog perf produce|consume` (the seedlog clients; Kafka's perf tools' output format)
 """
 from __future__ import annotations
 
@@ -144,6 +145,8 @@ class Workload:
             ("consume", "java"): "ConsumerPerformance (group)",
             ("produce", "rdkafka"): "librdkafka producer",
             ("consume", "rdkafka"): "librdkafka consumer (assign)",
+            ("produce", "seedlog"): "seedlog perf produce",
+            ("consume", "seedlog"): "seedlog perf consume (assign)",
         }[(self.op, self.client)]
         text = f"{self.op} · {tool} · {self.partitions}p"
         if self.acks:
@@ -158,6 +161,13 @@ class Workload:
     def gap_key(self) -> str:
         """Key in gaps.toml's perf section (e.g. "consume-java")."""
         return f"{self.op}-{self.client}" + ("-idempotent" if self.idempotent_default else "")
+
+
+def seedlog_bin() -> str:
+    """The seedlog binary the clients run from: SEEDLOG_BIN, else the release build."""
+    import os
+
+    return os.environ.get("SEEDLOG_BIN") or str(Path(__file__).resolve().parents[2] / "target/release/seedlog")
 
 
 def java_cmd(jars: Path, main_class: str, args: list[str]) -> list[str]:
@@ -175,6 +185,11 @@ def produce_cmd(w: Workload, bootstrap: str, topic: str, records: int, record_si
             "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(records),
             "--record-size", str(record_size), "--throughput", "-1", "--command-property", *props,
         ])
+    if w.client == "seedlog":
+        # enable.idempotence=false: the plain path, as the Java and librdkafka rows measure it
+        return [seedlog_bin(), "perf", "produce", "--bootstrap-server", bootstrap, "--topic", topic,
+                "--num-records", str(records), "--record-size", str(record_size), "--throughput", "-1",
+                "--producer-props", f"acks={w.acks}", "enable.idempotence=false"]
     return [str(python), str(rdk_perf), "produce", "--bootstrap", bootstrap, "--topic", topic,
             "--num-records", str(records), "--record-size", str(record_size), "--acks", w.acks]
 
@@ -187,6 +202,9 @@ def consume_cmd(w: Workload, bootstrap: str, topic: str, records: int, group: st
             "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(records),
             "--timeout", str(CONSUMER_GROUP_TIMEOUT_MS), "--group", group,
         ])
+    if w.client == "seedlog":
+        return [seedlog_bin(), "perf", "consume", "--bootstrap-server", bootstrap, "--topic", topic,
+                "--messages", str(records)]
     extra = ["-X", "fetch.queue.backoff.ms=10"] if w.short_queue_backoff else []
     return [str(python), str(rdk_perf), "consume", "--bootstrap", bootstrap, "--topic", topic,
             "--num-records", str(records), *extra]
@@ -195,6 +213,6 @@ def consume_cmd(w: Workload, bootstrap: str, topic: str, records: int, group: st
 def parse_output(w: Workload, output: str) -> Stats:
     if w.op == "produce":
         return parse_producer_summary(output)
-    if w.client == "java":
+    if w.client in ("java", "seedlog"):
         return parse_consumer_performance(output)
     return parse_rdk_consume(output)

@@ -9,6 +9,7 @@ mod idempotence;
 mod lifecycle;
 mod limits;
 mod metrics;
+mod perf_tool;
 mod produce_validation;
 mod real_tcp;
 mod recovery;

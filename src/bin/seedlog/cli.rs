@@ -64,6 +64,12 @@ enum Command {
         #[arg(long = "producer-property", value_name = "KEY=VALUE")]
         properties: Vec<String>,
     },
+    /// Measure the seedlog producer or consumer (kafka-producer-perf-test and
+    /// kafka-consumer-perf-test's options and output).
+    Perf {
+        #[command(subcommand)]
+        action: crate::perf::PerfAction,
+    },
     /// Print record values (one per line) from assigned partitions.
     Consume {
         #[arg(long, default_value = "localhost:9092")]
@@ -111,9 +117,9 @@ enum TopicsAction {
     },
 }
 
-const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 
-fn key_values(pairs: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+pub(crate) fn key_values(pairs: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
     pairs
         .iter()
         .map(|pair| {
@@ -171,15 +177,7 @@ pub(crate) async fn main() -> anyhow::Result<()> {
         }
         Command::Topics {
             action: TopicsAction::List { bootstrap_server },
-        } => {
-            let mut connection =
-                ClientConnection::connect(&bootstrap_server, "seedlog-cli").await?;
-            for topic in metadata(&mut connection, None, ADMIN_TIMEOUT).await?.topics {
-                let name = topic.name.map(|name| name.to_string()).unwrap_or_default();
-                println!("{name}\tpartitions={}", topic.partitions.len());
-            }
-            Ok(())
-        }
+        } => list_topics(&bootstrap_server).await,
         Command::Produce {
             bootstrap_server,
             topic,
@@ -187,6 +185,7 @@ pub(crate) async fn main() -> anyhow::Result<()> {
             keyed,
             properties,
         } => produce(bootstrap_server, topic, partition, keyed, &properties).await,
+        Command::Perf { action } => crate::perf::run(action).await,
         Command::Consume {
             bootstrap_server,
             topic,
@@ -208,6 +207,15 @@ pub(crate) async fn main() -> anyhow::Result<()> {
             .await
         }
     }
+}
+
+async fn list_topics(bootstrap_server: &str) -> anyhow::Result<()> {
+    let mut connection = ClientConnection::connect(bootstrap_server, "seedlog-cli").await?;
+    for topic in metadata(&mut connection, None, ADMIN_TIMEOUT).await?.topics {
+        let name = topic.name.map(|name| name.to_string()).unwrap_or_default();
+        println!("{name}\tpartitions={}", topic.partitions.len());
+    }
+    Ok(())
 }
 
 async fn broker(path: PathBuf) -> anyhow::Result<()> {
@@ -411,6 +419,6 @@ fn print_records(
 
 /// CreateTime for a record from the command line: the wall clock, as kafka-console-producer
 /// stamps it.
-fn wall_clock_ms() -> i64 {
+pub(crate) fn wall_clock_ms() -> i64 {
     seedlog::runtime::clock::wall_clock_ms()
 }

@@ -2,6 +2,8 @@
 
 #[cfg(not(madsim))]
 mod cli;
+#[cfg(not(madsim))]
+mod perf;
 
 /// Errors print as one line with their causes (`error: file: line 3: ...`), never a backtrace.
 #[cfg(not(madsim))]
