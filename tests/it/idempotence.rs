@@ -11,7 +11,7 @@ use kafka_protocol::messages::{
     InitProducerIdRequest, ProduceRequest, RequestKind, ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use seedlog::protocol::record_batch::build_batch;
+use seedlog::protocol::record_batch::{build_batch, stamp_producer};
 use seedlog::protocol::ErrorCode;
 use seedlog::runtime::client::ClientConnection;
 
@@ -23,13 +23,8 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A one-record batch of `producer_id` at epoch 0 with first sequence `sequence`.
 fn batch(text: &str, producer_id: i64, sequence: i32) -> Bytes {
-    let mut batch = build_batch(&[(None, Some(text.as_bytes()))], 1).to_vec();
-    batch[43..51].copy_from_slice(&producer_id.to_be_bytes());
-    batch[51..53].copy_from_slice(&0i16.to_be_bytes());
-    batch[53..57].copy_from_slice(&sequence.to_be_bytes());
-    let crc = crc32c::crc32c(&batch[21..]);
-    batch[17..21].copy_from_slice(&crc.to_be_bytes());
-    Bytes::from(batch)
+    let batch = build_batch(&[(None, Some(text.as_bytes()))], 1);
+    stamp_producer(&batch, producer_id, 0, sequence)
 }
 
 async fn init_producer_id(connection: &mut ClientConnection) -> (i16, i64) {

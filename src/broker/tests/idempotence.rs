@@ -7,13 +7,7 @@ use super::*;
 
 /// A one-record batch of producer `producer_id` at `epoch`, first sequence `sequence`.
 fn idempotent(text: &str, producer_id: i64, epoch: i16, sequence: i32) -> Bytes {
-    let mut batch = value(text).to_vec();
-    batch[43..51].copy_from_slice(&producer_id.to_be_bytes());
-    batch[51..53].copy_from_slice(&epoch.to_be_bytes());
-    batch[53..57].copy_from_slice(&sequence.to_be_bytes());
-    let crc = crc32c::crc32c(&batch[21..]);
-    batch[17..21].copy_from_slice(&crc.to_be_bytes());
-    Bytes::from(batch)
+    crate::protocol::record_batch::stamp_producer(&value(text), producer_id, epoch, sequence)
 }
 
 fn init_producer_id(harness: &mut Harness, transactional_id: Option<&str>) -> Vec<Output<File>> {

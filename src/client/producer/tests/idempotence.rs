@@ -87,6 +87,20 @@ fn started(pairs: &[(&str, &str)], id: i64) -> (ProducerCore, Vec<ProducerOutput
     (core, sent)
 }
 
+/// Two records to partition 0, two requests in flight allowed, producer id `id`: what the id
+/// let go out (both batches, one request each).
+fn two_in_flight(id: i64) -> (ProducerCore, Vec<ProducerOutput>) {
+    let mut core = idempotent(&[
+        ("max.in.flight.requests.per.connection", "2"),
+        ("retry.backoff.ms", "10"),
+    ]);
+    send(&mut core, 0, 1);
+    send(&mut core, 0, 2);
+    step(&mut core, 0, up(0));
+    let sent = step(&mut core, 0, producer_id(id));
+    (core, sent)
+}
+
 #[test]
 fn the_default_config_is_idempotent_and_asks_for_a_producer_id_first() {
     let mut config = ProducerConfig::default();
@@ -125,14 +139,7 @@ fn a_retried_batch_keeps_its_stamp() {
 
 #[test]
 fn out_of_order_behind_a_failed_batch_is_retried_after_it() {
-    let mut core = idempotent(&[
-        ("max.in.flight.requests.per.connection", "2"),
-        ("retry.backoff.ms", "10"),
-    ]);
-    send(&mut core, 0, 1);
-    send(&mut core, 0, 2);
-    step(&mut core, 0, up(0));
-    let outputs = step(&mut core, 0, producer_id(3));
+    let (mut core, outputs) = two_in_flight(3);
     assert_eq!(stamps(&outputs), [(0, 3, 0, 1), (0, 3, 1, 1)]);
     let outputs = answer(&mut core, 1, ErrorCode::NotEnoughReplicas, -1);
     assert!(
@@ -188,14 +195,7 @@ fn out_of_order_with_nothing_earlier_fails_the_batch_and_resets_the_producer() {
 
 #[test]
 fn a_reset_waits_for_the_old_ids_requests_and_restamps_what_they_hand_back() {
-    let mut core = idempotent(&[
-        ("max.in.flight.requests.per.connection", "2"),
-        ("retry.backoff.ms", "10"),
-    ]);
-    send(&mut core, 0, 1);
-    send(&mut core, 0, 2);
-    step(&mut core, 0, up(0));
-    step(&mut core, 0, producer_id(3));
+    let (mut core, _) = two_in_flight(3);
     let outputs = answer(&mut core, 1, ErrorCode::OutOfOrderSequenceNumber, -1);
     assert_eq!(
         rejected(&outputs),
