@@ -5,18 +5,13 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::produce_response::PartitionProduceResponse;
-use kafka_protocol::messages::{
-    InitProducerIdRequest, ProduceRequest, RequestKind, ResponseKind, TopicName,
-};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::{InitProducerIdRequest, RequestKind, ResponseKind};
 use seedlog::protocol::record_batch::{build_batch, stamp_producer};
 use seedlog::protocol::ErrorCode;
 use seedlog::runtime::client::ClientConnection;
 
 use super::broker_process::{temp_dir, BrokerProcess};
-use super::real_tcp::{consume_all, create};
+use super::real_tcp::{consume_all, create, produce_batch};
 
 const TOPIC: &str = "idempotent";
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -41,26 +36,6 @@ async fn init_producer_id(connection: &mut ClientConnection) -> (i16, i64) {
     (response.error_code, response.producer_id.0)
 }
 
-async fn produce(connection: &mut ClientConnection, records: Bytes) -> PartitionProduceResponse {
-    let data = TopicProduceData::default()
-        .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-        .with_partition_data(vec![PartitionProduceData::default()
-            .with_index(0)
-            .with_records(Some(records))]);
-    let request = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(5_000)
-        .with_topic_data(vec![data]);
-    let ResponseKind::Produce(response) = connection
-        .call_within(TIMEOUT, RequestKind::Produce(request))
-        .await
-        .expect("produce answered")
-    else {
-        panic!("Produce answered with another API")
-    };
-    response.responses[0].partition_responses[0].clone()
-}
-
 async fn connect(broker: &BrokerProcess) -> ClientConnection {
     ClientConnection::connect(&broker.address, "it")
         .await
@@ -77,15 +52,15 @@ async fn retries_are_stored_once_and_producer_ids_survive_kill_9() {
     assert_eq!((error, first), (0, 0));
     assert_eq!(init_producer_id(&mut connection).await, (0, 1));
     for (sequence, text) in [(0, "a"), (1, "b")] {
-        let answer = produce(&mut connection, batch(text, first, sequence)).await;
+        let answer = produce_batch(&mut connection, TOPIC, -1, batch(text, first, sequence)).await;
         assert_eq!(
             (answer.error_code, answer.base_offset),
             (0, i64::from(sequence))
         );
     }
-    let retry = produce(&mut connection, batch("a", first, 0)).await;
+    let retry = produce_batch(&mut connection, TOPIC, -1, batch("a", first, 0)).await;
     assert_eq!((retry.error_code, retry.base_offset), (0, 0), "{retry:?}");
-    let gap = produce(&mut connection, batch("d", first, 3)).await;
+    let gap = produce_batch(&mut connection, TOPIC, -1, batch("d", first, 3)).await;
     assert_eq!(gap.error_code, ErrorCode::OutOfOrderSequenceNumber.code());
 
     broker.kill9();
@@ -97,13 +72,13 @@ async fn retries_are_stored_once_and_producer_ids_survive_kill_9() {
         after >= 1_000,
         "ids reserved before the crash are skipped: got {after}"
     );
-    let retry = produce(&mut connection, batch("b", first, 1)).await;
+    let retry = produce_batch(&mut connection, TOPIC, -1, batch("b", first, 1)).await;
     assert_eq!(
         (retry.error_code, retry.base_offset),
         (0, 1),
         "the retry across the restart is recognised from the log"
     );
-    let next = produce(&mut connection, batch("c", first, 2)).await;
+    let next = produce_batch(&mut connection, TOPIC, -1, batch("c", first, 2)).await;
     assert_eq!((next.error_code, next.base_offset), (0, 2));
     let read = consume_all(&broker.address, TOPIC, 1, 3).await;
     assert_eq!(

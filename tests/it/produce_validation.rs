@@ -4,10 +4,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::produce_response::PartitionProduceResponse;
-use kafka_protocol::messages::{ApiKey, ProduceRequest, RequestKind, ResponseKind, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::ApiKey;
 use seedlog::protocol::record_batch::build_batch;
 use seedlog::protocol::ErrorCode;
 use seedlog::runtime::admin::list_offsets;
@@ -15,7 +12,7 @@ use seedlog::runtime::client::ClientConnection;
 use seedlog::types::TopicPartition;
 
 use super::broker_process::{temp_dir, BrokerProcess};
-use super::real_tcp::{consume_all, create};
+use super::real_tcp::{consume_all, create, produce_batch};
 
 const TOPIC: &str = "checked";
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -31,30 +28,6 @@ fn resealed(records_count: i32, attributes: i16) -> Bytes {
     let crc = crc32c::crc32c(&batch[21..]);
     batch[17..21].copy_from_slice(&crc.to_be_bytes());
     Bytes::from(batch)
-}
-
-async fn produce_batch(
-    connection: &mut ClientConnection,
-    acks: i16,
-    records: Bytes,
-) -> PartitionProduceResponse {
-    let data = TopicProduceData::default()
-        .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-        .with_partition_data(vec![PartitionProduceData::default()
-            .with_index(0)
-            .with_records(Some(records))]);
-    let request = ProduceRequest::default()
-        .with_acks(acks)
-        .with_timeout_ms(5_000)
-        .with_topic_data(vec![data]);
-    let ResponseKind::Produce(response) = connection
-        .call_within(TIMEOUT, RequestKind::Produce(request))
-        .await
-        .expect("produce answered")
-    else {
-        panic!("Produce answered with another API")
-    };
-    response.responses[0].partition_responses[0].clone()
 }
 
 async fn log_end_offset(connection: &mut ClientConnection) -> i64 {
@@ -79,7 +52,7 @@ async fn batches_whose_records_do_not_parse_are_refused_with_kafkas_codes_and_st
         "record_errors need Produce v8+, negotiated v{version}"
     );
     for acks in [1, -1] {
-        let lying = produce_batch(&mut connection, acks, resealed(3, 0)).await;
+        let lying = produce_batch(&mut connection, TOPIC, acks, resealed(3, 0)).await;
         assert_eq!(
             lying.error_code,
             ErrorCode::InvalidRecord.code(),
@@ -94,7 +67,7 @@ async fn batches_whose_records_do_not_parse_are_refused_with_kafkas_codes_and_st
         let message = lying.error_message.as_deref().unwrap_or_default();
         assert!(message.contains("recordsCount is 3"), "{message}");
 
-        let codec_7 = produce_batch(&mut connection, acks, resealed(2, 7)).await;
+        let codec_7 = produce_batch(&mut connection, TOPIC, acks, resealed(2, 7)).await;
         assert_eq!(
             codec_7.error_code,
             ErrorCode::UnknownServerError.code(),
@@ -107,7 +80,7 @@ async fn batches_whose_records_do_not_parse_are_refused_with_kafkas_codes_and_st
             "acks={acks}: nothing stored"
         );
     }
-    let valid = produce_batch(&mut connection, -1, resealed(2, 0)).await;
+    let valid = produce_batch(&mut connection, TOPIC, -1, resealed(2, 0)).await;
     assert_eq!((valid.error_code, valid.base_offset), (0, 0), "{valid:?}");
     assert_eq!(log_end_offset(&mut connection).await, 2);
     let read = consume_all(&broker.address, TOPIC, 1, 2).await;

@@ -16,6 +16,36 @@ use seedlog::types::TopicPartition;
 
 use super::broker_process::{temp_dir, BrokerProcess};
 
+/// Sends `records` (one batch) to partition 0 of `topic` as a raw Produce request and returns
+/// the partition's answer.
+pub(crate) async fn produce_batch(
+    connection: &mut ClientConnection,
+    topic: &'static str,
+    acks: i16,
+    records: Bytes,
+) -> kafka_protocol::messages::produce_response::PartitionProduceResponse {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ProduceRequest, RequestKind, ResponseKind, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let data = TopicProduceData::default()
+        .with_name(TopicName(StrBytes::from_static_str(topic)))
+        .with_partition_data(vec![PartitionProduceData::default()
+            .with_index(0)
+            .with_records(Some(records))]);
+    let request = ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(5_000)
+        .with_topic_data(vec![data]);
+    let ResponseKind::Produce(response) = connection
+        .call_within(Duration::from_secs(10), RequestKind::Produce(request))
+        .await
+        .expect("produce answered")
+    else {
+        panic!("Produce answered with another API")
+    };
+    response.responses[0].partition_responses[0].clone()
+}
+
 pub(crate) async fn create(address: &str, topic: &str, partitions: i32, configs: &[(&str, &str)]) {
     let mut connection = ClientConnection::connect(address, "it")
         .await
