@@ -22,7 +22,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -53,6 +53,7 @@ class Settings:
     repeat: int
     jars: Path | None
     gaps: GapList
+    compression: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -100,8 +101,10 @@ def measure(pid: int, cmd: list[str], timeout: float, log: Path) -> Measured:
     return Measured(rc, output, after.cpu_seconds - before.cpu_seconds, peak, client_cpu, wall)
 
 
-def workloads_for(client: str, partitions: int, acks: list[str]) -> list[Workload]:
+def workloads_for(client: str, partitions: int, acks: list[str], compression: list[str] | None = None) -> list[Workload]:
     out = [Workload("produce", client, partitions, a) for a in acks]
+    if client == "rdkafka" and "all" in acks:
+        out += [Workload("produce", client, partitions, "all", compression=c) for c in compression or []]
     if client == "java" and partitions == 1 and "all" in acks:
         out.append(Workload("produce", client, partitions, "all", idempotent_default=True))
     out.append(Workload("consume", client, partitions, None))
@@ -134,7 +137,7 @@ def run_all(s: Settings) -> list[report.Cell]:
             for partitions in s.partitions:
                 if reason:
                     group = [report.Cell(broker, w.key, w.label, "not run", note=reason[:200])
-                             for w in workloads_for(client, partitions, s.acks)]
+                             for w in workloads_for(client, partitions, s.acks, s.compression)]
                 else:
                     group = run_group(broker, client, partitions, s, round_)
                 for cell in group:
@@ -151,7 +154,7 @@ def group_dir(s: Settings, broker: str, client: str, partitions: int, round_: in
 def run_group(broker: str, client: str, partitions: int, s: Settings, round_: int) -> list[report.Cell]:
     """Fresh broker; warm up; measure each workload of (client, partitions); stop."""
     cells: list[report.Cell] = []
-    wls = workloads_for(client, partitions, s.acks)
+    wls = workloads_for(client, partitions, s.acks, s.compression)
     datadir = group_dir(s, broker, client, partitions, round_)
     peer = control.Peer(broker, datadir)
     which = f"round {round_}/{s.repeat}: " if s.repeat > 1 else ""
@@ -330,6 +333,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     help="comma list of java, rdkafka, seedlog (the seedlog clients' perf tool)")
     ap.add_argument("--partitions", default="1,6")
     ap.add_argument("--acks", default="1,all")
+    ap.add_argument("--compression", default="",
+                    help="comma list of codecs: extra librdkafka acks=all produce rows with compression.type set")
     ap.add_argument("--warmup", type=int, help="warm-up records per broker start (default records/10, max 100k)")
     ap.add_argument("--timeout", type=float, help="per-tool timeout in seconds")
     ap.add_argument("--output", default=str(benchenv.REPO_DIR / "docs" / "BENCHMARKS.md"))
@@ -368,7 +373,8 @@ def main(argv: list[str]) -> int:
                  timeout=args.timeout or (120.0 if records <= 100_000 else 900.0),
                  brokers=brokers, clients=clients,
                  partitions=[int(p) for p in args.partitions.split(",")], acks=args.acks.split(","),
-                 run_dir=run_dir, python=python, repeat=args.repeat, jars=jars, gaps=load_gaps())
+                 run_dir=run_dir, python=python, repeat=args.repeat, jars=jars, gaps=load_gaps(),
+                 compression=[c for c in args.compression.split(",") if c])
     rev = commit()  # before the run: the tree may change while it runs
     load, busy = ("-", False) if args.no_wait else wait_for_quiet_machine()
     if args.no_wait:

@@ -126,12 +126,15 @@ class Workload:
     # librdkafka consumer with fetch.queue.backoff.ms=10: its default (1,000 ms) idles a consumer
     # whose local queue filled, which penalises the faster broker (docs/BENCHMARKS.md).
     short_queue_backoff: bool = False
+    compression: str | None = None  # librdkafka producer's compression.type (None: none)
 
     @property
     def key(self) -> str:
         parts = [self.op, self.client, f"p{self.partitions}"]
         if self.acks:
             parts.append(f"acks{self.acks}")
+        if self.compression:
+            parts.append(self.compression)
         if self.idempotent_default:
             parts.append("idem")
         if self.short_queue_backoff:
@@ -155,6 +158,8 @@ class Workload:
             text += " · Java defaults (idempotent)"
         if self.short_queue_backoff:
             text += " · fetch.queue.backoff.ms=10"
+        if self.compression:
+            text += f" · {self.compression}"
         return text
 
     @property
@@ -190,8 +195,9 @@ def produce_cmd(w: Workload, bootstrap: str, topic: str, records: int, record_si
         return [seedlog_bin(), "perf", "produce", "--bootstrap-server", bootstrap, "--topic", topic,
                 "--num-records", str(records), "--record-size", str(record_size), "--throughput", "-1",
                 "--producer-props", f"acks={w.acks}", "enable.idempotence=false"]
+    extra = ["-X", f"compression.type={w.compression}"] if w.compression else []
     return [str(python), str(rdk_perf), "produce", "--bootstrap", bootstrap, "--topic", topic,
-            "--num-records", str(records), "--record-size", str(record_size), "--acks", w.acks]
+            "--num-records", str(records), "--record-size", str(record_size), "--acks", w.acks, *extra]
 
 
 def consume_cmd(w: Workload, bootstrap: str, topic: str, records: int, group: str,

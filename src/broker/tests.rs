@@ -1268,5 +1268,6 @@ fn describe_configs_gives_a_topics_effective_configs_and_where_each_comes_from()
 }
 
 mod cluster;
+mod compression;
 mod idempotence;
 mod replication;

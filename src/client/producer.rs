@@ -40,6 +40,7 @@ pub use crate::client::connections::{NodeId, BOOTSTRAP};
 use crate::client::metadata::{refreshes_metadata, MetadataCache, TopicState};
 use crate::client::partitioner::partition_for_key;
 use crate::config::{Acks, ConfigError, ProducerConfig};
+use crate::protocol::compression::Codec;
 use crate::protocol::record_batch::{stamp_producer, BatchBuilder};
 use crate::protocol::ErrorCode;
 use crate::types::{Millis, TopicPartition};
@@ -258,10 +259,10 @@ impl Batch {
         }
     }
 
-    /// Closes the batch to further records: its bytes are final.
-    fn close(&mut self) {
+    /// Closes the batch to further records: its bytes are final, compressed with `codec`.
+    fn close(&mut self, codec: Codec) {
         if let Contents::Open(builder) = &mut self.contents {
-            let bytes = std::mem::take(builder).finish();
+            let bytes = std::mem::take(builder).finish_compressed(codec);
             self.contents = Contents::Closed(bytes);
         }
     }
@@ -640,7 +641,7 @@ impl ProducerCore {
                     return;
                 }
                 // Full: closed to further records (Kafka's `closeForRecordAppends`).
-                last.close();
+                last.close(self.config.compression_type);
             }
         }
         let mut builder = BatchBuilder::default();
@@ -908,7 +909,7 @@ impl ProducerCore {
             if deque.is_empty() {
                 self.batches.remove(partition);
             }
-            batch.close();
+            batch.close(self.config.compression_type);
             if let Some(idempotence) = &mut self.idempotence {
                 if !idempotence.is_current(batch.stamp) {
                     let stamp = idempotence.stamp(partition, batch.ids.len() as i32);
@@ -1460,6 +1461,7 @@ mod tests {
     use crate::config::Configurable;
 
     mod buffer_memory;
+    mod compression;
     mod idempotence;
     use kafka_protocol::messages::produce_response::{
         PartitionProduceResponse, TopicProduceResponse,

@@ -82,6 +82,8 @@ pub struct ProducerConfig {
     pub metadata_max_age_ms: u64,
     /// `partitioner.ignore.keys` (default false): partition keyed records like unkeyed ones.
     pub partitioner_ignore_keys: bool,
+    /// `compression.type` (default `none`): the codec of every batch's records.
+    pub compression_type: crate::protocol::compression::Codec,
 }
 
 impl Default for ProducerConfig {
@@ -104,6 +106,7 @@ impl Default for ProducerConfig {
             buffer_memory: 33_554_432,
             metadata_max_age_ms: 300_000,
             partitioner_ignore_keys: false,
+            compression_type: crate::protocol::compression::Codec::None,
         }
     }
 }
@@ -138,7 +141,19 @@ impl Configurable for ProducerConfig {
                     "transactions come with a later issue",
                 ));
             }
-            "compression.type" | "partitioner.class" => {
+            "compression.type" => {
+                self.compression_type = crate::protocol::compression::Codec::from_name(
+                    &value.trim().to_ascii_lowercase(),
+                )
+                .ok_or_else(|| {
+                    ConfigError::invalid(
+                        key,
+                        value,
+                        "expected one of none, gzip, snappy, lz4, zstd",
+                    )
+                })?;
+            }
+            "partitioner.class" => {
                 return Err(ConfigError::not_implemented(key, ""));
             }
             _ => return Err(ConfigError::unknown(key)),

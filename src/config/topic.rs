@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use super::{parse_at_least, parse_bool, BrokerConfig, ConfigError, Configurable};
 use crate::config::broker::SEGMENT_BYTES_MIN;
+use crate::protocol::compression::Codec;
 
 /// Topic configuration (Kafka's `LogConfig`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +31,9 @@ pub struct TopicConfig {
     pub retention_ms: i64,
     /// `retention.bytes`: the oldest segments are deleted while the log is larger (-1: no limit).
     pub retention_bytes: i64,
+    /// `compression.type`: `None` keeps the producer's codec (Kafka's `producer`, the default);
+    /// a codec (`uncompressed` is [`Codec::None`]) recompresses batches that arrive with another.
+    pub compression_type: Option<Codec>,
     /// The overrides as given (persisted with the topic and echoed by CreateTopics).
     pub overrides: BTreeMap<String, String>,
 }
@@ -45,6 +49,8 @@ pub enum ConfigType {
     Long,
     /// `LIST`.
     List,
+    /// `STRING`.
+    String,
 }
 
 /// One effective topic config, as DescribeConfigs reports it.
@@ -64,8 +70,18 @@ impl TopicConfig {
     /// Every config seedlog applies to a topic with its effective value, sorted by name.
     /// `flush.ms` unset is Kafka's `Long.MAX_VALUE`.
     pub fn described(&self) -> Vec<DescribedConfig> {
-        let entries: [(&'static str, String, ConfigType); 11] = [
+        let compression = match self.compression_type {
+            None => "producer",
+            Some(Codec::None) => "uncompressed",
+            Some(codec) => codec.name(),
+        };
+        let entries: [(&'static str, String, ConfigType); 12] = [
             ("cleanup.policy", "delete".to_owned(), ConfigType::List),
+            (
+                "compression.type",
+                compression.to_owned(),
+                ConfigType::String,
+            ),
             (
                 "flush.messages",
                 self.flush_messages.to_string(),
@@ -137,6 +153,9 @@ impl TopicConfig {
             unclean_leader_election_enable: broker.unclean_leader_election_enable,
             retention_ms: broker.retention_ms(),
             retention_bytes: broker.log_retention_bytes,
+            // Kafka's broker-wide `compression.type` (default `producer`) is not a seedlog
+            // broker config yet.
+            compression_type: None,
             overrides: BTreeMap::new(),
         }
     }
@@ -187,8 +206,24 @@ impl Configurable for TopicConfig {
                     ));
                 }
             }
+            "compression.type" => {
+                self.compression_type = match value.trim().to_ascii_lowercase().as_str() {
+                    "producer" => None,
+                    "uncompressed" => Some(Codec::None),
+                    name => Some(
+                        Codec::from_name(name)
+                            .filter(|codec| *codec != Codec::None)
+                            .ok_or_else(|| {
+                                ConfigError::invalid(
+                            key,
+                            value,
+                            "expected one of uncompressed, zstd, lz4, snappy, gzip, producer",
+                        )
+                            })?,
+                    ),
+                };
+            }
             "segment.index.bytes"
-            | "compression.type"
             | "message.timestamp.type"
             | "min.compaction.lag.ms"
             | "delete.retention.ms"

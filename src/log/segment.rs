@@ -416,8 +416,8 @@ impl<F: StorageFile> LogSegment<F> {
 
     /// `(offset, timestamp)` of the first record whose timestamp is at least `timestamp_ms`
     /// (Kafka's `LogSegment.findOffsetByTimestamp`): the first batch whose max timestamp
-    /// reaches it, then the first record in it that does. A compressed batch (not decoded here
-    /// yet) answers with its base offset and max timestamp.
+    /// reaches it, then the first record in it that does (a compressed batch is decompressed
+    /// for it, as Kafka iterates its records).
     pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<(i64, i64)>, LogError> {
         if self.loaded && self.max_timestamp < timestamp_ms {
             return Ok(None);
@@ -431,7 +431,7 @@ impl<F: StorageFile> LogSegment<F> {
         let Some((position, header)) = found else {
             return Ok(None);
         };
-        if header.compression() != 0 || header.is_control() {
+        if header.is_control() {
             return Ok(Some((header.base_offset, header.max_timestamp)));
         }
         let record = self
@@ -445,7 +445,7 @@ impl<F: StorageFile> LogSegment<F> {
         ))
     }
 
-    /// The records of the uncompressed batch at byte `position`.
+    /// The records of the batch at byte `position` (decompressed if need be).
     fn records_at(
         &self,
         position: u64,
@@ -464,8 +464,8 @@ impl<F: StorageFile> LogSegment<F> {
 
     /// `(offset, timestamp)` of the first record holding the largest timestamp (ListOffsets -3,
     /// as Kafka answers it since 3.8): the first batch with the largest max timestamp, then its
-    /// first record carrying it. A compressed or control batch (not decoded here yet), or one
-    /// whose max timestamp lies about its records, answers with its last offset.
+    /// first record carrying it (a compressed batch is decompressed for it). A control batch,
+    /// or one whose max timestamp lies about its records, answers with its last offset.
     pub fn offset_of_max_timestamp(&self) -> Result<Option<(i64, i64)>, LogError> {
         let mut best: Option<(u64, RecordBatchHeader)> = None;
         self.walk(|position, header| {
@@ -477,7 +477,7 @@ impl<F: StorageFile> LogSegment<F> {
             return Ok(None);
         };
         let fallback = (header.last_offset(), header.max_timestamp);
-        if header.compression() != 0 || header.is_control() {
+        if header.is_control() {
             return Ok(Some(fallback));
         }
         let record = self

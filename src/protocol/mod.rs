@@ -4,6 +4,7 @@
 
 pub mod api_versions;
 pub mod codec;
+pub mod compression;
 pub mod error_code;
 pub mod fetch_response;
 pub mod frame;

@@ -211,6 +211,31 @@ pub fn stamp_producer(
     Bytes::from(batch)
 }
 
+/// `batch` (one validated batch) with its records recompressed by `codec`: the attributes'
+/// codec bits, `batchLength` and the CRC follow; everything else is kept (Kafka's broker does
+/// this when a topic's `compression.type` names another codec than the producer's).
+pub fn recompress(
+    batch: &[u8],
+    codec: crate::protocol::compression::Codec,
+) -> Result<Bytes, crate::protocol::compression::CompressionError> {
+    use crate::protocol::compression::{compress, decompress, Codec};
+    let attributes = i16::from_be_bytes([batch[21], batch[22]]);
+    let records = decompress(
+        Codec::from_id(attributes & 0x7)?,
+        &batch[RECORD_BATCH_HEADER_BYTES..],
+    )?;
+    let body = compress(codec, &records);
+    let mut out = Vec::with_capacity(RECORD_BATCH_HEADER_BYTES + body.len());
+    out.extend_from_slice(&batch[..RECORD_BATCH_HEADER_BYTES]);
+    out.extend_from_slice(&body);
+    let batch_length = (out.len() - LOG_OVERHEAD) as i32;
+    out[8..12].copy_from_slice(&batch_length.to_be_bytes());
+    out[21..23].copy_from_slice(&((attributes & !0x7) | codec.id()).to_be_bytes());
+    let crc = crc32c::crc32c(&out[CRC_START..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    Ok(Bytes::from(out))
+}
+
 /// Splits a records blob into validated batches. Stops with an error at the first bad batch.
 pub fn split_batches(
     records: &[u8],
@@ -327,13 +352,25 @@ impl BatchBuilder {
 
     /// The finished batch, with its CRC. Its base offset is 0 until the broker assigns one.
     pub fn finish(self) -> Bytes {
-        let mut batch = BytesMut::with_capacity(self.size_bytes());
+        self.finish_compressed(crate::protocol::compression::Codec::None)
+    }
+
+    /// The finished batch with its records compressed by `codec` (attributes bits 0–2).
+    pub fn finish_compressed(self, codec: crate::protocol::compression::Codec) -> Bytes {
+        let compressed;
+        let body: &[u8] = if codec == crate::protocol::compression::Codec::None {
+            &self.body
+        } else {
+            compressed = crate::protocol::compression::compress(codec, &self.body);
+            &compressed
+        };
+        let mut batch = BytesMut::with_capacity(RECORD_BATCH_HEADER_BYTES + body.len());
         batch.put_i64(0); // baseOffset, assigned by the broker
-        batch.put_i32((RECORD_BATCH_HEADER_BYTES - LOG_OVERHEAD + self.body.len()) as i32);
+        batch.put_i32((RECORD_BATCH_HEADER_BYTES - LOG_OVERHEAD + body.len()) as i32);
         batch.put_i32(-1); // partitionLeaderEpoch
         batch.put_i8(MAGIC_V2);
         batch.put_u32(0); // crc, filled below
-        batch.put_i16(0); // attributes: no compression, CreateTime
+        batch.put_i16(codec.id()); // attributes: the codec, CreateTime
         batch.put_i32((self.count - 1).max(0));
         batch.put_i64(self.base_timestamp);
         batch.put_i64(self.max_timestamp);
@@ -341,7 +378,7 @@ impl BatchBuilder {
         batch.put_i16(-1); // producerEpoch
         batch.put_i32(-1); // baseSequence
         batch.put_i32(self.count);
-        batch.extend_from_slice(&self.body);
+        batch.extend_from_slice(body);
         let crc = crc32c::crc32c(&batch[CRC_START..]);
         batch[17..21].copy_from_slice(&crc.to_be_bytes());
         batch.freeze()
@@ -401,9 +438,24 @@ pub fn decode_batch(
         return Ok(Vec::new());
     }
     if header.compression() != 0 {
-        return Err(BatchError::Invalid(
-            "compressed batches are not supported by the seedlog client yet",
-        ));
+        // The records section decompressed behind a copy of the header, so the cursor slices
+        // keys and values out of one buffer as it does for an uncompressed batch.
+        let codec = crate::protocol::compression::Codec::from_id(header.compression())
+            .map_err(|_| BatchError::Invalid("unknown compression codec"))?;
+        let body = &records[range.start + RECORD_BATCH_HEADER_BYTES..range.end];
+        let decompressed = crate::protocol::compression::decompress(codec, body)
+            .map_err(|_| BatchError::Invalid("compressed records that do not decompress"))?;
+        let mut whole = Vec::with_capacity(RECORD_BATCH_HEADER_BYTES + decompressed.len());
+        whole.extend_from_slice(&records[range.start..range.start + RECORD_BATCH_HEADER_BYTES]);
+        whole.extend_from_slice(&decompressed);
+        let whole = Bytes::from(whole);
+        let mut cursor = Cursor {
+            bytes: &whole[RECORD_BATCH_HEADER_BYTES..],
+            at: 0,
+        };
+        return (0..header.records_count)
+            .map(|_| cursor.record(header, &whole, 0))
+            .collect();
     }
     let mut cursor = Cursor {
         bytes: &records[range.start + RECORD_BATCH_HEADER_BYTES..range.end],

@@ -29,6 +29,7 @@ fn wire_type(config_type: ConfigType) -> i8 {
         ConfigType::Int => 3,
         ConfigType::Long => 5,
         ConfigType::List => 7,
+        ConfigType::String => 2,
     }
 }
 

@@ -20,7 +20,8 @@ use crate::broker::purgatory::{DelayedProduce, WaitingSlot};
 use crate::broker::{Broker, BrokerEvent, Output, ReplyTo, Response, ResponseBody};
 use crate::log::producer_state::{BatchMetadata, SequenceError};
 use crate::protocol::codec::Request;
-use crate::protocol::record_batch::{validate_batch, BatchError, RecordBatchHeader};
+use crate::protocol::compression::Codec;
+use crate::protocol::record_batch::{recompress, validate_batch, BatchError, RecordBatchHeader};
 use crate::protocol::record_validation::{validate_compression, validate_records, RecordsError};
 use crate::protocol::ErrorCode;
 use crate::storage::Storage;
@@ -153,6 +154,26 @@ fn validate_produced(
         return Err((ErrorCode::UnknownProducerId, message.to_owned()).into());
     }
     Ok((records, header))
+}
+
+/// The batch as the log stores it: as sent, or recompressed when the topic's `compression.type`
+/// names another codec (Kafka's `LogValidator` recompresses then; it also keeps the producer's
+/// codec when the topic says `producer`, the default).
+fn recompressed_for_topic(
+    records: &Bytes,
+    header: RecordBatchHeader,
+    topic_codec: Option<Codec>,
+) -> Result<(Vec<u8>, RecordBatchHeader), Rejection> {
+    match topic_codec {
+        Some(codec) if codec.id() != header.compression() => {
+            let batch = recompress(records, codec)
+                .map_err(|error| Rejection::from((ErrorCode::InvalidRecord, error.to_string())))?;
+            let header = RecordBatchHeader::parse(&batch)
+                .map_err(|error| Rejection::from((ErrorCode::InvalidRecord, error.to_string())))?;
+            Ok((batch.to_vec(), header))
+        }
+        _ => Ok((records.to_vec(), header)),
+    }
 }
 
 /// The producer-state checks of a leader's idempotent batch (Kafka's
@@ -438,6 +459,7 @@ impl<S: Storage> Broker<S> {
             .ok_or_else(unknown)?;
         let node_id = self.config.node_id;
         let max_message_bytes = topic.config.max_message_bytes as usize;
+        let topic_codec = topic.config.compression_type;
         let min_insync_replicas = topic.config.min_insync_replicas as usize;
         let partition = self.replicas.get_mut(topic_partition).ok_or_else(unknown)?;
         if let Some(reason) = partition.offline() {
@@ -465,7 +487,7 @@ impl<S: Storage> Broker<S> {
                 return Ok(appended);
             }
         }
-        let mut batch = records.to_vec();
+        let (mut batch, header) = recompressed_for_topic(&records, header, topic_codec)?;
         let info = match partition.append_as_leader(&mut batch, &header) {
             Ok(info) => info,
             Err(error) => {

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use proptest::prelude::*;
 
 use super::*;
+use crate::protocol::compression::Codec;
 use crate::protocol::record_batch::{build_batch, decode_batch, validate_batch, LOG_OVERHEAD};
 
 const BASE_TIMESTAMP: i64 = 1_000;
@@ -185,13 +186,50 @@ fn a_compression_codec_above_zstd_is_unknown_and_answers_unknown_server_error() 
     }
 }
 
+/// `batch` with its records compressed by `codec`, resealed.
+fn compressed(batch: &[u8], codec: Codec) -> Vec<u8> {
+    let body = crate::protocol::compression::compress(codec, &batch[RECORD_BATCH_HEADER_BYTES..]);
+    let mut out = batch[..RECORD_BATCH_HEADER_BYTES].to_vec();
+    out.extend_from_slice(&body);
+    with_attributes(out, codec.id())
+}
+
+const CODECS: [Codec; 4] = [Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd];
+
 #[test]
-fn compressed_batches_are_accepted_without_iterating_their_records() {
-    // Known gap: no decompressor yet, so the compressed bytes are not read.
+fn compressed_batches_are_decompressed_checked_and_decode() {
+    for codec in CODECS {
+        let batch = compressed(&batch_of(&records(3)), codec);
+        assert_eq!(check(&batch), Ok(()), "{codec:?}");
+        let header = validate_batch(&batch).expect("valid");
+        let bytes = Bytes::from(batch);
+        let decoded = decode_batch(&bytes, &header, 0..bytes.len()).expect("decodes");
+        assert_eq!(decoded.len(), 3, "{codec:?}");
+        assert_eq!(decoded[2].offset, 2);
+    }
+}
+
+#[test]
+fn a_compressed_batch_whose_records_lie_is_rejected_with_the_record_index() {
+    for codec in CODECS {
+        let lying = compressed(&batch_claiming(&records(2), 3, 2), codec);
+        let error = check(&lying).expect_err("two records claimed as three");
+        assert_eq!(error.batch_index(), Some(2), "{codec:?}: {error}");
+        assert_eq!(error.error_code(), ErrorCode::InvalidRecord);
+    }
+}
+
+#[test]
+fn compressed_bytes_that_do_not_decompress_are_invalid_records() {
     let garbage = vec![vec![0xff; 9]];
-    for codec in 1..=COMPRESSION_CODEC_MAX {
-        let batch = with_attributes(batch_claiming(&garbage, 2, 1), codec);
-        assert_eq!(check(&batch), Ok(()), "codec {codec}");
+    for codec in CODECS {
+        let batch = with_attributes(batch_claiming(&garbage, 1, 0), codec.id());
+        let error = check(&batch).expect_err("garbage");
+        assert!(
+            matches!(error, RecordsError::Decompression(_)),
+            "{codec:?}: {error}"
+        );
+        assert_eq!(error.error_code(), ErrorCode::InvalidRecord);
     }
 }
 
