@@ -174,16 +174,6 @@ impl ProducerStates {
         }
         entry.batches.push_back(batch);
     }
-
-    /// How many producers the log knows.
-    pub fn len(&self) -> usize {
-        self.producers.len()
-    }
-
-    /// Whether the log knows no producer.
-    pub fn is_empty(&self) -> bool {
-        self.producers.is_empty()
-    }
 }
 
 #[cfg(test)]
@@ -232,6 +222,22 @@ mod tests {
             states.find_duplicate(&batch(8, 0, 0, 0, 3)),
             None,
             "another producer"
+        );
+    }
+
+    #[test]
+    fn a_batch_is_a_duplicate_only_if_both_ends_of_its_sequence_match() {
+        let mut states = ProducerStates::default();
+        states.update(&batch(7, 0, 0, 100, 3));
+        assert_eq!(
+            states.find_duplicate(&batch(7, 0, 0, 0, 2)),
+            None,
+            "same first, other last"
+        );
+        assert_eq!(
+            states.find_duplicate(&batch(7, 0, 1, 0, 2)),
+            None,
+            "other first, same last"
         );
     }
 
@@ -313,6 +319,6 @@ mod tests {
     fn batches_of_no_producer_change_nothing() {
         let mut states = ProducerStates::default();
         states.update(&batch(-1, -1, -1, 0, 1));
-        assert!(states.is_empty());
+        assert_eq!(states, ProducerStates::default());
     }
 }
