@@ -12,9 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
-use kafka_protocol::messages::offset_for_leader_epoch_request::{
-    OffsetForLeaderPartition, OffsetForLeaderTopic,
-};
+use kafka_protocol::messages::offset_for_leader_epoch_request::OffsetForLeaderPartition;
 use kafka_protocol::messages::{
     FetchRequest, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, RequestKind,
     ResponseKind, TopicName,
@@ -25,6 +23,7 @@ use std::ops::Range;
 
 use crate::config::broker::ReplicationGeneration;
 use crate::protocol::record_batch::{validate_batch, BatchError, RecordBatchHeader};
+use crate::protocol::requests::offset_for_leader_epoch_request;
 use crate::protocol::ErrorCode;
 use crate::storage::Storage;
 use crate::types::{BrokerId, LeaderEpoch, Millis, TopicPartition};
@@ -738,19 +737,7 @@ impl<S: Storage> Broker<S> {
         if topics.is_empty() {
             return None;
         }
-        let topics = topics
-            .into_iter()
-            .map(|(topic, partitions)| {
-                OffsetForLeaderTopic::default()
-                    .with_topic(TopicName(StrBytes::from_string(topic)))
-                    .with_partitions(partitions)
-            })
-            .collect();
-        Some(
-            OffsetForLeaderEpochRequest::default()
-                .with_replica_id(kafka_protocol::messages::BrokerId(node_id))
-                .with_topics(topics),
-        )
+        Some(offset_for_leader_epoch_request(node_id, topics))
     }
 
     /// The leader's OffsetsForLeaderEpoch answer: truncate each partition where the

@@ -10,5 +10,6 @@ pub mod fetch_response;
 pub mod frame;
 pub mod record_batch;
 pub mod record_validation;
+pub mod requests;
 
 pub use error_code::ErrorCode;

@@ -31,14 +31,10 @@ mod tests;
 use std::collections::BTreeMap;
 
 use kafka_protocol::messages::fetch_response::PartitionData;
-use kafka_protocol::messages::offset_for_leader_epoch_request::{
-    OffsetForLeaderPartition, OffsetForLeaderTopic,
-};
+use kafka_protocol::messages::offset_for_leader_epoch_request::OffsetForLeaderPartition;
 use kafka_protocol::messages::{
-    BrokerId, FetchResponse, ListOffsetsResponse, OffsetForLeaderEpochRequest,
-    OffsetForLeaderEpochResponse, RequestKind, ResponseKind, TopicName,
+    FetchResponse, ListOffsetsResponse, OffsetForLeaderEpochResponse, RequestKind, ResponseKind,
 };
-use kafka_protocol::protocol::StrBytes;
 
 use crate::client::connections::Connections;
 pub use crate::client::connections::{NodeId, BOOTSTRAP};
@@ -47,6 +43,7 @@ use crate::client::metadata::MetadataCache;
 pub use self::fetcher::{list_offsets_outcomes, list_offsets_request, ConsumerRecord};
 pub use self::subscription::{ResetReason, SubscriptionState};
 use crate::config::{AutoOffsetReset, ConsumerConfig};
+use crate::protocol::requests::offset_for_leader_epoch_request;
 use crate::protocol::ErrorCode;
 use crate::types::{Millis, TopicPartition};
 
@@ -990,17 +987,7 @@ impl ConsumerCore {
         if positions.is_empty() {
             return false;
         }
-        let topics = by_topic
-            .into_iter()
-            .map(|(topic, partitions)| {
-                OffsetForLeaderTopic::default()
-                    .with_topic(TopicName(StrBytes::from_string(topic)))
-                    .with_partitions(partitions)
-            })
-            .collect();
-        let request = OffsetForLeaderEpochRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_topics(topics);
+        let request = offset_for_leader_epoch_request(-1, by_topic);
         let timeout_ms = self.config.request_timeout_ms;
         let body = RequestKind::OffsetForLeaderEpoch(request);
         self.send(

@@ -771,7 +771,7 @@ fn after_a_leader_change_a_position_past_the_new_leaders_log_moves_back_where_it
         (0, 0, 1),
         "where does epoch 0 end, asked of the leader of epoch 1"
     );
-    assert_eq!(request.replica_id, BrokerId(-1));
+    assert_eq!(request.replica_id, kafka_protocol::messages::BrokerId(-1));
     let out = step(&mut core, 4, answer(epoch_end_response(0, 0, 6)));
     assert_eq!(
         fetched_from(fetch(&out).0),
