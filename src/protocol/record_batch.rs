@@ -206,9 +206,14 @@ pub fn stamp_producer(
     batch[43..51].copy_from_slice(&producer_id.to_be_bytes());
     batch[51..53].copy_from_slice(&producer_epoch.to_be_bytes());
     batch[53..57].copy_from_slice(&base_sequence.to_be_bytes());
+    seal_crc(&mut batch);
+    Bytes::from(batch)
+}
+
+/// Writes the CRC-32C of everything from the attributes on into the header's `crc` field.
+fn seal_crc(batch: &mut [u8]) {
     let crc = crc32c::crc32c(&batch[CRC_START..]);
     batch[17..21].copy_from_slice(&crc.to_be_bytes());
-    Bytes::from(batch)
 }
 
 /// `batch` (one validated batch) with its records recompressed by `codec`: the attributes'
@@ -231,8 +236,7 @@ pub fn recompress(
     let batch_length = (out.len() - LOG_OVERHEAD) as i32;
     out[8..12].copy_from_slice(&batch_length.to_be_bytes());
     out[21..23].copy_from_slice(&((attributes & !0x7) | codec.id()).to_be_bytes());
-    let crc = crc32c::crc32c(&out[CRC_START..]);
-    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    seal_crc(&mut out);
     Ok(Bytes::from(out))
 }
 
@@ -379,8 +383,7 @@ impl BatchBuilder {
         batch.put_i32(-1); // baseSequence
         batch.put_i32(self.count);
         batch.extend_from_slice(body);
-        let crc = crc32c::crc32c(&batch[CRC_START..]);
-        batch[17..21].copy_from_slice(&crc.to_be_bytes());
+        seal_crc(&mut batch);
         batch.freeze()
     }
 }
