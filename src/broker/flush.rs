@@ -319,10 +319,7 @@ impl<S: Storage> Broker<S> {
         out: &mut Vec<Output<S::File>>,
     ) {
         if points == self.writer(kind).written {
-            self.writer(kind).rest(now);
-            if kind == CheckpointKind::ProducerIds {
-                self.on_producer_ids_written(now, Ok(()), out);
-            }
+            self.checkpoint_finished(now, kind, Ok(()), out);
             return;
         }
         let text = checkpoint::format(&points);
@@ -342,10 +339,7 @@ impl<S: Storage> Broker<S> {
             }
             Err(error) => {
                 tracing::error!(%error, "cannot write {}", kind.temporary());
-                self.writer(kind).rest(now);
-                if kind == CheckpointKind::ProducerIds {
-                    self.on_producer_ids_written(now, Err(error.to_string()), out);
-                }
+                self.checkpoint_finished(now, kind, Err(error.to_string()), out);
             }
         }
     }
@@ -361,20 +355,14 @@ impl<S: Storage> Broker<S> {
     ) {
         if let Err(error) = result {
             tracing::error!(%error, file = kind.file(), "checkpointing failed; retrying later");
-            self.writer(kind).rest(now);
-            if kind == CheckpointKind::ProducerIds {
-                self.on_producer_ids_written(now, Err(error), out);
-            }
+            self.checkpoint_finished(now, kind, Err(error), out);
             return;
         }
         match std::mem::replace(&mut self.writer(kind).stage, CheckpointStage::Idle) {
             CheckpointStage::SyncingTemporary(points) => {
                 if let Err(error) = self.storage.rename(kind.temporary(), kind.file()) {
                     tracing::error!(%error, "cannot rename {}", kind.temporary());
-                    self.writer(kind).rest(now);
-                    if kind == CheckpointKind::ProducerIds {
-                        self.on_producer_ids_written(now, Err(error.to_string()), out);
-                    }
+                    self.checkpoint_finished(now, kind, Err(error.to_string()), out);
                     return;
                 }
                 self.writer(kind).stage = CheckpointStage::SyncingDirectory(points);
@@ -386,15 +374,30 @@ impl<S: Storage> Broker<S> {
             }
             CheckpointStage::SyncingDirectory(points) => {
                 self.writer(kind).written = points;
-                self.writer(kind).rest(now);
                 if kind == CheckpointKind::LogStarts {
+                    self.writer(kind).rest(now);
                     self.apply_log_starts(now, out);
-                }
-                if kind == CheckpointKind::ProducerIds {
-                    self.on_producer_ids_written(now, Ok(()), out);
+                } else {
+                    self.checkpoint_finished(now, kind, Ok(()), out);
                 }
             }
             CheckpointStage::Idle => unreachable!("a checkpoint step completed while idle"),
+        }
+    }
+
+    /// A checkpoint write ended (`Ok`: durable, or nothing to write): the writer rests until
+    /// its next interval, and whoever waits for the write hears of it (InitProducerId requests
+    /// wait for a producer-id block).
+    fn checkpoint_finished(
+        &mut self,
+        now: Millis,
+        kind: CheckpointKind,
+        result: Result<(), String>,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        self.writer(kind).rest(now);
+        if kind == CheckpointKind::ProducerIds {
+            self.on_producer_ids_written(now, result, out);
         }
     }
 }

@@ -11,7 +11,9 @@
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ResponseKind};
 
-use super::checkpoint::{CheckpointKind, RecoveryPoints};
+use std::collections::VecDeque;
+
+use super::checkpoint::{CheckpointKind, CheckpointStage, RecoveryPoints};
 use super::{Broker, Output, ReplyTo, ResponseBody};
 use crate::protocol::ErrorCode;
 use crate::storage::Storage;
@@ -24,27 +26,22 @@ pub(crate) const BLOCK_SIZE: i64 = 1_000;
 /// Ids a broker owns: its `node.id` in the upper bits, a counter below.
 const COUNTER_BITS: u32 = 32;
 
-/// The allocator's state.
+/// The allocator's state. What is reserved durably is what the `producer-id-block` writer
+/// has written; whether a reservation is under way is whether that writer is busy.
 #[derive(Debug, Default)]
 pub(crate) struct ProducerIds {
     /// The next counter to hand out.
     next: i64,
-    /// Counters below this are reserved durably.
-    durable_end: i64,
-    /// A reservation being written.
-    writing: bool,
-    /// Requests waiting for a durable block.
-    waiting: Vec<ReplyTo>,
+    /// Requests waiting for a durable block, oldest first.
+    waiting: VecDeque<ReplyTo>,
 }
 
 impl ProducerIds {
     /// The allocator after a start: past everything reserved before.
     pub(crate) fn loaded(points: &RecoveryPoints) -> ProducerIds {
-        let end = points.get(&entry()).copied().unwrap_or(0).max(0);
         ProducerIds {
-            next: end,
-            durable_end: end,
-            ..ProducerIds::default()
+            next: reserved_end(points),
+            waiting: VecDeque::new(),
         }
     }
 
@@ -56,6 +53,11 @@ impl ProducerIds {
 
 fn entry() -> TopicPartition {
     TopicPartition::parse(ENTRY).expect("a partition name")
+}
+
+/// The end of the reservation `points` holds (0 without one).
+fn reserved_end(points: &RecoveryPoints) -> i64 {
+    points.get(&entry()).copied().unwrap_or(0).max(0)
 }
 
 fn response<F>(error: ErrorCode, producer_id: i64, producer_epoch: i16) -> ResponseBody<F> {
@@ -84,7 +86,7 @@ impl<S: Storage> Broker<S> {
             out.push(reply_to.respond(response(ErrorCode::InvalidRequest, -1, -1)));
             return;
         }
-        self.producer_ids.waiting.push(reply_to);
+        self.producer_ids.waiting.push_back(reply_to);
         self.answer_producer_ids(now, out);
     }
 
@@ -92,14 +94,18 @@ impl<S: Storage> Broker<S> {
     /// ones run low (half a block left) or out.
     fn answer_producer_ids(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
         let prefix = i64::from(self.config.node_id) << COUNTER_BITS;
+        let durable_end = reserved_end(&self.producer_id_block.written);
+        let writing = self.producer_id_block.stage != CheckpointStage::Idle;
         let ids = &mut self.producer_ids;
-        while ids.next < ids.durable_end && !ids.waiting.is_empty() {
-            let reply_to = ids.waiting.remove(0);
+        while ids.next < durable_end {
+            let Some(reply_to) = ids.waiting.pop_front() else {
+                break;
+            };
             let id = prefix + ids.next;
             ids.next += 1;
             out.push(reply_to.respond(response(ErrorCode::None, id, 0)));
         }
-        let exhausted = ids.durable_end + BLOCK_SIZE > 1 << COUNTER_BITS;
+        let exhausted = durable_end + BLOCK_SIZE > 1 << COUNTER_BITS;
         if exhausted {
             for reply_to in ids.waiting.drain(..) {
                 tracing::error!("this broker has handed out every producer id it owns");
@@ -107,10 +113,9 @@ impl<S: Storage> Broker<S> {
             }
             return;
         }
-        let low = ids.durable_end - ids.next < BLOCK_SIZE / 2;
-        if low && !ids.writing {
-            ids.writing = true;
-            let end = ids.durable_end + BLOCK_SIZE;
+        let low = durable_end - ids.next < BLOCK_SIZE / 2;
+        if low && !writing {
+            let end = durable_end + BLOCK_SIZE;
             self.maybe_write_checkpoint(
                 now,
                 CheckpointKind::ProducerIds,
@@ -128,13 +133,8 @@ impl<S: Storage> Broker<S> {
         result: Result<(), String>,
         out: &mut Vec<Output<S::File>>,
     ) {
-        self.producer_ids.writing = false;
         match result {
-            Ok(()) => {
-                let written = ProducerIds::loaded(&self.producer_id_block.written).durable_end;
-                self.producer_ids.durable_end = self.producer_ids.durable_end.max(written);
-                self.answer_producer_ids(now, out);
-            }
+            Ok(()) => self.answer_producer_ids(now, out),
             Err(error) => {
                 tracing::error!(%error, "cannot reserve producer ids");
                 for reply_to in self.producer_ids.waiting.drain(..) {
