@@ -1050,7 +1050,7 @@ impl ProducerCore {
             self.retry_or_fail(now, batch, &message, out);
         } else {
             self.fail(&batch, error, message, out);
-            self.reset_idempotence();
+            self.reset_if_current(batch.stamp);
         }
     }
 
@@ -1075,11 +1075,14 @@ impl ProducerCore {
                 })
     }
 
-    /// A batch of the current producer id is gone for good, so the next one's sequence would
-    /// leave a gap: reset (a new id, every queued batch stamped afresh).
-    fn reset_idempotence(&mut self) {
+    /// A batch stamped `stamp` is gone for good. If the stamp is of the current producer id,
+    /// the next batch's sequence would leave a gap: reset (a new id, every queued batch stamped
+    /// afresh).
+    fn reset_if_current(&mut self, stamp: Option<Stamp>) {
         if let Some(idempotence) = &mut self.idempotence {
-            idempotence.reset();
+            if idempotence.is_current(stamp) {
+                idempotence.reset();
+            }
         }
     }
 
@@ -1125,13 +1128,7 @@ impl ProducerCore {
         } else {
             let reason = format!("{reason}; gave up after {} retries", batch.retries);
             self.fail(&batch, ErrorCode::RequestTimedOut, reason, out);
-            if self
-                .idempotence
-                .as_ref()
-                .is_some_and(|idempotence| idempotence.is_current(batch.stamp))
-            {
-                self.reset_idempotence();
-            }
+            self.reset_if_current(batch.stamp);
         }
     }
 
@@ -1246,13 +1243,7 @@ impl ProducerCore {
                 batch.topic_partition
             );
             self.fail(&batch, ErrorCode::RequestTimedOut, message, out);
-            if self
-                .idempotence
-                .as_ref()
-                .is_some_and(|idempotence| idempotence.is_current(batch.stamp))
-            {
-                self.reset_idempotence();
-            }
+            self.reset_if_current(batch.stamp);
         }
         self.expire_blocked_sends(now, out);
     }
