@@ -47,11 +47,13 @@ struct Appended {
 
 impl Appended {
     /// The answer to a retry of `original`: its offsets, waiting for its fsync if that is still
-    /// under way (and, set by the caller, for its replication).
+    /// under way and, like the first write's answer, for its replication.
     fn duplicate<S: Storage>(
         partition: &crate::broker::partition::Partition<S>,
         original: BatchMetadata,
         header: RecordBatchHeader,
+        awaits_followers: bool,
+        min_insync_replicas: usize,
     ) -> Appended {
         Appended {
             base_offset: original.first_offset,
@@ -59,8 +61,8 @@ impl Appended {
             log_start_offset: partition.log.log_start_offset(),
             flush_required: partition.awaits_flush(original.last_offset + 1),
             rolled: None,
-            awaits_followers: false,
-            min_insync_replicas: 0,
+            awaits_followers,
+            min_insync_replicas,
             stored: RecordBatchHeader {
                 base_offset: original.first_offset,
                 ..header
@@ -478,13 +480,16 @@ impl<S: Storage> Broker<S> {
             );
             return Err((ErrorCode::NotEnoughReplicas, message).into());
         }
+        let awaits_followers = acks == -1 && !partition.followers().is_empty();
         if header.producer_id >= 0 {
             if let Some(original) = check_producer_state(partition, &header)? {
-                let awaits_followers = acks == -1 && !partition.followers().is_empty();
-                let mut appended = Appended::duplicate(partition, original, header);
-                appended.awaits_followers = awaits_followers;
-                appended.min_insync_replicas = min_insync_replicas;
-                return Ok(appended);
+                return Ok(Appended::duplicate(
+                    partition,
+                    original,
+                    header,
+                    awaits_followers,
+                    min_insync_replicas,
+                ));
             }
         }
         let (mut batch, header) = recompressed_for_topic(&records, header, topic_codec)?;
@@ -501,7 +506,7 @@ impl<S: Storage> Broker<S> {
             log_start_offset: partition.log.log_start_offset(),
             flush_required: info.flush_required,
             rolled: info.rolled,
-            awaits_followers: acks == -1 && !partition.followers().is_empty(),
+            awaits_followers,
             min_insync_replicas,
             stored: RecordBatchHeader {
                 base_offset: info.base_offset,
