@@ -669,34 +669,35 @@ fn whole_batches(records: &[u8]) -> Result<Vec<(RecordBatchHeader, Range<usize>)
 }
 
 /// Where a `kip-101` or `kip-279` follower truncates after the leader's OffsetsForLeaderEpoch
-/// answer `(leader_epoch, leader_end)`, and whether it may fetch then (`kip-279` may ask again).
+/// answer `(leader_epoch, leader_end)`, and the epoch to ask about next (`None`: done, fetch;
+/// only `kip-279` asks again).
 fn epoch_truncation(
     generation: ReplicationGeneration,
     epochs: Option<&crate::log::leader_epochs::LeaderEpochCache>,
     (log_end, high_watermark): (i64, i64),
     (leader_epoch, leader_end): (i32, i64),
-) -> (i64, bool) {
+) -> (i64, Option<i32>) {
     if leader_end < 0 {
         // The leader knows nothing that old: keep what is committed (Kafka truncates to the
         // high watermark here).
-        return (high_watermark.min(log_end), true);
+        return (high_watermark.min(log_end), None);
     }
     if generation == ReplicationGeneration::Kip101 || leader_epoch < 0 {
         // KIP-101 as first shipped: the answer's offset, whatever epoch it is for.
-        return (leader_end.min(log_end), true);
+        return (leader_end.min(log_end), None);
     }
     // KIP-279 (Kafka's `getOffsetTruncationState`).
     let (own_epoch, own_end) = epochs.map_or(crate::log::leader_epochs::UNDEFINED, |epochs| {
         epochs.end_offset_for(leader_epoch, log_end)
     });
     if own_end < 0 {
-        (leader_end.min(log_end), true)
+        (leader_end.min(log_end), None)
     } else if own_epoch != leader_epoch {
         // The leader's answer is for an epoch this log does not have: cut back to where the
         // older epoch ends here, and ask about that one.
-        (own_end.min(log_end), false)
+        (own_end.min(log_end), Some(own_epoch))
     } else {
-        (leader_end.min(own_end).min(log_end), true)
+        (leader_end.min(own_end).min(log_end), None)
     }
 }
 
@@ -772,26 +773,22 @@ impl<S: Storage> Broker<S> {
                     continue;
                 }
                 let log_end = partition.log.log_end_offset();
-                let (offset, done) = epoch_truncation(
+                let (offset, ask_next) = epoch_truncation(
                     generation,
                     partition.log.leader_epochs(),
                     (log_end, partition.high_watermark()),
                     (data.leader_epoch, data.end_offset),
                 );
-                let own_epoch = partition.log.leader_epochs().map_or(-1, |epochs| {
-                    epochs.end_offset_for(data.leader_epoch, log_end).0
-                });
                 let reason = format!(
                     "the leader says epoch {} ends at offset {}",
                     data.leader_epoch, data.end_offset
                 );
                 self.truncate_follower(&topic_partition, offset, &reason, out);
                 if let Some(fetcher) = self.fetchers.by_leader.get_mut(&leader) {
-                    if done {
-                        fetcher.truncating.remove(&topic_partition);
-                    } else {
-                        fetcher.truncating.insert(topic_partition, Some(own_epoch));
-                    }
+                    match ask_next {
+                        None => fetcher.truncating.remove(&topic_partition),
+                        Some(epoch) => fetcher.truncating.insert(topic_partition, Some(epoch)),
+                    };
                 }
             }
         }
@@ -820,7 +817,7 @@ mod tests {
         let answer = epoch_truncation(ReplicationGeneration::Kip101, Some(&epochs), (2, 0), (2, 2));
         assert_eq!(
             answer,
-            (2, true),
+            (2, None),
             "offset 1 (epoch 3) stays: the logs diverge"
         );
     }
@@ -831,13 +828,13 @@ mod tests {
         let first = epoch_truncation(ReplicationGeneration::Kip279, Some(&epochs), (2, 0), (2, 2));
         assert_eq!(
             first,
-            (1, false),
-            "cut to where epoch 1 ends here, ask again"
+            (1, Some(1)),
+            "cut to where epoch 1 ends here, ask again about epoch 1"
         );
         epochs.truncate_from_end(1);
         // Asked about epoch 1, the leader answers that it ends at offset 1.
         let second = epoch_truncation(ReplicationGeneration::Kip279, Some(&epochs), (1, 0), (1, 1));
-        assert_eq!(second, (1, true));
+        assert_eq!(second, (1, None));
     }
 
     #[test]
@@ -848,11 +845,11 @@ mod tests {
         for generation in [ReplicationGeneration::Kip101, ReplicationGeneration::Kip279] {
             assert_eq!(
                 epoch_truncation(generation, Some(&epochs), (9, 3), (2, 7)),
-                (7, true)
+                (7, None)
             );
             assert_eq!(
                 epoch_truncation(generation, Some(&epochs), (9, 3), (-1, -1)),
-                (3, true),
+                (3, None),
                 "nothing that old on the leader: the high watermark"
             );
         }
