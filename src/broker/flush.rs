@@ -241,6 +241,7 @@ impl<S: Storage> Broker<S> {
         self.complete_delete_records(now, out);
         self.on_replication_tick(now, out);
         self.on_cluster_tick(now, out);
+        self.on_groups_tick(now, out);
         if self
             .checkpoint
             .next_deadline()

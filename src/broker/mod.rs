@@ -11,7 +11,9 @@
 pub mod checkpoint;
 mod cluster;
 mod controller;
+mod coordinator;
 mod flush;
+pub(crate) mod group;
 mod handlers;
 mod retention;
 mod shutdown;
@@ -430,6 +432,11 @@ pub struct Broker<S: Storage> {
     cluster: Option<cluster::Membership>,
     /// The last [`PeerRequestId`] handed out.
     next_peer_request: u64,
+    /// The consumer groups this broker coordinates.
+    groups: group::Groups,
+    /// The coordinator's writes that finished during this input, with the append's error:
+    /// handled at its end (see [`Broker::on_group_write_done`]).
+    finished_group_writes: Vec<(coordinator::GroupWrite, crate::protocol::ErrorCode)>,
 }
 
 impl<S: Storage> Broker<S> {
@@ -469,7 +476,12 @@ impl<S: Storage> Broker<S> {
             Input::FlushCompleted { flush_id, result } => {
                 self.on_flush_completed(now, flush_id, result, out)
             }
-            Input::ConnectionClosed { connection } => self.purgatory.drop_connection(connection),
+            Input::ConnectionClosed { connection } => {
+                self.purgatory.drop_connection(connection);
+                for group in self.groups.groups.values_mut() {
+                    group.drop_connection(connection);
+                }
+            }
             Input::PeerResponse { peer, id, result } => {
                 if !self.on_controller_response(now, id, &result, out) {
                     self.on_peer_response(now, peer, id, result, out);
@@ -478,6 +490,11 @@ impl<S: Storage> Broker<S> {
             Input::Tick => self.on_tick(now, out),
             Input::Quorum(_) => {}
             Input::Shutdown => self.on_shutdown(now, out),
+        }
+        while !self.finished_group_writes.is_empty() {
+            for (write, error) in std::mem::take(&mut self.finished_group_writes) {
+                self.on_group_write_done(now, write, error, out);
+            }
         }
     }
 
@@ -533,12 +550,69 @@ impl<S: Storage> Broker<S> {
             RequestKind::InitProducerId(body) => {
                 self.on_init_producer_id_request(now, reply_to, body, out)
             }
+            RequestKind::FindCoordinator(_)
+            | RequestKind::JoinGroup(_)
+            | RequestKind::SyncGroup(_)
+            | RequestKind::Heartbeat(_)
+            | RequestKind::LeaveGroup(_)
+            | RequestKind::OffsetCommit(_)
+            | RequestKind::OffsetFetch(_)
+            | RequestKind::DescribeGroups(_)
+            | RequestKind::ListGroups(_) => self.on_group_request(now, reply_to, &request, out),
             other => {
                 // The codec only lets supported APIs through, so this is a bug in the table.
                 let reason = format!("no handler for {:?}", request.api_key);
                 debug_assert!(false, "{reason}: {other:?}");
                 out.push(Output::Close { connection, reason });
             }
+        }
+    }
+
+    /// The group coordinator's requests (handlers in `handlers/groups.rs` and
+    /// `handlers/offsets.rs`).
+    fn on_group_request(
+        &mut self,
+        now: Millis,
+        reply_to: ReplyTo,
+        request: &Request,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        use kafka_protocol::messages::RequestKind;
+        let answer = |body: ResponseKind| reply_to.respond(ResponseBody::message(body));
+        match &request.body {
+            RequestKind::FindCoordinator(body) => {
+                let response =
+                    self.on_find_coordinator_request(now, request.api_version, body, out);
+                out.push(answer(response));
+            }
+            RequestKind::JoinGroup(body) => {
+                self.on_join_group_request(now, reply_to, request.client_id.as_deref(), body, out)
+            }
+            RequestKind::SyncGroup(body) => self.on_sync_group_request(now, reply_to, body, out),
+            RequestKind::Heartbeat(body) => {
+                let response = self.on_heartbeat_request(now, body, out);
+                out.push(answer(response));
+            }
+            RequestKind::LeaveGroup(body) => {
+                let response = self.on_leave_group_request(now, request.api_version, body, out);
+                out.push(answer(response));
+            }
+            RequestKind::OffsetCommit(body) => {
+                self.on_offset_commit_request(now, reply_to, body, out)
+            }
+            RequestKind::OffsetFetch(body) => {
+                let response = self.on_offset_fetch_request(now, request.api_version, body, out);
+                out.push(answer(response));
+            }
+            RequestKind::DescribeGroups(body) => {
+                let response = self.on_describe_groups_request(now, request.api_version, body, out);
+                out.push(answer(response));
+            }
+            RequestKind::ListGroups(body) => {
+                let response = self.on_list_groups_request(request.api_version, body, out);
+                out.push(answer(response));
+            }
+            _ => unreachable!("routed by api key"),
         }
     }
 
@@ -556,6 +630,7 @@ impl<S: Storage> Broker<S> {
             self.cluster
                 .as_ref()
                 .and_then(cluster::Membership::next_deadline),
+            self.groups.next_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -566,6 +641,11 @@ impl<S: Storage> Broker<S> {
     pub fn check_invariants(&self) {
         self.controller.check_invariants();
         self.replicas.check_invariants(&self.controller.image);
+        self.groups.check_invariants();
+        assert!(
+            self.finished_group_writes.is_empty(),
+            "the coordinator's finished writes are handled within the input"
+        );
         for delayed in &self.purgatory.produces {
             for slot in &delayed.waiting {
                 assert!(

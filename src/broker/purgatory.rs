@@ -38,13 +38,27 @@ pub(super) enum FlushTarget {
 /// Kafka's `DelayedProduce`, keyed by partition and offset.
 #[derive(Debug)]
 pub(super) struct DelayedProduce {
-    pub(super) reply_to: ReplyTo,
+    pub(super) waiter: ProduceWaiter,
     pub(super) response: ProduceResponse,
     pub(super) waiting: Vec<WaitingSlot>,
     /// The request's `timeout_ms` after arrival, when a slot waits for followers: what still
     /// waits then answers REQUEST_TIMED_OUT. `None` when only local fsyncs are awaited (Kafka
     /// flushes inside the append, so no timeout applies to them).
     pub(super) deadline: Option<Millis>,
+}
+
+/// Who waits for a produce: a client, or the group coordinator's own write to
+/// `__consumer_offsets` (completed through [`Broker::on_group_write_done`]).
+#[derive(Debug)]
+pub(super) enum ProduceWaiter {
+    Client(ReplyTo),
+    Group(super::coordinator::GroupWrite),
+}
+
+impl ProduceWaiter {
+    fn is_on(&self, connection: ConnectionId) -> bool {
+        matches!(self, ProduceWaiter::Client(reply_to) if reply_to.connection == connection)
+    }
 }
 
 /// One partition of a delayed produce: its response slot, the offset its append ends at, and
@@ -114,7 +128,7 @@ impl Purgatory {
     /// Drops whatever waits on `connection`: nobody is left to answer.
     pub(super) fn drop_connection(&mut self, connection: ConnectionId) {
         self.produces
-            .retain(|delayed| delayed.reply_to.connection != connection);
+            .retain(|delayed| !delayed.waiter.is_on(connection));
         self.fetches
             .retain(|delayed| delayed.reply_to.connection != connection);
         self.creations
@@ -145,6 +159,7 @@ impl<S: Storage> Broker<S> {
         let Some(partition) = self.replicas.get(topic_partition) else {
             return;
         };
+        let mut finished = Vec::new();
         let mut index = 0;
         while index < self.purgatory.produces.len() {
             let delayed = &mut self.purgatory.produces[index];
@@ -175,17 +190,13 @@ impl<S: Storage> Broker<S> {
                 false
             });
             if delayed.waiting.is_empty() {
-                let delayed = self.purgatory.produces.swap_remove(index);
-                out.push(
-                    delayed
-                        .reply_to
-                        .respond(ResponseBody::message(ResponseKind::Produce(
-                            delayed.response,
-                        ))),
-                );
+                finished.push(self.purgatory.produces.swap_remove(index));
             } else {
                 index += 1;
             }
+        }
+        for delayed in finished {
+            self.finish_produce(delayed.waiter, delayed.response, out);
         }
     }
 
@@ -210,13 +221,33 @@ impl<S: Storage> Broker<S> {
                 entry.error_code = ErrorCode::RequestTimedOut.code();
                 entry.base_offset = -1;
             }
-            out.push(
-                delayed
-                    .reply_to
-                    .respond(ResponseBody::message(ResponseKind::Produce(
-                        delayed.response,
-                    ))),
-            );
+            self.finish_produce(delayed.waiter, delayed.response, out);
+        }
+    }
+
+    /// Answers a finished produce: the client's response, or (for the coordinator's own
+    /// write) the first partition's error queued for [`Broker::on_group_write_done`] at the end
+    /// of this input.
+    pub(super) fn finish_produce(
+        &mut self,
+        waiter: ProduceWaiter,
+        response: ProduceResponse,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        match waiter {
+            ProduceWaiter::Client(reply_to) => {
+                out.push(reply_to.respond(ResponseBody::message(ResponseKind::Produce(response))))
+            }
+            ProduceWaiter::Group(write) => {
+                let error = response
+                    .responses
+                    .first()
+                    .and_then(|topic| topic.partition_responses.first())
+                    .map_or(ErrorCode::UnknownServerError, |entry| {
+                        ErrorCode::from_code(entry.error_code)
+                    });
+                self.finished_group_writes.push((write, error));
+            }
         }
     }
 

@@ -159,6 +159,8 @@ impl<S: Storage> Broker<S> {
             fetchers: super::replication::ReplicaFetchers::default(),
             cluster: None,
             next_peer_request: 0,
+            groups: super::group::Groups::default(),
+            finished_group_writes: Vec::new(),
         };
         broker.cluster = super::cluster::Membership::of(&broker.config);
         for record in broker.read_metadata_records()? {

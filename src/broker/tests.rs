@@ -1269,5 +1269,6 @@ fn describe_configs_gives_a_topics_effective_configs_and_where_each_comes_from()
 
 mod cluster;
 mod compression;
+mod groups;
 mod idempotence;
 mod replication;

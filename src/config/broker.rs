@@ -136,6 +136,47 @@ pub struct BrokerConfig {
     /// quorum snapshots its metadata after this many log entries, and keeps a fifth of that
     /// behind the snapshot; a voter further behind is sent the snapshot.
     pub metadata_snapshot_entries: u64,
+    /// The group coordinator's keys (`offsets.topic.*`, `group.*`).
+    pub groups: GroupConfig,
+}
+
+/// The group coordinator's configs, Kafka's names and defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupConfig {
+    /// `offsets.topic.num.partitions` (default 50): partitions of `__consumer_offsets`.
+    pub offsets_topic_num_partitions: i32,
+    /// `offsets.topic.replication.factor` (default 3) in a cluster; a lone broker uses 1.
+    pub offsets_topic_replication_factor: i16,
+    /// `offsets.topic.segment.bytes` (default 100 MiB).
+    pub offsets_topic_segment_bytes: i32,
+    /// `offsets.commit.timeout.ms` (default 5000): how long a commit waits for the followers.
+    pub offsets_commit_timeout_ms: i32,
+    /// `offset.metadata.max.bytes` (default 4096).
+    pub offset_metadata_max_bytes: i32,
+    /// `group.initial.rebalance.delay.ms` (default 3000).
+    pub initial_rebalance_delay_ms: i32,
+    /// `group.min.session.timeout.ms` (default 6000).
+    pub min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms` (default 1800000).
+    pub max_session_timeout_ms: i32,
+    /// `group.max.size` (default unlimited).
+    pub max_size: i32,
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        GroupConfig {
+            offsets_topic_num_partitions: 50,
+            offsets_topic_replication_factor: 3,
+            offsets_topic_segment_bytes: 104_857_600,
+            offsets_commit_timeout_ms: 5_000,
+            offset_metadata_max_bytes: 4_096,
+            initial_rebalance_delay_ms: 3_000,
+            min_session_timeout_ms: 6_000,
+            max_session_timeout_ms: 1_800_000,
+            max_size: i32::MAX,
+        }
+    }
 }
 
 /// `seedlog.controller.quorum`.
@@ -308,6 +349,7 @@ impl Default for BrokerConfig {
             process_role: ProcessRole::Broker,
             controller_quorum: None,
             metadata_snapshot_entries: 500,
+            groups: GroupConfig::default(),
         }
     }
 }
@@ -458,6 +500,46 @@ impl BrokerConfig {
             "broker.session.timeout.ms" => {
                 self.broker_session_timeout_ms = parse_at_least(key, value, 1)?
             }
+            _ => return self.set_groups(key, value),
+        }
+        Ok(())
+    }
+
+    /// The group coordinator's keys.
+    fn set_groups(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        let groups = &mut self.groups;
+        match key {
+            "offsets.topic.num.partitions" => {
+                groups.offsets_topic_num_partitions = parse_at_least(key, value, 1)?
+            }
+            "offsets.topic.replication.factor" => {
+                groups.offsets_topic_replication_factor = parse_at_least(key, value, 1)?
+            }
+            "offsets.topic.segment.bytes" => {
+                groups.offsets_topic_segment_bytes = parse_at_least(key, value, SEGMENT_BYTES_MIN)?
+            }
+            "offsets.commit.timeout.ms" => {
+                groups.offsets_commit_timeout_ms = parse_at_least(key, value, 1)?
+            }
+            "offset.metadata.max.bytes" => {
+                groups.offset_metadata_max_bytes = parse_at_least(key, value, 0)?
+            }
+            "group.initial.rebalance.delay.ms" => {
+                groups.initial_rebalance_delay_ms = parse_at_least(key, value, 0)?
+            }
+            "group.min.session.timeout.ms" => {
+                groups.min_session_timeout_ms = parse_at_least(key, value, 1)?
+            }
+            "group.max.session.timeout.ms" => {
+                groups.max_session_timeout_ms = parse_at_least(key, value, 1)?
+            }
+            "group.max.size" => groups.max_size = parse_at_least(key, value, 1)?,
+            "offsets.retention.minutes" | "offsets.retention.check.interval.ms" => {
+                return Err(ConfigError::not_implemented(
+                    key,
+                    "committed offsets are kept for ever (no offset expiry yet)",
+                ));
+            }
             _ => return Err(ConfigError::unknown(key)),
         }
         Ok(())
@@ -571,6 +653,12 @@ impl Configurable for BrokerConfig {
             return Err(ConfigError::Conflict(format!(
                 "seedlog.controller.quorum=local allows one voter, controller.quorum.voters has {}",
                 self.controller_quorum_voters.len()
+            )));
+        }
+        if self.groups.min_session_timeout_ms > self.groups.max_session_timeout_ms {
+            return Err(ConfigError::Conflict(format!(
+                "group.min.session.timeout.ms={} is above group.max.session.timeout.ms={}",
+                self.groups.min_session_timeout_ms, self.groups.max_session_timeout_ms
             )));
         }
         if self.default_replication_factor != 1 && self.controller_quorum_voters.is_empty() {

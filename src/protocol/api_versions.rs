@@ -27,7 +27,7 @@ const fn api(key: ApiKey, min_version: i16, max_version: i16) -> SupportedApi {
 }
 
 /// Every API seedlog answers, in key order.
-pub const SUPPORTED_APIS: [SupportedApi; 10] = [
+pub const SUPPORTED_APIS: [SupportedApi; 19] = [
     api(ApiKey::Produce, 3, 10), // v3+: RecordBatch v2 only; v9+ flexible
     api(ApiKey::Fetch, 4, 16),   // v4+: RecordBatch v2; v12+ flexible; v13+ topic ids
     api(ApiKey::ListOffsets, 1, 9),
@@ -38,6 +38,15 @@ pub const SUPPORTED_APIS: [SupportedApi; 10] = [
     api(ApiKey::InitProducerId, 0, 5),       // v2 flexible; idempotent producers only
     api(ApiKey::OffsetForLeaderEpoch, 2, 4), // v4 flexible
     api(ApiKey::DescribeConfigs, 1, 4),      // v4 flexible; topic resources only
+    api(ApiKey::FindCoordinator, 0, 6),      // v3 flexible; v4+ batched keys; groups only
+    api(ApiKey::JoinGroup, 0, 9),            // v6 flexible; v4+ MEMBER_ID_REQUIRED (KIP-394)
+    api(ApiKey::SyncGroup, 0, 5),            // v4 flexible
+    api(ApiKey::Heartbeat, 0, 4),            // v4 flexible
+    api(ApiKey::LeaveGroup, 0, 5),           // v4 flexible; v3+ batched members
+    api(ApiKey::OffsetCommit, 2, 9),         // v8 flexible (Kafka 4 dropped v0-1)
+    api(ApiKey::OffsetFetch, 1, 9),          // v6 flexible; v8+ batched groups
+    api(ApiKey::DescribeGroups, 0, 5),       // v5 flexible
+    api(ApiKey::ListGroups, 0, 5),           // v3 flexible; v4 state filter; v5 type filter
 ];
 
 /// What a controller answers: brokers register, heartbeat, change ISRs, forward topic

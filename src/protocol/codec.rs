@@ -276,6 +276,15 @@ impl RequestApiKey for RequestKind {
             RequestKind::AlterPartition(_) => ApiKey::AlterPartition,
             RequestKind::OffsetForLeaderEpoch(_) => ApiKey::OffsetForLeaderEpoch,
             RequestKind::DescribeConfigs(_) => ApiKey::DescribeConfigs,
+            RequestKind::FindCoordinator(_) => ApiKey::FindCoordinator,
+            RequestKind::JoinGroup(_) => ApiKey::JoinGroup,
+            RequestKind::SyncGroup(_) => ApiKey::SyncGroup,
+            RequestKind::Heartbeat(_) => ApiKey::Heartbeat,
+            RequestKind::LeaveGroup(_) => ApiKey::LeaveGroup,
+            RequestKind::OffsetCommit(_) => ApiKey::OffsetCommit,
+            RequestKind::OffsetFetch(_) => ApiKey::OffsetFetch,
+            RequestKind::DescribeGroups(_) => ApiKey::DescribeGroups,
+            RequestKind::ListGroups(_) => ApiKey::ListGroups,
             other => panic!("seedlog never sends {other:?}"),
         }
     }

@@ -44,6 +44,21 @@ pub enum ErrorCode {
     InvalidUpdateVersion = 95,
     BrokerIdNotRegistered = 102,
     IneligibleReplica = 107,
+    OffsetMetadataTooLarge = 12,
+    CoordinatorNotAvailable = 15,
+    NotCoordinator = 16,
+    IllegalGeneration = 22,
+    InconsistentGroupProtocol = 23,
+    InvalidGroupId = 24,
+    UnknownMemberId = 25,
+    InvalidSessionTimeout = 26,
+    RebalanceInProgress = 27,
+    InvalidCommitOffsetSize = 28,
+    NonEmptyGroup = 68,
+    GroupIdNotFound = 69,
+    MemberIdRequired = 79,
+    GroupMaxSizeReached = 81,
+    FencedInstanceId = 82,
 }
 
 impl ErrorCode {
@@ -91,6 +106,9 @@ impl ErrorCode {
                 | ErrorCode::NotEnoughReplicasAfterAppend
                 | ErrorCode::KafkaStorageError
                 | ErrorCode::UnknownTopicId
+                | ErrorCode::CoordinatorLoadInProgress
+                | ErrorCode::CoordinatorNotAvailable
+                | ErrorCode::NotCoordinator
         )
     }
 
@@ -110,7 +128,7 @@ impl ErrorCode {
     }
 }
 
-const ALL: [ErrorCode; 38] = [
+const ALL: [ErrorCode; 53] = [
     ErrorCode::UnknownServerError,
     ErrorCode::None,
     ErrorCode::OffsetOutOfRange,
@@ -149,6 +167,21 @@ const ALL: [ErrorCode; 38] = [
     ErrorCode::InvalidUpdateVersion,
     ErrorCode::BrokerIdNotRegistered,
     ErrorCode::IneligibleReplica,
+    ErrorCode::OffsetMetadataTooLarge,
+    ErrorCode::CoordinatorNotAvailable,
+    ErrorCode::NotCoordinator,
+    ErrorCode::IllegalGeneration,
+    ErrorCode::InconsistentGroupProtocol,
+    ErrorCode::InvalidGroupId,
+    ErrorCode::UnknownMemberId,
+    ErrorCode::InvalidSessionTimeout,
+    ErrorCode::RebalanceInProgress,
+    ErrorCode::InvalidCommitOffsetSize,
+    ErrorCode::NonEmptyGroup,
+    ErrorCode::GroupIdNotFound,
+    ErrorCode::MemberIdRequired,
+    ErrorCode::GroupMaxSizeReached,
+    ErrorCode::FencedInstanceId,
 ];
 
 #[cfg(test)]

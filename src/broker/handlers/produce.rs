@@ -16,7 +16,7 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{ProduceResponse, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::broker::purgatory::{DelayedProduce, WaitingSlot};
+use crate::broker::purgatory::{DelayedProduce, ProduceWaiter, WaitingSlot};
 use crate::broker::{Broker, BrokerEvent, Output, ReplyTo, Response, ResponseBody};
 use crate::log::producer_state::{BatchMetadata, SequenceError};
 use crate::protocol::codec::Request;
@@ -349,13 +349,62 @@ impl<S: Storage> Broker<S> {
             }
             progress.response.responses.push(topic_response);
         }
-        if !progress.advanced.is_empty() {
-            self.complete_delayed_fetches(now, &progress.advanced, out);
+        let waiter = ProduceWaiter::Client(reply_to);
+        self.answer_produce(now, waiter, acks, progress, timeout_ms, out);
+    }
+
+    /// The group coordinator's own append to `__consumer_offsets`: the same path as a
+    /// client's acks=all produce (validation, flush policy, replication, the `timeout_ms` for
+    /// followers), completing `write` instead of answering a connection.
+    pub(in crate::broker) fn append_internal(
+        &mut self,
+        now: Millis,
+        topic_partition: &TopicPartition,
+        batch: Bytes,
+        timeout_ms: i32,
+        write: crate::broker::coordinator::GroupWrite,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let mut progress = ProduceProgress::default();
+        let mut entry = PartitionProduceResponse::default().with_index(topic_partition.partition);
+        match self.append_produced(topic_partition, Some(batch), -1) {
+            Ok(appended) => {
+                entry.base_offset = appended.base_offset;
+                let slot = Slot {
+                    topic_index: 0,
+                    partition_index: 0,
+                    acks: -1,
+                };
+                self.after_append(
+                    now,
+                    topic_partition.clone(),
+                    slot,
+                    &appended,
+                    &mut progress,
+                    out,
+                );
+            }
+            Err(rejection) => {
+                tracing::warn!(partition = %topic_partition, error = ?rejection.error, message = %rejection.message, "group write rejected");
+                entry.error_code = rejection.error.code();
+                entry.base_offset = -1;
+            }
         }
-        let deadline = progress
-            .awaits_followers
-            .then(|| now.plus(timeout_ms.max(0) as u64));
-        self.answer_produce(reply_to, acks, progress, deadline, out);
+        progress.response.responses.push(
+            TopicProduceResponse::default()
+                .with_name(kafka_protocol::messages::TopicName(StrBytes::from_string(
+                    topic_partition.topic.clone(),
+                )))
+                .with_partition_responses(vec![entry]),
+        );
+        self.answer_produce(
+            now,
+            ProduceWaiter::Group(write),
+            -1,
+            progress,
+            timeout_ms,
+            out,
+        );
     }
 
     /// What follows a successful append: the flush it requires (or the roll's), a parked slot
@@ -400,16 +449,25 @@ impl<S: Storage> Broker<S> {
 
     /// Answers by `acks`: nothing (or a close) for acks=0; now; or once the fsyncs complete
     /// and, for acks=all, the followers have the appends.
+    /// Parked fetches of the partitions that advanced are served first; a slot waiting for
+    /// followers waits at most `timeout_ms`.
     fn answer_produce(
         &mut self,
-        reply_to: ReplyTo,
+        now: Millis,
+        waiter: ProduceWaiter,
         acks: i16,
         progress: ProduceProgress,
-        deadline: Option<Millis>,
+        timeout_ms: i32,
         out: &mut Vec<Output<S::File>>,
     ) {
-        let connection = reply_to.connection;
-        if acks == 0 {
+        if !progress.advanced.is_empty() {
+            self.complete_delayed_fetches(now, &progress.advanced, out);
+        }
+        let deadline = progress
+            .awaits_followers
+            .then(|| now.plus(timeout_ms.max(0) as u64));
+        if let (0, ProduceWaiter::Client(reply_to)) = (acks, &waiter) {
+            let connection = reply_to.connection;
             out.push(match progress.first_error {
                 Some(reason) => Output::Close {
                     connection,
@@ -418,11 +476,7 @@ impl<S: Storage> Broker<S> {
                 None => Output::NoResponse { connection },
             });
         } else if progress.waiting.is_empty() {
-            out.push(
-                reply_to.respond(ResponseBody::message(ResponseKind::Produce(
-                    progress.response,
-                ))),
-            );
+            self.finish_produce(waiter, progress.response, out);
         } else {
             let partitions: BTreeSet<TopicPartition> = progress
                 .waiting
@@ -430,7 +484,7 @@ impl<S: Storage> Broker<S> {
                 .map(|slot| slot.topic_partition.clone())
                 .collect();
             self.purgatory.produces.push(DelayedProduce {
-                reply_to,
+                waiter,
                 response: progress.response,
                 waiting: progress.waiting,
                 deadline,

@@ -1,0 +1,297 @@
+//! The group coordinator: FindCoordinator creates `__consumer_offsets`; JoinGroup and SyncGroup
+//! form generations; commits are fenced by generation and member, and come back after a crash.
+
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
+use kafka_protocol::messages::{
+    FindCoordinatorRequest, GroupId, HeartbeatRequest, JoinGroupRequest, OffsetCommitRequest,
+    OffsetFetchRequest, SyncGroupRequest,
+};
+
+use super::*;
+use crate::config::Configurable;
+
+const GROUP: &str = "g";
+
+fn group_config() -> BrokerConfig {
+    let mut config = BrokerConfig::default();
+    config
+        .apply([
+            ("offsets.topic.num.partitions", "2"),
+            ("group.initial.rebalance.delay.ms", "0"),
+        ])
+        .expect("valid");
+    config
+}
+
+fn group_id() -> GroupId {
+    GroupId(StrBytes::from_static_str(GROUP))
+}
+
+fn text(value: &str) -> StrBytes {
+    StrBytes::from_string(value.to_owned())
+}
+
+impl Harness {
+    /// A request answered once every fsync it asks for completes.
+    fn ask(&mut self, api_version: i16, body: RequestKind) -> ResponseKind {
+        let outputs = self.request(api_version, body);
+        single_message(self.flush_all(outputs, true))
+    }
+
+    /// FindCoordinator until `__consumer_offsets` exists: the coordinator's node id.
+    fn find_coordinator(&mut self) -> i32 {
+        for _ in 0..2 {
+            let body = FindCoordinatorRequest::default().with_key(text(GROUP));
+            let ResponseKind::FindCoordinator(response) =
+                self.ask(2, RequestKind::FindCoordinator(body))
+            else {
+                panic!("not a FindCoordinator response")
+            };
+            if response.error_code == 0 {
+                return response.node_id.0;
+            }
+            assert_eq!(
+                response.error_code,
+                ErrorCode::CoordinatorNotAvailable.code(),
+                "the first lookup creates the offsets topic"
+            );
+        }
+        panic!("no coordinator after the offsets topic was created")
+    }
+
+    /// JoinGroup v5 (so a new member first hears MEMBER_ID_REQUIRED): error, member id,
+    /// generation, leader and the members the answer lists. `None` when the answer is parked.
+    fn join(&mut self, member_id: &str) -> Option<(i16, String, i32, String, usize)> {
+        let protocol = JoinGroupRequestProtocol::default()
+            .with_name(text("range"))
+            .with_metadata(Bytes::from_static(b"subscription"));
+        let body = JoinGroupRequest::default()
+            .with_group_id(group_id())
+            .with_session_timeout_ms(10_000)
+            .with_rebalance_timeout_ms(30_000)
+            .with_member_id(text(member_id))
+            .with_protocol_type(text("consumer"))
+            .with_protocols(vec![protocol]);
+        let outputs = self.request(5, RequestKind::JoinGroup(body));
+        let outputs = self.flush_all(outputs, true);
+        if outputs.is_empty() {
+            return None;
+        }
+        Some(join_answer(single_message(outputs)))
+    }
+
+    fn sync_group(&mut self, member_id: &str, generation: i32, leader: bool) -> (i16, Bytes) {
+        let assignments = if leader {
+            vec![SyncGroupRequestAssignment::default()
+                .with_member_id(text(member_id))
+                .with_assignment(Bytes::from_static(b"t-0"))]
+        } else {
+            Vec::new()
+        };
+        let body = SyncGroupRequest::default()
+            .with_group_id(group_id())
+            .with_generation_id(generation)
+            .with_member_id(text(member_id))
+            .with_assignments(assignments);
+        let ResponseKind::SyncGroup(response) = self.ask(3, RequestKind::SyncGroup(body)) else {
+            panic!("not a SyncGroup response")
+        };
+        (response.error_code, response.assignment)
+    }
+
+    fn heartbeat(&mut self, member_id: &str, generation: i32) -> i16 {
+        let body = HeartbeatRequest::default()
+            .with_group_id(group_id())
+            .with_generation_id(generation)
+            .with_member_id(text(member_id));
+        let ResponseKind::Heartbeat(response) = self.ask(3, RequestKind::Heartbeat(body)) else {
+            panic!("not a Heartbeat response")
+        };
+        response.error_code
+    }
+
+    fn commit(&mut self, member_id: &str, generation: i32, offset: i64) -> i16 {
+        let partition = OffsetCommitRequestPartition::default()
+            .with_partition_index(0)
+            .with_committed_offset(offset);
+        let body = OffsetCommitRequest::default()
+            .with_group_id(group_id())
+            .with_generation_id_or_member_epoch(generation)
+            .with_member_id(text(member_id))
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(topic_name("t"))
+                .with_partitions(vec![partition])]);
+        let ResponseKind::OffsetCommit(response) = self.ask(7, RequestKind::OffsetCommit(body))
+        else {
+            panic!("not an OffsetCommit response")
+        };
+        response.topics[0].partitions[0].error_code
+    }
+
+    fn committed(&mut self) -> i64 {
+        let body = OffsetFetchRequest::default()
+            .with_group_id(group_id())
+            .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                .with_name(topic_name("t"))
+                .with_partition_indexes(vec![0])]));
+        let ResponseKind::OffsetFetch(response) = self.ask(5, RequestKind::OffsetFetch(body))
+        else {
+            panic!("not an OffsetFetch response")
+        };
+        assert_eq!(response.error_code, 0);
+        response.topics[0].partitions[0].committed_offset
+    }
+
+    /// A member through MEMBER_ID_REQUIRED into a generation of its own: (id, generation).
+    fn lone_member(&mut self) -> (String, i32) {
+        let (error, member_id, ..) = self.join("").expect("answered at once");
+        assert_eq!(error, ErrorCode::MemberIdRequired.code());
+        let (error, joined, generation, leader, members) = self
+            .join(&member_id)
+            .expect("the only member completes the join");
+        assert_eq!(
+            (error, &joined, &leader, members),
+            (0, &member_id, &member_id, 1)
+        );
+        assert_eq!(
+            self.sync_group(&member_id, generation, true),
+            (0, Bytes::from_static(b"t-0"))
+        );
+        (member_id, generation)
+    }
+}
+
+fn join_answer(response: ResponseKind) -> (i16, String, i32, String, usize) {
+    let ResponseKind::JoinGroup(response) = response else {
+        panic!("not a JoinGroup response")
+    };
+    (
+        response.error_code,
+        response.member_id.to_string(),
+        response.generation_id,
+        response.leader.to_string(),
+        response.members.len(),
+    )
+}
+
+#[test]
+fn a_group_forms_commits_and_finds_its_offsets_and_generation_again_after_a_crash() {
+    let storage = MemoryStorage::new();
+    let mut harness = Harness::with_config(storage.clone(), group_config());
+    harness.create_topic("t", 1, &[]);
+    assert_eq!(harness.find_coordinator(), 0);
+    let (member_id, generation) = harness.lone_member();
+    assert_eq!(generation, 1);
+    assert_eq!(harness.commit(&member_id, generation, 5), 0);
+    assert_eq!(harness.committed(), 5);
+
+    storage.crash(CrashLevel::Process, &mut |_| 0);
+    let mut harness = Harness::with_config(storage, group_config());
+    assert_eq!(
+        harness.committed(),
+        5,
+        "the commit is in __consumer_offsets"
+    );
+    assert_eq!(
+        harness.heartbeat(&member_id, generation),
+        0,
+        "the stored generation is Stable again with its member"
+    );
+    assert_eq!(harness.commit(&member_id, generation, 9), 0);
+    assert_eq!(harness.committed(), 9);
+}
+
+#[test]
+fn a_commit_from_a_fenced_generation_or_an_unknown_member_is_refused() {
+    let mut harness = Harness::with_config(MemoryStorage::new(), group_config());
+    harness.create_topic("t", 1, &[]);
+    harness.find_coordinator();
+    let (first, generation) = harness.lone_member();
+    // A second member arrives: the first hears of the rebalance and rejoins.
+    let (_, second, ..) = harness.join("").expect("answered");
+    assert!(
+        harness.join(&second).is_none(),
+        "parked until the first rejoins"
+    );
+    assert_eq!(
+        harness.heartbeat(&first, generation),
+        ErrorCode::RebalanceInProgress.code()
+    );
+    assert_eq!(
+        harness.commit(&first, generation, 3),
+        0,
+        "the old generation may still commit while it rejoins"
+    );
+    let outputs = harness.request(
+        5,
+        RequestKind::JoinGroup(
+            JoinGroupRequest::default()
+                .with_group_id(group_id())
+                .with_session_timeout_ms(10_000)
+                .with_rebalance_timeout_ms(30_000)
+                .with_member_id(text(&first))
+                .with_protocol_type(text("consumer"))
+                .with_protocols(vec![JoinGroupRequestProtocol::default()
+                    .with_name(text("range"))
+                    .with_metadata(Bytes::from_static(b"subscription"))]),
+        ),
+    );
+    assert_eq!(
+        outputs.len(),
+        2,
+        "both parked joins are answered: {outputs:?}"
+    );
+    let next = generation + 1;
+    assert_eq!(
+        harness.commit(&first, next, 4),
+        ErrorCode::RebalanceInProgress.code(),
+        "no commit while the assignment is decided"
+    );
+    assert_eq!(harness.sync_group(&first, next, first < second).0, 0);
+    assert_eq!(harness.sync_group(&second, next, second < first).0, 0);
+    assert_eq!(
+        harness.commit(&first, generation, 5),
+        ErrorCode::IllegalGeneration.code(),
+        "a zombie's commit"
+    );
+    assert_eq!(
+        harness.commit("stranger", next, 5),
+        ErrorCode::UnknownMemberId.code()
+    );
+    assert_eq!(harness.committed(), 3);
+    assert_eq!(harness.commit(&second, next, 6), 0);
+    assert_eq!(harness.committed(), 6);
+}
+
+#[test]
+fn a_member_that_stops_heartbeating_is_removed_and_its_generation_fenced() {
+    let mut harness = Harness::with_config(MemoryStorage::new(), group_config());
+    harness.create_topic("t", 1, &[]);
+    harness.find_coordinator();
+    let (member_id, generation) = harness.lone_member();
+    harness.now = harness.now.plus(9_000);
+    assert_eq!(harness.heartbeat(&member_id, generation), 0);
+    harness.now = harness.now.plus(10_001);
+    let deadline = harness.broker.next_deadline().expect("a session deadline");
+    assert!(deadline <= harness.now);
+    let outputs = harness.input(Input::Tick);
+    harness.flush_all(outputs, true);
+    assert_eq!(
+        harness.heartbeat(&member_id, generation),
+        ErrorCode::UnknownMemberId.code()
+    );
+    assert_eq!(
+        harness.commit(&member_id, generation, 1),
+        ErrorCode::UnknownMemberId.code()
+    );
+    assert_eq!(
+        harness.commit("", -1, 2),
+        0,
+        "an empty group takes a simple consumer's commit"
+    );
+}

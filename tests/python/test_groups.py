@@ -1,0 +1,99 @@
+"""Consumer groups against the real seedlog broker with kafka-python: two members share a topic's
+partitions, commit, and a group restarted after a broker restart resumes at the committed offsets."""
+
+from __future__ import annotations
+
+import time
+
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from conftest import Broker
+
+TOPIC = "groups"
+PARTITIONS = 4
+GROUP_PROPERTIES = "group.initial.rebalance.delay.ms=0\noffsets.topic.num.partitions=5\n"
+
+
+def produce(address: str, values: list[str]) -> None:
+    producer = KafkaProducer(bootstrap_servers=address, acks="all", linger_ms=5)
+    for index, value in enumerate(values):
+        producer.send(TOPIC, key=str(index).encode(), value=value.encode(), partition=index % PARTITIONS)
+    producer.flush(timeout=30)
+    producer.close(timeout=10)
+
+
+def consumer(address: str, group: str) -> KafkaConsumer:
+    return KafkaConsumer(
+        TOPIC,
+        bootstrap_servers=address,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+    )
+
+
+def read(members: list[KafkaConsumer], want: int, seconds: float = 60) -> dict[str, list[str]]:
+    """Polls every member until `want` records arrived in all; each member's values."""
+    got: dict[str, list[str]] = {str(index): [] for index in range(len(members))}
+    deadline = time.monotonic() + seconds
+    while sum(len(values) for values in got.values()) < want and time.monotonic() < deadline:
+        for index, member in enumerate(members):
+            for records in member.poll(timeout_ms=200).values():
+                got[str(index)].extend(record.value.decode() for record in records)
+    return got
+
+
+def test_two_members_split_the_partitions_and_a_restarted_group_resumes_after_its_commits(tmp_path) -> None:
+    broker = Broker(tmp_path / "node", properties=GROUP_PROPERTIES)
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=broker.address)
+        admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)])
+        first = [f"first-{index}" for index in range(200)]
+        produce(broker.address, first)
+
+        members = [consumer(broker.address, "g"), consumer(broker.address, "g")]
+        # Both must hold partitions before the records are counted: the first to join may
+        # otherwise take everything before the second arrives.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(member.assignment() for member in members):
+            for member in members:
+                member.poll(timeout_ms=100)
+        assignments = [member.assignment() for member in members]
+        assert all(assignments), f"each member holds partitions: {assignments}"
+        assert not (assignments[0] & assignments[1]), "no partition is held twice"
+        assert len(assignments[0] | assignments[1]) == PARTITIONS
+        for member in members:
+            for partition in member.assignment():
+                member.seek_to_beginning(partition)
+        got = read(members, len(first))
+        assert sorted(got["0"] + got["1"]) == sorted(first), "every record, once, across the members"
+        for member in members:
+            member.commit()
+        described = admin.describe_groups(["g"])["g"]
+        assert described["group_state"] == "Stable" and len(described["members"]) == 2, described
+        held = [member["member_assignment"]["assigned_partitions"][0]["partitions"] for member in described["members"]]
+        assert sorted(held[0] + held[1]) == list(range(PARTITIONS)), described
+        assert [group["group_id"] for group in admin.list_groups()] == ["g"]
+        committed = admin.list_group_offsets({"g": None})["g"]
+        assert sorted(tp.partition for tp in committed) == list(range(PARTITIONS))
+        assert sum(entry.offset for entry in committed.values()) == len(first), committed
+        for member in members:
+            member.close()
+        admin.close()
+    finally:
+        broker.stop()
+
+    # A restart: the committed offsets come back from __consumer_offsets.
+    broker = Broker(tmp_path / "node", properties=GROUP_PROPERTIES, port=broker.port)
+    try:
+        second = [f"second-{index}" for index in range(40)]
+        produce(broker.address, second)
+        again = consumer(broker.address, "g")
+        got = read([again], len(second))
+        assert sorted(got["0"]) == sorted(second), "the group resumes after its commits, nothing older"
+        again.close()
+    finally:
+        broker.stop()
