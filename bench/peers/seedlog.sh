@@ -27,6 +27,8 @@ start() { # PORT DATADIR
 node.id=0
 listeners=PLAINTEXT://127.0.0.1:$port
 log.dirs=$datadir/data
+offsets.topic.num.partitions=3
+group.initial.rebalance.delay.ms=0
 PROPS
   launch "$datadir" "$bin" broker --config "$datadir/seedlog.properties"
   local pid; pid="$(cat "$datadir/broker.pid")"

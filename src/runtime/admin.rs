@@ -158,3 +158,222 @@ pub async fn list_offsets(
     };
     Ok(list_offsets_outcomes(&response))
 }
+
+/// A group as ListGroups reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedGroup {
+    /// The group id.
+    pub group_id: String,
+    /// `consumer` for Kafka consumers.
+    pub protocol_type: String,
+    /// Kafka's state name.
+    pub state: String,
+}
+
+/// A member of a described group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMember {
+    /// Its member id.
+    pub member_id: String,
+    /// Its `client.id`.
+    pub client_id: String,
+    /// Its address.
+    pub client_host: String,
+    /// The partitions assigned to it (decoded from the consumer protocol's assignment).
+    pub partitions: Vec<TopicPartition>,
+}
+
+/// A described group with its committed offsets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupDescription {
+    /// Kafka's state name.
+    pub state: String,
+    /// The chosen assignor.
+    pub protocol: String,
+    /// Its members.
+    pub members: Vec<GroupMember>,
+    /// Committed offsets.
+    pub offsets: BTreeMap<TopicPartition, i64>,
+}
+
+fn kafka_error(code: i16, what: &str) -> Result<(), ClientError> {
+    match ErrorCode::from_code(code) {
+        ErrorCode::None => Ok(()),
+        error => Err(ClientError::Kafka {
+            error,
+            message: what.to_owned(),
+        }),
+    }
+}
+
+/// FindCoordinator (v3) for a group: the coordinator's `host:port`.
+pub async fn find_group_coordinator(
+    connection: &mut ClientConnection,
+    group_id: &str,
+    timeout: Duration,
+) -> Result<String, ClientError> {
+    use kafka_protocol::messages::FindCoordinatorRequest;
+    let request =
+        FindCoordinatorRequest::default().with_key(StrBytes::from_string(group_id.to_owned()));
+    let call = connection.call_at_version(3, RequestKind::FindCoordinator(request));
+    let ResponseKind::FindCoordinator(response) = tokio::time::timeout(timeout, call)
+        .await
+        .map_err(|_| ClientError::Timeout(timeout))??
+    else {
+        return Err(ClientError::Protocol(
+            "FindCoordinator answered with another API".into(),
+        ));
+    };
+    kafka_error(response.error_code, &format!("FindCoordinator {group_id}"))?;
+    Ok(format!("{}:{}", response.host, response.port))
+}
+
+/// ListGroups (v4) of one broker: the groups it coordinates.
+pub async fn list_groups(
+    connection: &mut ClientConnection,
+    timeout: Duration,
+) -> Result<Vec<ListedGroup>, ClientError> {
+    use kafka_protocol::messages::ListGroupsRequest;
+    let call = connection.call_at_version(4, RequestKind::ListGroups(ListGroupsRequest::default()));
+    let ResponseKind::ListGroups(response) = tokio::time::timeout(timeout, call)
+        .await
+        .map_err(|_| ClientError::Timeout(timeout))??
+    else {
+        return Err(ClientError::Protocol(
+            "ListGroups answered with another API".into(),
+        ));
+    };
+    kafka_error(response.error_code, "ListGroups")?;
+    Ok(response
+        .groups
+        .into_iter()
+        .map(|group| ListedGroup {
+            group_id: group.group_id.to_string(),
+            protocol_type: group.protocol_type.to_string(),
+            state: group.group_state.to_string(),
+        })
+        .collect())
+}
+
+/// DescribeGroups (v5) and OffsetFetch (v7, every partition) of a group, asked of its
+/// coordinator.
+pub async fn describe_group(
+    coordinator: &mut ClientConnection,
+    group_id: &str,
+    timeout: Duration,
+) -> Result<GroupDescription, ClientError> {
+    use kafka_protocol::messages::{DescribeGroupsRequest, GroupId, OffsetFetchRequest};
+    let group = GroupId(StrBytes::from_string(group_id.to_owned()));
+    let describe = DescribeGroupsRequest::default().with_groups(vec![group.clone()]);
+    let call = coordinator.call_at_version(5, RequestKind::DescribeGroups(describe));
+    let ResponseKind::DescribeGroups(described) = tokio::time::timeout(timeout, call)
+        .await
+        .map_err(|_| ClientError::Timeout(timeout))??
+    else {
+        return Err(ClientError::Protocol(
+            "DescribeGroups answered with another API".into(),
+        ));
+    };
+    let described = described
+        .groups
+        .into_iter()
+        .next()
+        .ok_or_else(|| ClientError::Protocol("DescribeGroups answered no group".into()))?;
+    kafka_error(described.error_code, &format!("DescribeGroups {group_id}"))?;
+    let fetch = OffsetFetchRequest::default()
+        .with_group_id(group)
+        .with_topics(None);
+    let call = coordinator.call_at_version(7, RequestKind::OffsetFetch(fetch));
+    let ResponseKind::OffsetFetch(fetched) = tokio::time::timeout(timeout, call)
+        .await
+        .map_err(|_| ClientError::Timeout(timeout))??
+    else {
+        return Err(ClientError::Protocol(
+            "OffsetFetch answered with another API".into(),
+        ));
+    };
+    kafka_error(fetched.error_code, &format!("OffsetFetch {group_id}"))?;
+    let offsets = fetched
+        .topics
+        .iter()
+        .flat_map(|topic| {
+            topic.partitions.iter().map(|partition| {
+                (
+                    TopicPartition::new(topic.name.to_string(), partition.partition_index),
+                    partition.committed_offset,
+                )
+            })
+        })
+        .collect();
+    let members = described
+        .members
+        .into_iter()
+        .map(|member| GroupMember {
+            member_id: member.member_id.to_string(),
+            client_id: member.client_id.to_string(),
+            client_host: member.client_host.to_string(),
+            partitions: consumer_assignment(&member.member_assignment).unwrap_or_default(),
+        })
+        .collect();
+    Ok(GroupDescription {
+        state: described.group_state.to_string(),
+        protocol: described.protocol_data.to_string(),
+        members,
+        offsets,
+    })
+}
+
+/// The partitions of a consumer protocol assignment (`ConsumerProtocolAssignment` v0–v3:
+/// version, then topics with their partitions); `None` if it does not parse.
+pub fn consumer_assignment(bytes: &[u8]) -> Option<Vec<TopicPartition>> {
+    fn take<const N: usize>(bytes: &mut &[u8]) -> Option<[u8; N]> {
+        let (head, rest) = bytes.split_first_chunk::<N>()?;
+        *bytes = rest;
+        Some(*head)
+    }
+    let mut cursor = bytes;
+    if cursor.is_empty() {
+        return Some(Vec::new());
+    }
+    let _version = i16::from_be_bytes(take(&mut cursor)?);
+    let topics = i32::from_be_bytes(take(&mut cursor)?);
+    let mut partitions = Vec::new();
+    for _ in 0..topics.max(0) {
+        let len = i16::from_be_bytes(take(&mut cursor)?);
+        let len = usize::try_from(len).ok()?;
+        if cursor.len() < len {
+            return None;
+        }
+        let (name, rest) = cursor.split_at(len);
+        cursor = rest;
+        let name = String::from_utf8(name.to_vec()).ok()?;
+        let count = i32::from_be_bytes(take(&mut cursor)?);
+        for _ in 0..count.max(0) {
+            let index = i32::from_be_bytes(take(&mut cursor)?);
+            partitions.push(TopicPartition::new(name.clone(), index));
+        }
+    }
+    Some(partitions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_consumer_assignment_decodes_and_a_short_one_is_refused() {
+        let mut bytes = vec![
+            0, 1, 0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3,
+        ];
+        bytes.extend([0, 0, 0, 0]); // user data, ignored
+        assert_eq!(
+            consumer_assignment(&bytes),
+            Some(vec![
+                TopicPartition::new("t", 0),
+                TopicPartition::new("t", 3)
+            ])
+        );
+        assert_eq!(consumer_assignment(&bytes[..12]), None);
+        assert_eq!(consumer_assignment(&[]), Some(Vec::new()));
+    }
+}

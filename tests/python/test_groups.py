@@ -3,12 +3,13 @@ partitions, commit, and a group restarted after a broker restart resumes at the 
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from conftest import Broker
+from conftest import Broker, seedlog_binary
 
 TOPIC = "groups"
 PARTITIONS = 4
@@ -21,6 +22,10 @@ def produce(address: str, values: list[str]) -> None:
         producer.send(TOPIC, key=str(index).encode(), value=value.encode(), partition=index % PARTITIONS)
     producer.flush(timeout=30)
     producer.close(timeout=10)
+
+
+def cli(*args: str) -> str:
+    return subprocess.run([str(seedlog_binary()), *args], check=True, capture_output=True, text=True, timeout=60).stdout
 
 
 def consumer(address: str, group: str) -> KafkaConsumer:
@@ -80,6 +85,14 @@ def test_two_members_split_the_partitions_and_a_restarted_group_resumes_after_it
         committed = admin.list_group_offsets({"g": None})["g"]
         assert sorted(tp.partition for tp in committed) == list(range(PARTITIONS))
         assert sum(entry.offset for entry in committed.values()) == len(first), committed
+        listed = cli("groups", "list", "--bootstrap-server", broker.address)
+        assert listed.splitlines()[1:] == ["g\tconsumer\tStable"], listed
+        described = cli("groups", "describe", "--bootstrap-server", broker.address, "--group", "g")
+        rows = [line.split("\t") for line in described.splitlines()[2:]]
+        assert [(row[1], row[2], row[3], row[4], row[5]) for row in rows] == [
+            (TOPIC, str(partition), "50", "50", "0") for partition in range(PARTITIONS)
+        ], described
+        assert len({row[6] for row in rows}) == 2, "two members hold the partitions"
         for member in members:
             member.close()
         admin.close()

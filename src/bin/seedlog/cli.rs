@@ -47,6 +47,12 @@ enum Command {
         #[command(subcommand)]
         action: TopicsAction,
     },
+    /// List consumer groups, or describe one with its committed offsets and lag
+    /// (kafka-consumer-groups --list / --describe).
+    Groups {
+        #[command(subcommand)]
+        action: crate::groups::GroupsAction,
+    },
     /// Send each line of stdin as a record value (`key<TAB>value` with --keyed).
     Produce {
         #[arg(long, default_value = "localhost:9092")]
@@ -186,6 +192,7 @@ pub(crate) async fn main() -> anyhow::Result<()> {
             properties,
         } => produce(bootstrap_server, topic, partition, keyed, &properties).await,
         Command::Perf { action } => crate::perf::run(action).await,
+        Command::Groups { action } => crate::groups::run(action).await,
         Command::Consume {
             bootstrap_server,
             topic,

@@ -3,6 +3,8 @@
 #[cfg(not(madsim))]
 mod cli;
 #[cfg(not(madsim))]
+mod groups;
+#[cfg(not(madsim))]
 mod perf;
 
 /// Errors print as one line with their causes (`error: file: line 3: ...`), never a backtrace.
