@@ -36,6 +36,16 @@ pub(super) enum GroupWrite {
         group_id: String,
         generation: Option<i32>,
     },
+    /// The tombstones of a deleted group: result `index` of DeleteGroups `deletion`.
+    Delete { deletion: u64, index: usize },
+}
+
+/// A DeleteGroups waiting for its groups' tombstones.
+#[derive(Debug)]
+pub(crate) struct PendingDeletion {
+    pub(super) reply_to: ReplyTo,
+    pub(super) response: kafka_protocol::messages::DeleteGroupsResponse,
+    pub(super) outstanding: usize,
 }
 
 /// Kafka's mapping of an append error to what a group request answers
@@ -223,6 +233,19 @@ impl<S: Storage> Broker<S> {
             GroupWrite::Store { .. } => {
                 if error != ErrorCode::None {
                     tracing::warn!(?error, "storing an empty generation failed");
+                }
+            }
+            GroupWrite::Delete { deletion, index } => {
+                let Some(pending) = self.groups.deletions.get_mut(&deletion) else {
+                    return;
+                };
+                pending.response.results[index].error_code = error.code();
+                pending.outstanding -= 1;
+                if pending.outstanding == 0 {
+                    let pending = self.groups.deletions.remove(&deletion).expect("present");
+                    out.push(pending.reply_to.respond(ResponseBody::message(
+                        ResponseKind::DeleteGroups(pending.response),
+                    )));
                 }
             }
         }

@@ -121,7 +121,19 @@ impl MetadataImage {
     }
 }
 
-/// Kafka's topic name rule: 1–249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
+/// Internal topics the brokers create themselves (through the controller in a cluster).
+pub const INTERNAL_TOPICS: [&str; 1] = [crate::broker::group::OFFSETS_TOPIC];
+
+/// [`validate_topic_name`], except that a broker's own creation of an internal topic is legal.
+pub fn validate_created_topic_name(name: &str) -> Result<(), String> {
+    if INTERNAL_TOPICS.contains(&name) {
+        return Ok(());
+    }
+    validate_topic_name(name)
+}
+
+/// Kafka's topic name rule: 1–249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`; names
+/// starting with `__` are reserved for internal topics.
 pub fn validate_topic_name(name: &str) -> Result<(), String> {
     const MAX_NAME_LENGTH: usize = 249;
     if name.is_empty() {

@@ -530,6 +530,14 @@ impl<S: Storage> Broker<S> {
             RequestKind::DescribeConfigs(body) => {
                 out.push(answer(self.on_describe_configs_request(body)));
             }
+            RequestKind::CreateTopics(body)
+                if self.cluster.is_some() && handlers::names_reserved_topic(body) =>
+            {
+                out.push(answer(handlers::reserved_topics_refused(
+                    request.api_version,
+                    body,
+                )));
+            }
             RequestKind::CreateTopics(_) if self.cluster.is_some() => {
                 self.forward_create_topics(
                     now,
@@ -558,7 +566,8 @@ impl<S: Storage> Broker<S> {
             | RequestKind::OffsetCommit(_)
             | RequestKind::OffsetFetch(_)
             | RequestKind::DescribeGroups(_)
-            | RequestKind::ListGroups(_) => self.on_group_request(now, reply_to, &request, out),
+            | RequestKind::ListGroups(_)
+            | RequestKind::DeleteGroups(_) => self.on_group_request(now, reply_to, &request, out),
             other => {
                 // The codec only lets supported APIs through, so this is a bug in the table.
                 let reason = format!("no handler for {:?}", request.api_key);
@@ -611,6 +620,9 @@ impl<S: Storage> Broker<S> {
             RequestKind::ListGroups(body) => {
                 let response = self.on_list_groups_request(request.api_version, body, out);
                 out.push(answer(response));
+            }
+            RequestKind::DeleteGroups(body) => {
+                self.on_delete_groups_request(now, reply_to, body, out);
             }
             _ => unreachable!("routed by api key"),
         }

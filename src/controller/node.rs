@@ -29,7 +29,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::broker::metadata::{validate_topic_name, METADATA_LOG_DIRECTORY};
+use crate::broker::metadata::{validate_created_topic_name, METADATA_LOG_DIRECTORY};
 use crate::broker::{metadata_log_config, read_log_records};
 use crate::broker::{
     BrokerError, BrokerEvent, ConnectionId, FlushId, Input, Output, ReplyTo, Response, ResponseBody,
@@ -669,7 +669,9 @@ impl<S: Storage> ControllerNode<S> {
             } else {
                 topic.replication_factor
             };
-            let outcome = validate_topic_name(&name)
+            // Brokers refuse clients' reserved names before forwarding; what arrives with one
+            // is a broker creating an internal topic.
+            let outcome = validate_created_topic_name(&name)
                 .map_err(|message| (ErrorCode::InvalidTopicException, message))
                 .and_then(|()| {
                     TopicConfig::with_overrides(&self.defaults, &configs)

@@ -27,7 +27,7 @@ const fn api(key: ApiKey, min_version: i16, max_version: i16) -> SupportedApi {
 }
 
 /// Every API seedlog answers, in key order.
-pub const SUPPORTED_APIS: [SupportedApi; 19] = [
+pub const SUPPORTED_APIS: [SupportedApi; 20] = [
     api(ApiKey::Produce, 3, 10), // v3+: RecordBatch v2 only; v9+ flexible
     api(ApiKey::Fetch, 4, 16),   // v4+: RecordBatch v2; v12+ flexible; v13+ topic ids
     api(ApiKey::ListOffsets, 1, 9),
@@ -47,6 +47,7 @@ pub const SUPPORTED_APIS: [SupportedApi; 19] = [
     api(ApiKey::OffsetFetch, 1, 9),          // v6 flexible; v8+ batched groups
     api(ApiKey::DescribeGroups, 0, 5),       // v5 flexible
     api(ApiKey::ListGroups, 0, 5),           // v3 flexible; v4 state filter; v5 type filter
+    api(ApiKey::DeleteGroups, 0, 2),         // v2 flexible
 ];
 
 /// What a controller answers: brokers register, heartbeat, change ISRs, forward topic

@@ -285,6 +285,7 @@ impl RequestApiKey for RequestKind {
             RequestKind::OffsetFetch(_) => ApiKey::OffsetFetch,
             RequestKind::DescribeGroups(_) => ApiKey::DescribeGroups,
             RequestKind::ListGroups(_) => ApiKey::ListGroups,
+            RequestKind::DeleteGroups(_) => ApiKey::DeleteGroups,
             other => panic!("seedlog never sends {other:?}"),
         }
     }

@@ -105,3 +105,59 @@ def leader_of_live(admin: KafkaAdminClient, topic: str, dead: int) -> int:
             return leader
         time.sleep(0.2)
     raise AssertionError("no new leader")
+
+
+def group_read(bootstrap: list[str], group: str, want: int, seconds: float = 90) -> list[str]:
+    """A new member of `group` reads until `want` records arrived, commits, closes."""
+    consumer = KafkaConsumer(
+        "grouped",
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+    )
+    values: list[str] = []
+    deadline = time.monotonic() + seconds
+    while len(values) < want and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            values.extend(record.value.decode() for record in records)
+    consumer.commit()
+    consumer.close()
+    return values
+
+
+def test_a_group_resumes_at_its_commits_after_its_coordinator_is_killed(cluster) -> None:
+    _, brokers = cluster
+    bootstrap = [broker.address for broker in brokers]
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            admin.create_topics([NewTopic("grouped", 3, 3)])
+            break
+        except Exception:  # brokers still registering with the controller
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=50, delivery_timeout_ms=60000)
+    first = [f"first-{index}" for index in range(60)]
+    for value in first:
+        producer.send("grouped", value.encode())
+    producer.flush(timeout=60)
+    assert sorted(group_read(bootstrap, "cg", len(first))) == sorted(first)
+
+    # kafka-python has no public call for it: run its FindCoordinator coroutine.
+    coordinator = admin._manager.run(admin._find_coordinator_ids, ["cg"])["cg"]  # noqa: SLF001
+    brokers[coordinator].process.kill()
+    survivors = [broker.address for node, broker in enumerate(brokers) if node != coordinator]
+    second = [f"second-{index}" for index in range(30)]
+    producer.close(timeout=10)
+    producer = KafkaProducer(bootstrap_servers=survivors, acks="all", retries=50, delivery_timeout_ms=60000)
+    for value in second:
+        producer.send("grouped", value.encode())
+    producer.flush(timeout=60)
+    producer.close(timeout=10)
+    again = group_read(survivors, "cg", len(second))
+    assert sorted(again) == sorted(second), "the new coordinator loaded the replicated commits"

@@ -50,6 +50,10 @@ pub(crate) struct Groups {
     pub(crate) loaded: BTreeMap<i32, i32>,
     /// When this broker last asked the controller to create `__consumer_offsets`.
     pub(crate) creation_asked: Option<Millis>,
+    /// DeleteGroups requests waiting for their tombstones, by number.
+    pub(crate) deletions: BTreeMap<u64, crate::broker::coordinator::PendingDeletion>,
+    /// The last deletion number handed out.
+    pub(crate) next_deletion: u64,
 }
 
 impl Groups {

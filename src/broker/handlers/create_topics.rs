@@ -62,6 +62,36 @@ fn result_for(
     result
 }
 
+/// Whether a client's CreateTopics names a topic reserved for internal use (`__` prefix).
+pub(crate) fn names_reserved_topic(body: &CreateTopicsRequest) -> bool {
+    body.topics
+        .iter()
+        .any(|topic| topic.name.as_str().starts_with("__"))
+}
+
+/// A client's CreateTopics that names a reserved topic, answered by the broker instead of
+/// being forwarded (the controller takes reserved names from brokers only): each reserved
+/// topic INVALID_TOPIC_EXCEPTION, the others INVALID_REQUEST.
+pub(crate) fn reserved_topics_refused(
+    api_version: i16,
+    body: &CreateTopicsRequest,
+) -> ResponseKind {
+    let mut response = CreateTopicsResponse::default();
+    for topic in &body.topics {
+        let outcome = match validate_topic_name(topic.name.as_str()) {
+            Err(message) => Err((ErrorCode::InvalidTopicException, message)),
+            Ok(()) => Err((
+                ErrorCode::InvalidRequest,
+                "not created: the request also names a reserved topic".to_owned(),
+            )),
+        };
+        response
+            .topics
+            .push(result_for(api_version, topic, &outcome));
+    }
+    ResponseKind::CreateTopics(response)
+}
+
 /// Topic names that appear more than once in one request (Kafka rejects all of them).
 fn duplicated_names(body: &CreateTopicsRequest) -> BTreeSet<String> {
     let mut seen = BTreeSet::new();

@@ -4,21 +4,24 @@
 
 use std::collections::BTreeMap;
 
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{
-    BrokerId as WireBrokerId, DescribeGroupsRequest, DescribeGroupsResponse,
-    FindCoordinatorRequest, FindCoordinatorResponse, GroupId, HeartbeatRequest, HeartbeatResponse,
-    JoinGroupRequest, LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse,
-    ResponseKind, SyncGroupRequest,
+    BrokerId as WireBrokerId, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
+    DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse, GroupId,
+    HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, LeaveGroupRequest, LeaveGroupResponse,
+    ListGroupsRequest, ListGroupsResponse, ResponseKind, SyncGroupRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use rand_chacha::rand_core::RngCore;
 
-use crate::broker::group::state::{Effects, Group, GroupReply, JoinRequest};
-use crate::broker::{Broker, Output, ReplyTo};
+use crate::broker::coordinator::{GroupWrite, PendingDeletion};
+use crate::broker::group::records::OffsetsRecord;
+use crate::broker::group::state::{Effects, Group, GroupReply, GroupState, JoinRequest};
+use crate::broker::{Broker, Output, ReplyTo, ResponseBody};
 use crate::protocol::ErrorCode;
 use crate::storage::Storage;
 use crate::types::Millis;
@@ -354,6 +357,70 @@ impl<S: Storage> Broker<S> {
             response.groups.push(entry);
         }
         ResponseKind::ListGroups(response)
+    }
+}
+
+impl<S: Storage> Broker<S> {
+    /// DeleteGroups: an empty group's offsets and the group itself are tombstoned in
+    /// `__consumer_offsets`; the answer waits for every tombstone.
+    pub(in crate::broker) fn on_delete_groups_request(
+        &mut self,
+        now: Millis,
+        reply_to: ReplyTo,
+        request: &DeleteGroupsRequest,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let mut response = DeleteGroupsResponse::default();
+        let mut writes = Vec::new();
+        for (index, group_id) in request.groups_names.iter().enumerate() {
+            let mut result = DeletableGroupResult::default().with_group_id(group_id.clone());
+            let id = group_id.as_str();
+            let checked = self.coordinate(now, id, out).and_then(|()| {
+                match self.groups.groups.get(id).map(Group::state) {
+                    None | Some(GroupState::Dead) => Err(ErrorCode::GroupIdNotFound),
+                    Some(GroupState::Empty) => Ok(()),
+                    Some(_) => Err(ErrorCode::NonEmptyGroup),
+                }
+            });
+            if let Err(error) = checked {
+                result.error_code = error.code();
+            } else {
+                let group = self.groups.groups.remove(id).expect("checked");
+                let mut records: Vec<OffsetsRecord> = group
+                    .offsets
+                    .into_keys()
+                    .map(|partition| OffsetsRecord::Offset {
+                        group: id.to_owned(),
+                        partition,
+                        value: None,
+                    })
+                    .collect();
+                records.push(OffsetsRecord::Group {
+                    group: id.to_owned(),
+                    value: None,
+                });
+                writes.push((index, id.to_owned(), records));
+            }
+            response.results.push(result);
+        }
+        if writes.is_empty() {
+            out.push(reply_to.respond(ResponseBody::message(ResponseKind::DeleteGroups(response))));
+            return;
+        }
+        self.groups.next_deletion += 1;
+        let deletion = self.groups.next_deletion;
+        self.groups.deletions.insert(
+            deletion,
+            PendingDeletion {
+                reply_to,
+                response,
+                outstanding: writes.len(),
+            },
+        );
+        for (index, group_id, records) in writes {
+            let write = GroupWrite::Delete { deletion, index };
+            self.write_group_records(now, &group_id, &records, write, out);
+        }
     }
 }
 

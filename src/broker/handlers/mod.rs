@@ -12,4 +12,5 @@ mod offsets;
 mod offsets_for_leader_epoch;
 mod produce;
 
+pub(crate) use create_topics::{names_reserved_topic, reserved_topics_refused};
 pub use produce::produce_rejection;

@@ -295,3 +295,90 @@ fn a_member_that_stops_heartbeating_is_removed_and_its_generation_fenced() {
         "an empty group takes a simple consumer's commit"
     );
 }
+
+fn delete_group(harness: &mut Harness) -> i16 {
+    use kafka_protocol::messages::DeleteGroupsRequest;
+    let body = DeleteGroupsRequest::default().with_groups_names(vec![group_id()]);
+    let ResponseKind::DeleteGroups(response) = harness.ask(2, RequestKind::DeleteGroups(body))
+    else {
+        panic!("not a DeleteGroups response")
+    };
+    response.results[0].error_code
+}
+
+fn leave(harness: &mut Harness, member_id: &str) -> i16 {
+    use kafka_protocol::messages::LeaveGroupRequest;
+    let body = LeaveGroupRequest::default()
+        .with_group_id(group_id())
+        .with_member_id(text(member_id));
+    let ResponseKind::LeaveGroup(response) = harness.ask(1, RequestKind::LeaveGroup(body)) else {
+        panic!("not a LeaveGroup response")
+    };
+    response.error_code
+}
+
+#[test]
+fn only_an_empty_group_is_deleted_and_its_tombstones_outlive_a_crash() {
+    let storage = MemoryStorage::new();
+    let mut harness = Harness::with_config(storage.clone(), group_config());
+    harness.create_topic("t", 1, &[]);
+    harness.find_coordinator();
+    let (member_id, generation) = harness.lone_member();
+    assert_eq!(harness.commit(&member_id, generation, 7), 0);
+    assert_eq!(delete_group(&mut harness), ErrorCode::NonEmptyGroup.code());
+    assert_eq!(leave(&mut harness, &member_id), 0);
+    assert_eq!(delete_group(&mut harness), 0);
+    assert_eq!(harness.committed(), -1, "the offsets went with the group");
+    assert_eq!(
+        delete_group(&mut harness),
+        ErrorCode::GroupIdNotFound.code()
+    );
+
+    storage.crash(CrashLevel::Process, &mut |_| 0);
+    let mut harness = Harness::with_config(storage, group_config());
+    assert_eq!(harness.committed(), -1, "the tombstones are in the log");
+}
+
+#[test]
+fn a_static_member_that_restarts_takes_its_old_place_and_fences_its_old_id() {
+    let mut harness = Harness::with_config(MemoryStorage::new(), group_config());
+    harness.create_topic("t", 1, &[]);
+    harness.find_coordinator();
+    let join = |harness: &mut Harness, member_id: &str| {
+        let body = JoinGroupRequest::default()
+            .with_group_id(group_id())
+            .with_session_timeout_ms(10_000)
+            .with_rebalance_timeout_ms(30_000)
+            .with_member_id(text(member_id))
+            .with_group_instance_id(Some(text("instance-1")))
+            .with_protocol_type(text("consumer"))
+            .with_protocols(vec![JoinGroupRequestProtocol::default()
+                .with_name(text("range"))
+                .with_metadata(Bytes::from_static(b"subscription"))]);
+        join_answer(harness.ask(5, RequestKind::JoinGroup(body)))
+    };
+    let (error, old_id, generation, ..) = join(&mut harness, "");
+    assert_eq!(
+        error, 0,
+        "a static member needs no MEMBER_ID_REQUIRED round"
+    );
+    assert_eq!(harness.sync_group(&old_id, generation, true).0, 0);
+    let (error, new_id, same_generation, leader, _) = join(&mut harness, "");
+    assert_eq!(error, 0);
+    assert_ne!(new_id, old_id);
+    assert_eq!(
+        (same_generation, leader),
+        (generation, new_id.clone()),
+        "a restart with unchanged protocols does not rebalance"
+    );
+    let body = HeartbeatRequest::default()
+        .with_group_id(group_id())
+        .with_generation_id(generation)
+        .with_member_id(text(&old_id))
+        .with_group_instance_id(Some(text("instance-1")));
+    let ResponseKind::Heartbeat(response) = harness.ask(3, RequestKind::Heartbeat(body)) else {
+        panic!("not a Heartbeat response")
+    };
+    assert_eq!(response.error_code, ErrorCode::FencedInstanceId.code());
+    assert_eq!(harness.heartbeat(&new_id, generation), 0);
+}
