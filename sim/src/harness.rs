@@ -770,6 +770,13 @@ async fn liveness_phase(
         ))
         .await
         .expect("final read task");
+    // Consumer groups process what was acknowledged before the run ends (or the liveness phase
+    // runs out and `group-at-least-once` tells).
+    while !env.record(|recorder, _| crate::history::groups_caught_up(recorder.ops()))
+        && tokio::time::Instant::now() < healed + liveness
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 async fn supervise(scenario: &Scenario) -> (History, Duration) {

@@ -57,6 +57,54 @@ impl Value {
 /// A partition name (`orders-0`), cheap to clone.
 pub type Partition = Arc<str>;
 
+/// The topic of a partition named `topic-N`.
+pub fn topic_of(partition: &str) -> &str {
+    partition
+        .rsplit_once('-')
+        .map_or(partition, |(topic, _)| topic)
+}
+
+/// Whether every consumer group has processed every acknowledged value of its topics (the
+/// liveness phase waits for it before the run ends).
+pub fn groups_caught_up(ops: &[Op]) -> bool {
+    let mut topics: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut processed: BTreeMap<&str, BTreeSet<Value>> = BTreeMap::new();
+    let mut acknowledged = Vec::new();
+    for op in ops {
+        match &op.body {
+            Body::Subscribe {
+                group,
+                topics: subscribed,
+            } => {
+                topics
+                    .entry(group)
+                    .or_default()
+                    .extend(subscribed.iter().map(|t| &**t));
+            }
+            Body::Process { group, records } => processed
+                .entry(group)
+                .or_default()
+                .extend(records.values().flatten().map(|(_, value)| *value)),
+            Body::Send {
+                partition, value, ..
+            } if op.op_type == OpType::Ok => {
+                acknowledged.push((topic_of(partition), *value));
+            }
+            _ => {}
+        }
+    }
+    topics.iter().all(|(group, subscribed)| {
+        acknowledged
+            .iter()
+            .filter(|(topic, _)| subscribed.contains(topic))
+            .all(|(_, value)| {
+                processed
+                    .get(group)
+                    .is_some_and(|seen| seen.contains(value))
+            })
+    })
+}
+
 /// Records of a poll, per partition, in order.
 pub type Records = BTreeMap<Partition, Vec<(i64, Value)>>;
 
@@ -163,6 +211,40 @@ pub enum Body {
         /// Partitions that could not deliver.
         errors: Vec<PartitionError>,
     },
+    /// `subscribe`: a group member incarnation's group and topics.
+    Subscribe {
+        /// The group.
+        group: Arc<str>,
+        /// The topics.
+        topics: Vec<Arc<str>>,
+    },
+    /// `join`: a group member joined a generation with this assignment.
+    Join {
+        /// The group.
+        group: Arc<str>,
+        /// The generation.
+        generation: i32,
+        /// Its assigned partitions.
+        partitions: Vec<Partition>,
+    },
+    /// `process`: a group member finished processing these records (what the application
+    /// did with them; at-most-once and at-least-once at the group are judged on these).
+    Process {
+        /// The member's group.
+        group: Arc<str>,
+        /// The records, per partition.
+        records: Records,
+    },
+    /// `commit`: a group member commits these positions in its generation; an ok completion
+    /// means the coordinator stored them.
+    Commit {
+        /// The member's group.
+        group: Arc<str>,
+        /// The member's generation.
+        generation: i32,
+        /// The next offset to consume, per partition.
+        offsets: BTreeMap<Partition, i64>,
+    },
     /// `assign`: a consumer incarnation's partitions.
     Assign {
         /// The partitions.
@@ -260,6 +342,10 @@ impl Body {
             Body::Send { .. } => "send",
             Body::Poll { .. } => "poll",
             Body::Assign { .. } => "assign",
+            Body::Subscribe { .. } => "subscribe",
+            Body::Join { .. } => "join",
+            Body::Process { .. } => "process",
+            Body::Commit { .. } => "commit",
             Body::Position { seek: true, .. } => "seek",
             Body::Position { seek: false, .. } => "reset",
             Body::HighWatermark { .. } => "hw",
@@ -403,7 +489,43 @@ fn records_json(records: &Records) -> Json {
 }
 
 impl Op {
+    /// The value of a group member's operation.
+    fn group_json(&self) -> Option<Json> {
+        Some(match &self.body {
+            Body::Subscribe { group, topics } => {
+                json!({"group": &**group, "topics": topics.iter().map(|t| &**t).collect::<Vec<_>>()})
+            }
+            Body::Process { group, records } => {
+                json!({"group": &**group, "records": records_json(records)})
+            }
+            Body::Join {
+                group,
+                generation,
+                partitions,
+            } => json!({
+                "group": &**group,
+                "generation": generation,
+                "partitions": partitions.iter().map(|p| &**p).collect::<Vec<_>>(),
+            }),
+            Body::Commit {
+                group,
+                generation,
+                offsets,
+            } => {
+                let offsets: serde_json::Map<String, Json> = offsets
+                    .iter()
+                    .map(|(partition, offset)| (partition.to_string(), json!(offset)))
+                    .collect();
+                json!({"group": &**group, "generation": generation, "offsets": offsets})
+            }
+            _ => return None,
+        })
+    }
+
     fn value_json(&self) -> Json {
+        if let Some(json) = self.group_json() {
+            return json;
+        }
         match &self.body {
             Body::Send {
                 partition,
@@ -454,6 +576,10 @@ impl Op {
             Body::Nemesis { value, .. } => {
                 serde_json::from_str(value).expect("nemesis values are JSON")
             }
+            Body::Subscribe { .. }
+            | Body::Join { .. }
+            | Body::Process { .. }
+            | Body::Commit { .. } => unreachable!("answered by group_json"),
         }
     }
 
@@ -676,6 +802,32 @@ fn send_body(value: &Json, op_type: OpType) -> Result<Body, String> {
 }
 
 /// `[["poll"]]` or, completed, `[["poll", {partition: [[offset, value], ...]}]]`.
+#[derive(Deserialize)]
+struct RawSubscribe {
+    group: String,
+    topics: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct RawJoin {
+    group: String,
+    generation: i32,
+    partitions: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct RawProcess {
+    group: String,
+    records: BTreeMap<String, Vec<(i64, String)>>,
+}
+
+#[derive(Deserialize)]
+struct RawCommit {
+    group: String,
+    generation: i32,
+    offsets: BTreeMap<String, i64>,
+}
+
 fn poll_body(value: &Json, errors: Option<Vec<RawPartitionError>>) -> Result<Body, String> {
     const SHAPE: &str =
         r#"a poll's value must be [["poll"]] or [["poll", {partition: [[offset, value], ...]}]]"#;
@@ -767,6 +919,55 @@ fn invariant_body(raw: RawInvariant) -> Result<Body, String> {
     })
 }
 
+/// A group member's operation (or an unknown `f`).
+fn group_body(f: &str, value: Json) -> Result<Body, String> {
+    Ok(match f {
+        "subscribe" => {
+            let raw: RawSubscribe = parse_as(value, f)?;
+            Body::Subscribe {
+                group: raw.group.into(),
+                topics: raw.topics.into_iter().map(Into::into).collect(),
+            }
+        }
+        "join" => {
+            let raw: RawJoin = parse_as(value, f)?;
+            Body::Join {
+                group: raw.group.into(),
+                generation: raw.generation,
+                partitions: raw.partitions.into_iter().map(Into::into).collect(),
+            }
+        }
+        "process" => {
+            let raw: RawProcess = parse_as(value, f)?;
+            let mut records = Records::new();
+            for (partition, entries) in raw.records {
+                let mut parsed = Vec::new();
+                for (offset, text) in entries {
+                    parsed.push((offset, value_of(&Json::String(text))?));
+                }
+                records.insert(partition.into(), parsed);
+            }
+            Body::Process {
+                group: raw.group.into(),
+                records,
+            }
+        }
+        "commit" => {
+            let raw: RawCommit = parse_as(value, f)?;
+            Body::Commit {
+                group: raw.group.into(),
+                generation: raw.generation,
+                offsets: raw
+                    .offsets
+                    .into_iter()
+                    .map(|(p, o)| (p.into(), o))
+                    .collect(),
+            }
+        }
+        other => return Err(format!("unknown f '{other}'")),
+    })
+}
+
 fn body_of(
     f: &str,
     value: Json,
@@ -776,12 +977,12 @@ fn body_of(
     Ok(match f {
         "send" => send_body(&value, op_type)?,
         "poll" => poll_body(&value, partition_errors)?,
-        "assign" => {
-            let partitions: Vec<String> = parse_as(value, "assign")?;
-            Body::Assign {
-                partitions: partitions.into_iter().map(Into::into).collect(),
-            }
-        }
+        "assign" => Body::Assign {
+            partitions: parse_as::<Vec<String>>(value, "assign")?
+                .into_iter()
+                .map(Into::into)
+                .collect(),
+        },
         "reset" | "seek" => {
             let raw: RawPosition = parse_as(value, f)?;
             Body::Position {
@@ -841,7 +1042,7 @@ fn body_of(
             }
             Body::nemesis(f, &value)
         }
-        other => return Err(format!("unknown f '{other}'")),
+        other => group_body(other, value)?,
     })
 }
 
@@ -882,6 +1083,11 @@ pub enum Completion {
 }
 
 impl Recorder {
+    /// The operations so far.
+    pub fn ops(&self) -> &[Op] {
+        &self.history.ops
+    }
+
     /// A new process number for a client incarnation.
     pub fn new_process(&mut self) -> u64 {
         self.next_process += 1;

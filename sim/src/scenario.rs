@@ -115,9 +115,23 @@ struct RawConsumer {
     id: Spanned<String>,
     #[serde(default)]
     config: Option<ConfigTable>,
-    assign: Spanned<Vec<String>>,
+    #[serde(default)]
+    assign: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    subscribe: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    processing: Option<Spanned<RawProcessing>>,
     #[serde(default)]
     poll_timeout_ms: Option<u64>,
+}
+
+/// How a group consumer processes what it polls.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProcessing {
+    mode: Spanned<String>,
+    #[serde(default)]
+    time_ms: Option<u64>,
 }
 
 /// A time in a scenario: a number of milliseconds, or `[low, high]` drawn from the seed.
@@ -204,10 +218,34 @@ pub struct ConsumerSpec {
     pub id: String,
     /// Kafka consumer config.
     pub config: ConsumerConfig,
-    /// Assigned partitions.
+    /// Assigned partitions (none for a group member).
     pub partitions: Vec<TopicPartition>,
     /// Timeout of each poll.
     pub poll_timeout_ms: u64,
+    /// A member of a consumer group (`group.id` set, `subscribe` instead of `assign`).
+    pub group: Option<GroupSpec>,
+}
+
+/// When a group member commits, relative to processing what it polled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Processing {
+    /// Commit the polled position, then process: at-most-once (a crash in between loses).
+    CommitBefore,
+    /// Process, then commit: at-least-once (a crash in between processes again).
+    CommitAfter,
+    /// Process; commit every `auto.commit.interval.ms` whatever was polled (both can happen).
+    AutoCommit,
+}
+
+/// A group member's subscription and processing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSpec {
+    /// The subscribed topics.
+    pub topics: Vec<String>,
+    /// When it commits.
+    pub processing: Processing,
+    /// How long processing one poll's records takes.
+    pub processing_ms: u64,
 }
 
 /// Which connection fault.
@@ -777,8 +815,39 @@ fn build_consumer(
         raw.config.as_ref(),
         &["bootstrap.servers", "client.id"],
     )?;
+    let (partitions, group) = match (&raw.assign, &raw.subscribe) {
+        (Some(assign), None) => (assigned_partitions(loader, assign, partitions_of)?, None),
+        (None, Some(subscribe)) => (
+            Vec::new(),
+            Some(group_spec(loader, raw, subscribe, &config, partitions_of)?),
+        ),
+        _ => return Err(loader.error_at(
+            raw.id.span(),
+            "a consumer takes either assign (partitions) or subscribe (topics, with a group.id)",
+        )),
+    };
+    if group.is_none() && raw.processing.is_some() {
+        return Err(loader.error_at(
+            raw.id.span(),
+            "processing applies to a group member (subscribe)",
+        ));
+    }
+    Ok(ConsumerSpec {
+        id: raw.id.get_ref().clone(),
+        config,
+        partitions,
+        poll_timeout_ms: raw.poll_timeout_ms.unwrap_or(POLL_TIMEOUT_MS_DEFAULT),
+        group,
+    })
+}
+
+fn assigned_partitions(
+    loader: &Loader<'_>,
+    assign: &Spanned<Vec<String>>,
+    partitions_of: &BTreeMap<&str, i32>,
+) -> Result<Vec<TopicPartition>, ScenarioError> {
     let mut partitions = Vec::new();
-    for entry in raw.assign.get_ref() {
+    for entry in assign.get_ref() {
         if let Some(count) = partitions_of.get(entry.as_str()) {
             partitions
                 .extend((0..*count).map(|partition| TopicPartition::new(entry.clone(), partition)));
@@ -791,19 +860,66 @@ fn build_consumer(
         });
         partitions.push(parsed.ok_or_else(|| {
             loader.error_at(
-                raw.assign.span(),
+                assign.span(),
                 format!("'{entry}' is neither a declared topic nor one of its partitions"),
             )
         })?);
     }
     if partitions.is_empty() {
-        return Err(loader.error_at(raw.assign.span(), "assign at least one topic or partition"));
+        return Err(loader.error_at(assign.span(), "assign at least one topic or partition"));
     }
-    Ok(ConsumerSpec {
-        id: raw.id.get_ref().clone(),
-        config,
-        partitions,
-        poll_timeout_ms: raw.poll_timeout_ms.unwrap_or(POLL_TIMEOUT_MS_DEFAULT),
+    Ok(partitions)
+}
+
+fn group_spec(
+    loader: &Loader<'_>,
+    raw: &RawConsumer,
+    subscribe: &Spanned<Vec<String>>,
+    config: &ConsumerConfig,
+    partitions_of: &BTreeMap<&str, i32>,
+) -> Result<GroupSpec, ScenarioError> {
+    if config.group_id.is_none() {
+        return Err(loader.error_at(subscribe.span(), "subscribe needs config group.id"));
+    }
+    if subscribe.get_ref().is_empty() {
+        return Err(loader.error_at(subscribe.span(), "subscribe to at least one topic"));
+    }
+    for topic in subscribe.get_ref() {
+        if !partitions_of.contains_key(topic.as_str()) {
+            return Err(loader.error_at(
+                subscribe.span(),
+                format!("unknown topic '{topic}' (declare it under [[topics]])"),
+            ));
+        }
+    }
+    let Some(processing) = &raw.processing else {
+        return Err(loader.error_at(
+            subscribe.span(),
+            "a group member needs processing = { mode = \"commit-before\" | \"commit-after\" | \"auto-commit\" }",
+        ));
+    };
+    let mode = processing.get_ref().mode.get_ref();
+    let processing_mode = match mode.as_str() {
+        "commit-before" => Processing::CommitBefore,
+        "commit-after" => Processing::CommitAfter,
+        "auto-commit" => Processing::AutoCommit,
+        other => {
+            return Err(loader.error_at(
+                processing.get_ref().mode.span(),
+                format!("unknown processing mode '{other}': expected commit-before, commit-after or auto-commit"),
+            ))
+        }
+    };
+    if (processing_mode == Processing::AutoCommit) != config.enable_auto_commit {
+        return Err(loader.error_at(
+            processing.span(),
+            "processing auto-commit goes with enable.auto.commit=true, the others with false",
+        ));
+    }
+    Ok(GroupSpec {
+        topics: subscribe.get_ref().clone(),
+        processing: processing_mode,
+        processing_ms: processing.get_ref().time_ms.unwrap_or(0),
     })
 }
 

@@ -18,6 +18,7 @@ use seedlog::protocol::ErrorCode;
 use seedlog::runtime::admin::{create_topics, NewTopic};
 use seedlog::runtime::client::{ClientConnection, ClientError};
 use seedlog::runtime::consumer::Consumer;
+use seedlog::runtime::group::GroupMember;
 use seedlog::runtime::producer::Producer;
 use seedlog::runtime::server::BrokerObserver;
 use seedlog::types::TopicPartition;
@@ -25,7 +26,7 @@ use seedlog::types::TopicPartition;
 use crate::checker::FINAL_READER;
 use crate::cluster_monitor::ClusterMonitor;
 use crate::history::{self, Body, Completion, FinalRead, Partition, Recorder, Records, Value};
-use crate::scenario::{ConsumerSpec, ProducerSpec};
+use crate::scenario::{ConsumerSpec, Processing, ProducerSpec};
 
 /// The actor of the cluster monitor's records.
 pub const INVARIANTS: &str = "invariants";
@@ -433,6 +434,9 @@ impl Reader<'_> {
 
 /// One incarnation of a consumer node: polls until `stop`.
 pub async fn consumer_incarnation(env: Env, spec: ConsumerSpec, stop: Arc<AtomicBool>) {
+    if spec.group.is_some() {
+        return group_consumer_incarnation(env, spec, stop).await;
+    }
     let process = env.record(|recorder, _| recorder.new_process());
     let mut reader = Reader {
         env: &env,
@@ -814,5 +818,234 @@ fn on_final_read_error(
             });
         }
         _ => read.stopped = Some((error.position, format!("{name} at {}", error.position))),
+    }
+}
+
+/// A group member's incarnation as the history sees it.
+struct Member {
+    env: Env,
+    process: u64,
+    node: Arc<str>,
+    group: Arc<str>,
+    names: BTreeMap<TopicPartition, Partition>,
+}
+
+impl Member {
+    /// Commits `offsets` in the member's generation, recorded as a `commit` operation.
+    async fn commit(
+        &self,
+        member: &mut GroupMember,
+        offsets: &BTreeMap<TopicPartition, i64>,
+    ) -> bool {
+        if offsets.is_empty() {
+            return true;
+        }
+        let body = Body::Commit {
+            group: Arc::clone(&self.group),
+            generation: member.generation(),
+            offsets: offsets
+                .iter()
+                .map(|(partition, offset)| (partition.to_string().into(), *offset))
+                .collect(),
+        };
+        let (process, node) = (self.process, Arc::clone(&self.node));
+        let invoke = self
+            .env
+            .record(|recorder, now| recorder.invoke(now, process, &node, body.clone()));
+        let outcome = member.commit(offsets).await;
+        let completion = match &outcome {
+            Ok(()) => Completion::Ok(body),
+            Err(ClientError::Kafka { error, .. }) => Completion::Fail(error.name().to_uppercase()),
+            Err(other) => Completion::Info(other.to_string()),
+        };
+        self.env
+            .record(|recorder, now| recorder.complete(now, invoke, completion));
+        outcome.is_ok()
+    }
+
+    /// Processes a poll's records one at a time: each takes `processing_ms`, then counts as
+    /// processed (so a crash can land in the middle of a poll's records). Heartbeats go on
+    /// meanwhile, as the Java consumer's heartbeat thread sends them.
+    async fn process(
+        &mut self,
+        member: &mut GroupMember,
+        records: &[ConsumerRecord],
+        processing_ms: u64,
+    ) {
+        for record in records {
+            if processing_ms > 0 {
+                tokio::time::sleep(Duration::from_millis(processing_ms)).await;
+            }
+            let _ = member.heartbeat_if_due().await;
+            let records = records_of(std::slice::from_ref(record), &mut self.names);
+            let (process, node) = (self.process, Arc::clone(&self.node));
+            let body = Body::Process {
+                group: Arc::clone(&self.group),
+                records,
+            };
+            self.env
+                .record(|recorder, now| recorder.client_event(now, process, &node, body));
+        }
+    }
+}
+
+/// The next position of each partition the records came from.
+fn positions_after(records: &[ConsumerRecord]) -> BTreeMap<TopicPartition, i64> {
+    let mut positions = BTreeMap::new();
+    for record in records {
+        positions.insert(record.topic_partition.clone(), record.offset + 1);
+    }
+    positions
+}
+
+/// Joins (or rejoins) and positions the consumer at the committed offsets of the new
+/// assignment; false when the member must try again.
+async fn take_assignment(
+    recorder: &Member,
+    member: &mut GroupMember,
+    consumer: &mut Consumer,
+) -> bool {
+    let (generation, assignment) = match member.ensure_active().await {
+        Ok(Some(joined)) => joined,
+        Ok(None) => return true,
+        Err(_) => return false,
+    };
+    let (process, node) = (recorder.process, Arc::clone(&recorder.node));
+    let body = Body::Join {
+        group: Arc::clone(&recorder.group),
+        generation,
+        partitions: assignment.iter().map(|p| p.to_string().into()).collect(),
+    };
+    recorder
+        .env
+        .record(|history, now| history.client_event(now, process, &node, body));
+    consumer.assign(&assignment);
+    let Ok(committed) = member.committed(&assignment).await else {
+        consumer.assign(&[]);
+        return false;
+    };
+    for (partition, offset) in committed {
+        consumer.seek(&partition, offset);
+    }
+    true
+}
+
+/// A group member's application: what it processed since its last auto-commit.
+struct Application {
+    processing: Processing,
+    processing_ms: u64,
+    auto_commit: Duration,
+    next_auto_commit: tokio::time::Instant,
+    processed: BTreeMap<TopicPartition, i64>,
+}
+
+impl Application {
+    /// Processes and commits one poll's records as `processing` says.
+    async fn handle(
+        &mut self,
+        recorder: &mut Member,
+        member: &mut GroupMember,
+        consumer: &mut Consumer,
+        records: &[ConsumerRecord],
+    ) {
+        let positions = positions_after(records);
+        match self.processing {
+            Processing::CommitBefore if !records.is_empty() => {
+                if recorder.commit(member, &positions).await {
+                    recorder.process(member, records, self.processing_ms).await;
+                } else {
+                    // Not committed, so not processed: read them again.
+                    for record in records.iter().rev() {
+                        consumer.seek(&record.topic_partition, record.offset);
+                    }
+                }
+            }
+            Processing::CommitAfter if !records.is_empty() => {
+                recorder.process(member, records, self.processing_ms).await;
+                recorder.commit(member, &positions).await;
+            }
+            Processing::AutoCommit => {
+                if !records.is_empty() {
+                    recorder.process(member, records, self.processing_ms).await;
+                    self.processed.extend(positions);
+                }
+                if tokio::time::Instant::now() >= self.next_auto_commit {
+                    self.next_auto_commit = tokio::time::Instant::now() + self.auto_commit;
+                    if recorder.commit(member, &self.processed).await {
+                        self.processed.clear();
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Before a rejoin: Kafka's consumer commits what it consumed when auto-commit is on.
+    async fn before_rejoin(&mut self, recorder: &mut Member, member: &mut GroupMember) {
+        if self.processing == Processing::AutoCommit {
+            recorder.commit(member, &self.processed).await;
+        }
+        self.processed.clear();
+    }
+}
+
+/// One incarnation of a group member: joins, reads its assignment from the committed offsets
+/// (or `auto.offset.reset`), and processes and commits as its `processing` says, heartbeating
+/// between polls, until `stop`. Its polls are not `poll` operations (its partitions move): what
+/// the history records are `process` events and `commit` operations.
+async fn group_consumer_incarnation(env: Env, spec: ConsumerSpec, stop: Arc<AtomicBool>) {
+    let group_spec = spec.group.clone().expect("a group member");
+    let process = env.record(|recorder, _| recorder.new_process());
+    let mut config = spec.config.clone();
+    config.bootstrap_servers = env.servers.clone();
+    config.client_id.clone_from(&spec.id);
+    let group: Arc<str> = config.group_id.clone().unwrap_or_default().into();
+    let mut member = GroupMember::new(&config, group_spec.topics.clone());
+    let mut consumer =
+        Consumer::new(config.clone()).expect("the scenario loader validated this config");
+    let mut recorder = Member {
+        env: env.clone(),
+        process,
+        node: spec.id.as_str().into(),
+        group,
+        names: BTreeMap::new(),
+    };
+    let body = Body::Subscribe {
+        group: Arc::clone(&recorder.group),
+        topics: group_spec
+            .topics
+            .iter()
+            .map(|topic| topic.as_str().into())
+            .collect(),
+    };
+    let node = Arc::clone(&recorder.node);
+    env.record(|history, now| history.client_event(now, process, &node, body));
+    let auto_commit = Duration::from_millis(config.auto_commit_interval_ms);
+    let mut application = Application {
+        processing: group_spec.processing,
+        processing_ms: group_spec.processing_ms,
+        auto_commit,
+        next_auto_commit: tokio::time::Instant::now() + auto_commit,
+        processed: BTreeMap::new(),
+    };
+    while !stop.load(Ordering::SeqCst) {
+        if member.needs_rejoin() {
+            application.before_rejoin(&mut recorder, &mut member).await;
+            if !take_assignment(&recorder, &mut member, &mut consumer).await {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        }
+        if member.heartbeat_if_due().await.is_err() || member.needs_rejoin() {
+            continue;
+        }
+        let timeout = Duration::from_millis(spec.poll_timeout_ms).min(member.until_heartbeat());
+        let Ok(polled) = consumer.poll(timeout.max(Duration::from_millis(1))).await else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        application
+            .handle(&mut recorder, &mut member, &mut consumer, &polled.records)
+            .await;
     }
 }

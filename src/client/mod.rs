@@ -4,6 +4,7 @@
 
 pub mod connections;
 pub mod consumer;
+pub mod group;
 pub mod metadata;
 pub mod partitioner;
 pub mod producer;

@@ -67,6 +67,18 @@ pub struct ConsumerConfig {
     /// behaves as consumers before KIP-320, which may skip records written over a truncated
     /// range (the simulator's faulty variant).
     pub truncation_detection: bool,
+    /// `group.id`: the consumer group (none: assigned partitions only).
+    pub group_id: Option<String>,
+    /// `group.instance.id`: a static member's id.
+    pub group_instance_id: Option<String>,
+    /// `session.timeout.ms` (default 45000).
+    pub session_timeout_ms: i32,
+    /// `heartbeat.interval.ms` (default 3000).
+    pub heartbeat_interval_ms: u64,
+    /// `max.poll.interval.ms` (default 300000): the member's rebalance timeout.
+    pub max_poll_interval_ms: i32,
+    /// `auto.commit.interval.ms` (default 5000).
+    pub auto_commit_interval_ms: u64,
 }
 
 impl Default for ConsumerConfig {
@@ -86,6 +98,12 @@ impl Default for ConsumerConfig {
             retry_backoff_ms: 100,
             metadata_max_age_ms: 300_000,
             truncation_detection: true,
+            group_id: None,
+            group_instance_id: None,
+            session_timeout_ms: 45_000,
+            heartbeat_interval_ms: 3_000,
+            max_poll_interval_ms: 300_000,
+            auto_commit_interval_ms: 5_000,
         }
     }
 }
@@ -142,25 +160,23 @@ impl Configurable for ConsumerConfig {
                     _ => return Err(ConfigError::invalid(key, value, "expected kip-320 or none")),
                 };
             }
-            "group.id"
-            | "group.instance.id"
-            | "auto.commit.interval.ms"
-            | "session.timeout.ms"
-            | "heartbeat.interval.ms"
-            | "max.poll.interval.ms"
-            | "partition.assignment.strategy" => {
-                return Err(ConfigError::not_implemented(
-                    key,
-                    "consumer groups come with a later issue; assign partitions instead",
-                ));
-            }
-            _ => return Err(ConfigError::unknown(key)),
+            _ => return self.set_group(key, value),
         }
         Ok(())
     }
 
-    /// Kafka: `enable.auto.commit=true` set explicitly without a `group.id` is invalid.
+    /// Kafka: `enable.auto.commit=true` set explicitly without a `group.id` is invalid; the
+    /// heartbeat must come well within the session.
     fn validate(&mut self) -> Result<(), ConfigError> {
+        if self.group_id.is_some() {
+            if self.heartbeat_interval_ms >= self.session_timeout_ms as u64 {
+                return Err(ConfigError::Conflict(format!(
+                    "heartbeat.interval.ms={} must be lower than session.timeout.ms={}",
+                    self.heartbeat_interval_ms, self.session_timeout_ms
+                )));
+            }
+            return Ok(());
+        }
         if self.enable_auto_commit && self.enable_auto_commit_explicit {
             return Err(ConfigError::Conflict(
                 "enable.auto.commit cannot be set to true when default group id (null) is used."
@@ -172,17 +188,55 @@ impl Configurable for ConsumerConfig {
     }
 }
 
+impl ConsumerConfig {
+    /// The group member's keys.
+    fn set_group(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        match key {
+            "group.id" => self.group_id = Some(value.to_owned()).filter(|id| !id.is_empty()),
+            "group.instance.id" => {
+                self.group_instance_id = Some(value.to_owned()).filter(|id| !id.is_empty())
+            }
+            "session.timeout.ms" => self.session_timeout_ms = parse_at_least(key, value, 1)?,
+            "heartbeat.interval.ms" => self.heartbeat_interval_ms = parse_at_least(key, value, 1)?,
+            "max.poll.interval.ms" => self.max_poll_interval_ms = parse_at_least(key, value, 1)?,
+            "auto.commit.interval.ms" => {
+                self.auto_commit_interval_ms = parse_at_least(key, value, 0)?
+            }
+            "partition.assignment.strategy" => {
+                let range = "org.apache.kafka.clients.consumer.RangeAssignor";
+                if value.trim() != "range" && value.trim() != range {
+                    return Err(ConfigError::not_implemented(
+                        key,
+                        "the seedlog consumer assigns with range only",
+                    ));
+                }
+            }
+            _ => return Err(ConfigError::unknown(key)),
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn groups_are_refused_until_implemented_and_auto_commit_needs_a_group() {
+    fn auto_commit_needs_a_group_and_only_the_range_assignor_is_taken() {
+        let mut config = ConsumerConfig::default();
+        config
+            .apply([("group.id", "g1"), ("enable.auto.commit", "true")])
+            .expect("valid with a group");
+        assert!(config.enable_auto_commit);
         let mut config = ConsumerConfig::default();
         assert!(matches!(
-            config.set("group.id", "g1"),
+            config.set("partition.assignment.strategy", "roundrobin"),
             Err(ConfigError::NotImplemented { .. })
         ));
+        let mut config = ConsumerConfig::default();
+        assert!(config
+            .apply([("group.id", "g"), ("heartbeat.interval.ms", "50000")])
+            .is_err());
         let mut config = ConsumerConfig::default();
         assert!(config.apply([("enable.auto.commit", "true")]).is_err());
         let mut config = ConsumerConfig::default();

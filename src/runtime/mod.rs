@@ -5,6 +5,7 @@ pub mod client;
 pub mod clock;
 pub mod consumer;
 mod driver;
+pub mod group;
 pub mod metrics;
 pub mod net;
 mod peers;

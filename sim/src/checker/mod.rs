@@ -19,10 +19,15 @@
 //! | `contract` | an answer a client received broke its request's contract: a Fetch partition above `max.partition.fetch.bytes` or the whole above `fetch.max.bytes` (beyond KIP-74's one whole batch in the first partition with records), an empty Fetch answer before `fetch.max.wait.ms` with no error and no truncated log, or a ListOffsets by timestamp (or -3, the largest timestamp) that disagrees with the final read, or a log that still holds records once `retention.ms` has passed with no writes |
 //! | `one-leader` | two brokers claimed to lead a partition in the same leader epoch |
 //! | `leader-in-isr`, `hw-within-isr`, `strong-isr`, `committed-lost` | the cluster invariants the simulator's monitor checks after every broker step (see `cluster_monitor`); the history records each violation as an `invariant` operation |
+//! | `group-at-least-once` | an acknowledged value of a group's topics was never processed by any member of the group by the end |
+//! | `group-at-most-once` | a group's members processed a value more than once (across members, crashes and rebalances) |
+//! | `zombie-commit` | a group's commit in generation g, invoked after a member had joined a later generation, was acknowledged: a fenced member's commit was accepted |
+//! | `commit-regression` | a group's committed offset of a partition went backwards (in the order the coordinator acknowledged the commits) |
 //! | `stalled` | the faults were healed, yet a producer had not finished its sends three quarters of the way through the liveness phase (a cluster that never acknowledges passes every safety check; this one it fails) |
 
 mod broker;
 mod delivery;
+mod group;
 mod order;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -58,6 +63,14 @@ pub enum Check {
     AtMostOnce,
     /// `exactly-once`.
     ExactlyOnce,
+    /// `group-at-least-once`.
+    GroupAtLeastOnce,
+    /// `group-at-most-once`.
+    GroupAtMostOnce,
+    /// `commit-regression`.
+    CommitRegression,
+    /// `zombie-commit`.
+    ZombieCommit,
     /// `hw-monotonic`.
     HwMonotonic,
     /// `log-start-monotonic`.
@@ -82,7 +95,7 @@ pub enum Check {
 
 impl Check {
     /// Every check, in report order.
-    pub const ALL: [Check; 22] = [
+    pub const ALL: [Check; 26] = [
         Check::LostWrite,
         Check::Unseen,
         Check::Duplicate,
@@ -95,6 +108,10 @@ impl Check {
         Check::AtLeastOnce,
         Check::AtMostOnce,
         Check::ExactlyOnce,
+        Check::GroupAtLeastOnce,
+        Check::GroupAtMostOnce,
+        Check::CommitRegression,
+        Check::ZombieCommit,
         Check::HwMonotonic,
         Check::LogStartMonotonic,
         Check::Contract,
@@ -122,6 +139,10 @@ impl Check {
             Check::AtLeastOnce => "at-least-once",
             Check::AtMostOnce => "at-most-once",
             Check::ExactlyOnce => "exactly-once",
+            Check::GroupAtLeastOnce => "group-at-least-once",
+            Check::GroupAtMostOnce => "group-at-most-once",
+            Check::CommitRegression => "commit-regression",
+            Check::ZombieCommit => "zombie-commit",
             Check::HwMonotonic => "hw-monotonic",
             Check::LogStartMonotonic => "log-start-monotonic",
             Check::Contract => "contract",
@@ -276,6 +297,14 @@ pub(crate) struct Analysis {
     pub(crate) breaches: Vec<(u64, Arc<str>, String)>,
     /// Each cluster invariant the monitor saw broken: `(history index, partition, detail)`.
     pub(crate) invariants: BTreeMap<Check, Vec<(u64, Partition, String)>>,
+    /// Each group's subscribed topics.
+    pub(crate) group_topics: BTreeMap<Arc<str>, BTreeSet<Arc<str>>>,
+    /// What each group's members processed.
+    pub(crate) processed: BTreeMap<Arc<str>, group::ProcessedBy>,
+    /// Acknowledged commits in completion order.
+    pub(crate) commits: Vec<group::Commit>,
+    /// `(history index, generation)` of each generation a group's member joined.
+    pub(crate) joins: BTreeMap<Arc<str>, Vec<(u64, i32)>>,
 }
 
 impl Analysis {
@@ -363,6 +392,45 @@ impl Analysis {
                 partition: Arc::clone(partition),
             }),
             Body::Breach { detail } => self.breaches.push((op.index, node, detail.clone())),
+            _ => self.group_op(op, &node),
+        }
+    }
+
+    /// A group member's `subscribe`, `join`, `process` and acknowledged `commit`.
+    fn group_op(&mut self, op: &crate::history::Op, node: &Arc<str>) {
+        match &op.body {
+            Body::Subscribe { group, topics } => self
+                .group_topics
+                .entry(Arc::clone(group))
+                .or_default()
+                .extend(topics.iter().cloned()),
+            Body::Process { group, records } => {
+                let processed = self.processed.entry(Arc::clone(group)).or_default();
+                for (_, value) in records.values().flatten() {
+                    processed
+                        .entry(*value)
+                        .or_default()
+                        .push((op.index, Arc::clone(node)));
+                }
+            }
+            Body::Join {
+                group, generation, ..
+            } => self
+                .joins
+                .entry(Arc::clone(group))
+                .or_default()
+                .push((op.index, *generation)),
+            Body::Commit {
+                group,
+                generation,
+                offsets,
+            } if op.op_type == OpType::Ok => self.commits.push(group::Commit {
+                group: Arc::clone(group),
+                invoked: op.invoke.unwrap_or(op.index),
+                acknowledged: op.index,
+                generation: *generation,
+                offsets: offsets.clone(),
+            }),
             _ => {}
         }
     }
@@ -498,6 +566,7 @@ pub fn check_all(history: &History) -> Vec<CheckResult> {
     let mut results = delivery::check(&analysis);
     results.extend(order::check(&analysis));
     results.extend(broker::check(&analysis));
+    results.extend(group::check(&analysis));
     results.sort_by_key(|result| result.check);
     assert_eq!(
         results

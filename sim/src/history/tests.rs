@@ -66,6 +66,56 @@ fn a_history_round_trips_through_json_lines_and_hashes_stably() {
 }
 
 #[test]
+fn a_group_members_operations_round_trip() {
+    let mut recorder = Recorder::default();
+    let value = Value {
+        process: 9,
+        sequence: 1,
+    };
+    let records: Records = [("t-0".into(), vec![(0, value)])].into_iter().collect();
+    let member = recorder.new_process();
+    let group: Arc<str> = "g".into();
+    recorder.client_event(
+        60,
+        member,
+        &node("c2"),
+        Body::Subscribe {
+            group: Arc::clone(&group),
+            topics: vec!["t".into()],
+        },
+    );
+    recorder.client_event(
+        61,
+        member,
+        &node("c2"),
+        Body::Join {
+            group: Arc::clone(&group),
+            generation: 3,
+            partitions: vec!["t-0".into()],
+        },
+    );
+    recorder.client_event(
+        62,
+        member,
+        &node("c2"),
+        Body::Process {
+            group: Arc::clone(&group),
+            records,
+        },
+    );
+    let commit = Body::Commit {
+        group,
+        generation: 3,
+        offsets: [("t-0".into(), 1)].into_iter().collect(),
+    };
+    let committing = recorder.invoke(63, member, &node("c2"), commit.clone());
+    recorder.complete(64, committing, Completion::Ok(commit));
+    let history = recorder.finish();
+    let parsed = History::from_jsonl(&history.to_jsonl()).expect("parses");
+    assert_eq!(parsed, history);
+}
+
+#[test]
 fn malformed_operations_are_errors_that_name_the_line() {
     let cases = [
         (r#"{"index":0}"#, "missing field"),
