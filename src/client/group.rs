@@ -51,15 +51,21 @@ pub fn decode_subscription(mut bytes: &[u8]) -> Option<Vec<String>> {
     Some(topics)
 }
 
-/// An assignment (v0): partitions grouped by topic, no user data.
-pub fn encode_assignment(partitions: &[TopicPartition]) -> Bytes {
-    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+/// Partition indexes grouped by topic, as the group requests list them.
+pub fn by_topic(partitions: &[TopicPartition]) -> BTreeMap<&str, Vec<i32>> {
+    let mut grouped: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     for partition in partitions {
-        by_topic
+        grouped
             .entry(&partition.topic)
             .or_default()
             .push(partition.partition);
     }
+    grouped
+}
+
+/// An assignment (v0): partitions grouped by topic, no user data.
+pub fn encode_assignment(partitions: &[TopicPartition]) -> Bytes {
+    let by_topic = by_topic(partitions);
     let mut out = Vec::new();
     out.put_i16(0);
     out.put_i32(by_topic.len() as i32);

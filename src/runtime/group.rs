@@ -22,8 +22,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use crate::client::group::{
-    decode_subscription, encode_assignment, encode_subscription, range_assign, recovery, Recovery,
-    PROTOCOL_TYPE, RANGE,
+    by_topic, decode_subscription, encode_assignment, encode_subscription, range_assign, recovery,
+    Recovery, PROTOCOL_TYPE, RANGE,
 };
 use crate::config::ConsumerConfig;
 use crate::protocol::ErrorCode;
@@ -314,14 +314,7 @@ impl GroupMember {
         &mut self,
         partitions: &[TopicPartition],
     ) -> Result<BTreeMap<TopicPartition, i64>, ClientError> {
-        let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-        for partition in partitions {
-            by_topic
-                .entry(&partition.topic)
-                .or_default()
-                .push(partition.partition);
-        }
-        let topics = by_topic
+        let topics = by_topic(partitions)
             .into_iter()
             .map(|(topic, indexes)| {
                 OffsetFetchRequestTopic::default()
@@ -364,15 +357,15 @@ impl GroupMember {
         &mut self,
         offsets: &BTreeMap<TopicPartition, i64>,
     ) -> Result<(), ClientError> {
-        let mut by_topic: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
+        let mut grouped: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
         for (partition, offset) in offsets {
-            by_topic.entry(&partition.topic).or_default().push(
+            grouped.entry(&partition.topic).or_default().push(
                 OffsetCommitRequestPartition::default()
                     .with_partition_index(partition.partition)
                     .with_committed_offset(*offset),
             );
         }
-        let topics = by_topic
+        let topics = grouped
             .into_iter()
             .map(|(topic, partitions)| {
                 OffsetCommitRequestTopic::default()

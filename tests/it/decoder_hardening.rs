@@ -83,10 +83,10 @@ fn unknown_keys_unsupported_versions_and_short_frames_are_errors_and_api_version
     ));
     assert!(
         matches!(
-            decode_request(frame(11, 5, false, &[])),
+            decode_request(frame(26, 1, false, &[])),
             Err(CodecError::UnsupportedApi(_))
         ),
-        "JoinGroup is not implemented yet"
+        "EndTxn is not implemented yet"
     );
     let fallback = decode_request(frame(18, 99, true, &[])).expect("KIP-511 fallback");
     assert!(matches!(

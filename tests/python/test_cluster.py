@@ -29,6 +29,19 @@ def cluster(tmp_path: Path):
         node.stop()
 
 
+def create_topic(admin: KafkaAdminClient, topic: NewTopic) -> None:
+    """Creates `topic`, retrying while the brokers still register with the controller."""
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            admin.create_topics([topic])
+            return
+        except Exception:  # brokers still registering with the controller
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def leader_of(admin: KafkaAdminClient, topic: str) -> int:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -44,15 +57,7 @@ def test_acks_all_survives_a_kill_9_of_the_leader(cluster) -> None:
     _, brokers = cluster
     bootstrap = [broker.address for broker in brokers]
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            admin.create_topics([NewTopic("replicated", 1, 3, topic_configs={"min.insync.replicas": "2"})])
-            break
-        except Exception:  # brokers still registering with the controller
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
+    create_topic(admin, NewTopic("replicated", 1, 3, topic_configs={"min.insync.replicas": "2"}))
     leader = leader_of(admin, "replicated")
     acknowledged = produce_through(bootstrap, {100: brokers[leader].process.kill})
     new_leader = leader_of_live(admin, "replicated", leader)
@@ -132,15 +137,7 @@ def test_a_group_resumes_at_its_commits_after_its_coordinator_is_killed(cluster)
     _, brokers = cluster
     bootstrap = [broker.address for broker in brokers]
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            admin.create_topics([NewTopic("grouped", 3, 3)])
-            break
-        except Exception:  # brokers still registering with the controller
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
+    create_topic(admin, NewTopic("grouped", 3, 3))
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=50, delivery_timeout_ms=60000)
     first = [f"first-{index}" for index in range(60)]
     for value in first:

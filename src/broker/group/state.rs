@@ -174,7 +174,8 @@ pub(crate) enum GroupReply {
 }
 
 impl GroupReply {
-    fn join_error(reply_to: ReplyTo, error: ErrorCode, member_id: String) -> GroupReply {
+    /// A JoinGroup answer carrying only an error.
+    pub(crate) fn join_error(reply_to: ReplyTo, error: ErrorCode, member_id: String) -> GroupReply {
         GroupReply::Join {
             reply_to,
             error,

@@ -138,16 +138,8 @@ impl<S: Storage> Broker<S> {
         let limits = self.group_limits();
         let groups = &self.config.groups;
         let session = request.session_timeout_ms;
-        let fail = |error: ErrorCode| GroupReply::Join {
-            reply_to,
-            error,
-            generation: -1,
-            protocol_type: None,
-            protocol: None,
-            leader: String::new(),
-            member_id: text(&request.member_id),
-            members: Vec::new(),
-        };
+        let fail =
+            |error: ErrorCode| GroupReply::join_error(reply_to, error, text(&request.member_id));
         if session < groups.min_session_timeout_ms || session > groups.max_session_timeout_ms {
             return Self::send_group_replies(vec![fail(ErrorCode::InvalidSessionTimeout)], out);
         }
