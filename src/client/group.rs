@@ -13,8 +13,55 @@ use crate::types::TopicPartition;
 
 /// The protocol type of Kafka consumers.
 pub const PROTOCOL_TYPE: &str = "consumer";
-/// The only assignor: Kafka's `RangeAssignor`.
-pub const RANGE: &str = "range";
+/// The assignors the seedlog consumer offers (`partition.assignment.strategy`), each under the
+/// protocol name Kafka's assignor announces in JoinGroup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Assignor {
+    /// Kafka's `RangeAssignor`: consecutive ranges of each topic's partitions.
+    Range,
+    /// Kafka's `RoundRobinAssignor`: every subscribed partition dealt out in turn.
+    RoundRobin,
+}
+
+impl Assignor {
+    /// The protocol name in JoinGroup (Kafka's `name()` of the assignor).
+    pub fn name(self) -> &'static str {
+        match self {
+            Assignor::Range => "range",
+            Assignor::RoundRobin => "roundrobin",
+        }
+    }
+
+    /// The assignor a config entry names: Kafka's protocol name or its class name.
+    pub fn parse(entry: &str) -> Option<Assignor> {
+        match entry.trim() {
+            "range" | "org.apache.kafka.clients.consumer.RangeAssignor" => Some(Assignor::Range),
+            "roundrobin" | "org.apache.kafka.clients.consumer.RoundRobinAssignor" => {
+                Some(Assignor::RoundRobin)
+            }
+            _ => None,
+        }
+    }
+
+    /// The assignor a JoinGroup answer chose, by its protocol name.
+    pub fn by_name(name: &str) -> Option<Assignor> {
+        [Assignor::Range, Assignor::RoundRobin]
+            .into_iter()
+            .find(|assignor| assignor.name() == name)
+    }
+
+    /// Every member's partitions, as this assignor deals them.
+    pub fn assign(
+        self,
+        subscriptions: &BTreeMap<String, Vec<String>>,
+        partition_counts: &BTreeMap<String, i32>,
+    ) -> BTreeMap<String, Vec<TopicPartition>> {
+        match self {
+            Assignor::Range => range_assign(subscriptions, partition_counts),
+            Assignor::RoundRobin => round_robin_assign(subscriptions, partition_counts),
+        }
+    }
+}
 
 /// A subscription (v0): the topics, no user data.
 pub fn encode_subscription(topics: &[String]) -> Bytes {
@@ -148,6 +195,38 @@ pub fn range_assign(
     assignment
 }
 
+/// Kafka's `RoundRobinAssignor`: the partitions of every subscribed topic, topics in name order
+/// and partitions ascending, go one each to the members in member-id order, round and round; a
+/// member not subscribed to a partition's topic is passed over for it.
+pub fn round_robin_assign(
+    subscriptions: &BTreeMap<String, Vec<String>>,
+    partition_counts: &BTreeMap<String, i32>,
+) -> BTreeMap<String, Vec<TopicPartition>> {
+    let mut assignment: BTreeMap<String, Vec<TopicPartition>> = subscriptions
+        .keys()
+        .map(|member| (member.clone(), Vec::new()))
+        .collect();
+    let members: Vec<&String> = subscriptions.keys().collect();
+    let mut next = 0;
+    for (topic, count) in partition_counts {
+        if !subscriptions.values().any(|topics| topics.contains(topic)) {
+            continue;
+        }
+        for partition in 0..*count {
+            while !subscriptions[members[next % members.len()]].contains(topic) {
+                next += 1;
+            }
+            let member = members[next % members.len()];
+            next += 1;
+            assignment
+                .get_mut(member)
+                .expect("every member has an entry")
+                .push(TopicPartition::new(topic.clone(), partition));
+        }
+    }
+    assignment
+}
+
 /// What a coordinator error asks of the member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Recovery {
@@ -179,6 +258,31 @@ pub fn recovery(error: ErrorCode) -> Recovery {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn round_robin_deals_in_turn_and_passes_over_unsubscribed_members() {
+        let subscriptions = BTreeMap::from([
+            ("a".to_owned(), vec!["t1".to_owned(), "t2".to_owned()]),
+            ("b".to_owned(), vec!["t1".to_owned()]),
+            ("c".to_owned(), vec!["t1".to_owned(), "t2".to_owned()]),
+        ]);
+        let counts = BTreeMap::from([("t1".to_owned(), 4), ("t2".to_owned(), 3)]);
+        let assigned = round_robin_assign(&subscriptions, &counts);
+        let names = |member: &str| -> Vec<String> {
+            assigned[member].iter().map(ToString::to_string).collect()
+        };
+        // t1-0 a, t1-1 b, t1-2 c, t1-3 a; then t2 skips b: t2-0 c, t2-1 a, t2-2 c.
+        assert_eq!(names("a"), ["t1-0", "t1-3", "t2-1"]);
+        assert_eq!(names("b"), ["t1-1"]);
+        assert_eq!(names("c"), ["t1-2", "t2-0", "t2-2"]);
+        assert_eq!(Assignor::parse(" roundrobin"), Some(Assignor::RoundRobin));
+        assert_eq!(
+            Assignor::parse("org.apache.kafka.clients.consumer.RangeAssignor"),
+            Some(Assignor::Range)
+        );
+        assert_eq!(Assignor::parse("cooperative-sticky"), None);
+        assert_eq!(Assignor::by_name("roundrobin"), Some(Assignor::RoundRobin));
+    }
 
     #[test]
     fn range_gives_the_first_members_one_more_and_skips_unsubscribed_topics() {

@@ -1,6 +1,7 @@
 //! Consumer configs, Kafka names and defaults.
 
 use super::{parse_at_least, parse_bool, ConfigError, Configurable};
+use crate::client::group::Assignor;
 
 /// `auto.offset.reset`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +80,9 @@ pub struct ConsumerConfig {
     pub max_poll_interval_ms: i32,
     /// `auto.commit.interval.ms` (default 5000).
     pub auto_commit_interval_ms: u64,
+    /// `partition.assignment.strategy`: the assignors offered in JoinGroup, most preferred first
+    /// (default `range`; Kafka's default also offers `cooperative-sticky`, which seedlog lacks).
+    pub partition_assignment_strategy: Vec<Assignor>,
 }
 
 impl Default for ConsumerConfig {
@@ -104,6 +108,7 @@ impl Default for ConsumerConfig {
             heartbeat_interval_ms: 3_000,
             max_poll_interval_ms: 300_000,
             auto_commit_interval_ms: 5_000,
+            partition_assignment_strategy: vec![Assignor::Range],
         }
     }
 }
@@ -203,13 +208,25 @@ impl ConsumerConfig {
                 self.auto_commit_interval_ms = parse_at_least(key, value, 0)?
             }
             "partition.assignment.strategy" => {
-                let range = "org.apache.kafka.clients.consumer.RangeAssignor";
-                if value.trim() != "range" && value.trim() != range {
-                    return Err(ConfigError::not_implemented(
-                        key,
-                        "the seedlog consumer assigns with range only",
-                    ));
+                let mut assignors = Vec::new();
+                for entry in value.split(',').filter(|entry| !entry.trim().is_empty()) {
+                    let assignor = Assignor::parse(entry).ok_or_else(|| {
+                        ConfigError::not_implemented(
+                            key,
+                            &format!(
+                                "{}: the seedlog consumer offers range and roundrobin",
+                                entry.trim()
+                            ),
+                        )
+                    })?;
+                    if !assignors.contains(&assignor) {
+                        assignors.push(assignor);
+                    }
                 }
+                if assignors.is_empty() {
+                    return Err(ConfigError::invalid(key, value, "names no assignor"));
+                }
+                self.partition_assignment_strategy = assignors;
             }
             _ => return Err(ConfigError::unknown(key)),
         }
@@ -222,7 +239,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn auto_commit_needs_a_group_and_only_the_range_assignor_is_taken() {
+    fn auto_commit_needs_a_group_and_range_and_roundrobin_are_the_assignors() {
         let mut config = ConsumerConfig::default();
         config
             .apply([("group.id", "g1"), ("enable.auto.commit", "true")])
@@ -230,9 +247,20 @@ mod tests {
         assert!(config.enable_auto_commit);
         let mut config = ConsumerConfig::default();
         assert!(matches!(
-            config.set("partition.assignment.strategy", "roundrobin"),
+            config.set("partition.assignment.strategy", "range,cooperative-sticky"),
             Err(ConfigError::NotImplemented { .. })
         ));
+        config
+            .set(
+                "partition.assignment.strategy",
+                "org.apache.kafka.clients.consumer.RoundRobinAssignor, range",
+            )
+            .expect("both are offered");
+        assert_eq!(
+            config.partition_assignment_strategy,
+            [Assignor::RoundRobin, Assignor::Range]
+        );
+        assert!(config.set("partition.assignment.strategy", " ").is_err());
         let mut config = ConsumerConfig::default();
         assert!(config
             .apply([("group.id", "g"), ("heartbeat.interval.ms", "50000")])

@@ -1,5 +1,5 @@
 //! A member of a consumer group, over its own connection to the group's coordinator: finds the
-//! coordinator, joins (through MEMBER_ID_REQUIRED), assigns as leader with the range assignor,
+//! coordinator, joins (through MEMBER_ID_REQUIRED), assigns as leader with the assignor the group chose,
 //! syncs, heartbeats, fetches and commits offsets, and leaves. What each coordinator error asks
 //! for is `client::group::recovery`; this shell only does the calls. Like kafka-python's
 //! consumer (and unlike the Java client's heartbeat thread) it heartbeats from the poll loop: a
@@ -22,8 +22,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use crate::client::group::{
-    by_topic, decode_subscription, encode_assignment, encode_subscription, range_assign, recovery,
-    Recovery, PROTOCOL_TYPE, RANGE,
+    by_topic, decode_subscription, encode_assignment, encode_subscription, recovery, Assignor,
+    Recovery, PROTOCOL_TYPE,
 };
 use crate::config::ConsumerConfig;
 use crate::protocol::ErrorCode;
@@ -43,6 +43,7 @@ pub struct GroupMember {
     group_id: String,
     instance: Option<String>,
     topics: Vec<String>,
+    assignors: Vec<Assignor>,
     session_timeout_ms: i32,
     rebalance_timeout_ms: i32,
     heartbeat_interval: Duration,
@@ -77,6 +78,7 @@ impl GroupMember {
             group_id: config.group_id.clone().unwrap_or_default(),
             instance: config.group_instance_id.clone(),
             topics,
+            assignors: config.partition_assignment_strategy.clone(),
             session_timeout_ms: config.session_timeout_ms,
             rebalance_timeout_ms: config.max_poll_interval_ms,
             heartbeat_interval: Duration::from_millis(config.heartbeat_interval_ms),
@@ -190,9 +192,16 @@ impl GroupMember {
     /// One JoinGroup and, if it succeeds, one SyncGroup; `Ok(None)` when it must be tried
     /// again (a retriable error, already acted upon).
     async fn join_and_sync(&mut self) -> Result<Option<(i32, Vec<TopicPartition>)>, ClientError> {
-        let protocol = JoinGroupRequestProtocol::default()
-            .with_name(text(RANGE))
-            .with_metadata(encode_subscription(&self.topics));
+        let subscription = encode_subscription(&self.topics);
+        let protocols = self
+            .assignors
+            .iter()
+            .map(|assignor| {
+                JoinGroupRequestProtocol::default()
+                    .with_name(text(assignor.name()))
+                    .with_metadata(subscription.clone())
+            })
+            .collect();
         let body = JoinGroupRequest::default()
             .with_group_id(GroupId(text(&self.group_id)))
             .with_session_timeout_ms(self.session_timeout_ms)
@@ -200,7 +209,7 @@ impl GroupMember {
             .with_member_id(text(&self.member_id))
             .with_group_instance_id(self.instance.as_deref().map(text))
             .with_protocol_type(text(PROTOCOL_TYPE))
-            .with_protocols(vec![protocol]);
+            .with_protocols(protocols);
         let ResponseKind::JoinGroup(joined) = self.call(5, RequestKind::JoinGroup(body)).await?
         else {
             return Err(ClientError::Protocol(
@@ -248,11 +257,17 @@ impl GroupMember {
         Ok(Some((self.generation, assignment)))
     }
 
-    /// The leader's part: every member's range assignment of the topics' partitions.
+    /// The leader's part: every member's partitions, dealt by the assignor the group chose.
     async fn assign(
         &mut self,
         joined: &JoinGroupResponse,
     ) -> Result<Vec<SyncGroupRequestAssignment>, ClientError> {
+        let chosen = joined.protocol_name.as_deref().unwrap_or_default();
+        let assignor = Assignor::by_name(chosen)
+            .filter(|assignor| self.assignors.contains(assignor))
+            .ok_or_else(|| {
+                ClientError::Protocol(format!("the group chose assignor {chosen:?}, not offered"))
+            })?;
         let subscriptions: BTreeMap<String, Vec<String>> = joined
             .members
             .iter()
@@ -276,7 +291,8 @@ impl GroupMember {
                 Some((name, topic.partitions.len() as i32))
             })
             .collect();
-        Ok(range_assign(&subscriptions, &counts)
+        Ok(assignor
+            .assign(&subscriptions, &counts)
             .into_iter()
             .map(|(member, partitions)| {
                 SyncGroupRequestAssignment::default()
