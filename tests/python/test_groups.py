@@ -110,3 +110,32 @@ def test_two_members_split_the_partitions_and_a_restarted_group_resumes_after_it
         again.close()
     finally:
         broker.stop()
+
+
+def test_the_console_consumer_in_a_group_resumes_where_its_last_run_committed(tmp_path) -> None:
+    broker = Broker(tmp_path / "node", properties=GROUP_PROPERTIES)
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=broker.address)
+        admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)])
+        values = [f"value-{index}" for index in range(120)]
+        produce(broker.address, values)
+        common = ["consume", "--bootstrap-server", broker.address, "--topic", TOPIC, "--group", "cli",
+                  "--from-beginning", "--timeout-ms", "3000",
+                  "--consumer-property", "partition.assignment.strategy=roundrobin,range"]
+        first = cli(*common, "--max-messages", "50").splitlines()
+        assert len(first) == 50, first
+        committed = admin.list_group_offsets({"cli": None})["cli"]
+        assert sum(entry.offset for entry in committed.values()) == 50, committed
+        rest = cli(*common).splitlines()
+        assert sorted(first + rest) == sorted(values), "the second run prints exactly what the first did not"
+        committed = admin.list_group_offsets({"cli": None})["cli"]
+        assert sum(entry.offset for entry in committed.values()) == len(values), committed
+        described = admin.describe_groups(["cli"])["cli"]
+        assert described["group_state"] == "Empty", "each run left the group on exit"
+        refused = subprocess.run(
+            [str(seedlog_binary()), *common[:-1], "partition.assignment.strategy=cooperative-sticky"],
+            capture_output=True, text=True, timeout=60)
+        assert refused.returncode != 0 and "cooperative-sticky" in refused.stderr, refused.stderr
+        admin.close()
+    finally:
+        broker.stop()

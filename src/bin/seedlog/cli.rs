@@ -97,6 +97,14 @@ enum Command {
         /// Prefix each value with `partition:offset<TAB>`.
         #[arg(long)]
         print_offsets: bool,
+        /// Consume as a member of this consumer group: start at the group's committed offsets
+        /// (`--from-beginning` applies where none is committed) and commit after each poll is
+        /// printed, and on exit (kafka-console-consumer's `--group`).
+        #[arg(long, conflicts_with = "partition")]
+        group: Option<String>,
+        /// Consumer configs as key=value (kafka-console-consumer's `--consumer-property`).
+        #[arg(long = "consumer-property", value_name = "KEY=VALUE")]
+        consumer_properties: Vec<String>,
     },
 }
 
@@ -201,8 +209,10 @@ pub(crate) async fn main() -> anyhow::Result<()> {
             max_messages,
             timeout_ms,
             print_offsets,
+            group,
+            consumer_properties,
         } => {
-            consume(ConsumeArgs {
+            let args = ConsumeArgs {
                 bootstrap_server,
                 topic,
                 partition,
@@ -210,8 +220,12 @@ pub(crate) async fn main() -> anyhow::Result<()> {
                 max_messages,
                 timeout_ms,
                 print_offsets,
-            })
-            .await
+                properties: consumer_properties,
+            };
+            match group {
+                Some(group) => crate::groups::consume(args, &group).await,
+                None => consume(args).await,
+            }
         }
     }
 }
@@ -337,27 +351,41 @@ async fn produce(
     Ok(())
 }
 
-struct ConsumeArgs {
-    bootstrap_server: String,
-    topic: String,
+pub(crate) struct ConsumeArgs {
+    pub(crate) bootstrap_server: String,
+    pub(crate) topic: String,
     partition: Option<i32>,
     from_beginning: bool,
     max_messages: Option<usize>,
-    timeout_ms: u64,
+    pub(crate) timeout_ms: u64,
     print_offsets: bool,
+    properties: Vec<String>,
+}
+
+impl ConsumeArgs {
+    /// The consumer's config: the flags, then `--consumer-property` entries over them.
+    pub(crate) fn config(&self) -> anyhow::Result<ConsumerConfig> {
+        let mut config = ConsumerConfig::default();
+        let reset = if self.from_beginning {
+            "earliest"
+        } else {
+            "latest"
+        };
+        config.apply([
+            ("bootstrap.servers", self.bootstrap_server.as_str()),
+            ("auto.offset.reset", reset),
+        ])?;
+        for (key, value) in key_values(&self.properties)? {
+            config
+                .set(&key, &value)
+                .with_context(|| format!("--consumer-property {key}={value}"))?;
+        }
+        Ok(config)
+    }
 }
 
 async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
-    let mut config = ConsumerConfig::default();
-    let reset = if args.from_beginning {
-        "earliest"
-    } else {
-        "latest"
-    };
-    config.apply([
-        ("bootstrap.servers", args.bootstrap_server.as_str()),
-        ("auto.offset.reset", reset),
-    ])?;
+    let config = args.config()?;
     let partitions: Vec<TopicPartition> = if let Some(partition) = args.partition {
         vec![TopicPartition::new(args.topic.clone(), partition)]
     } else {
@@ -394,7 +422,7 @@ async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
 }
 
 /// Prints records; returns whether `--max-messages` was reached.
-fn print_records(
+pub(crate) fn print_records(
     records: &[ConsumerRecord],
     args: &ConsumeArgs,
     printed: &mut usize,

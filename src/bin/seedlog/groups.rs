@@ -1,16 +1,23 @@
-//! `seedlog groups list|describe`: Kafka's `kafka-consumer-groups --list` and `--describe`.
+//! `seedlog groups list|describe`: Kafka's `kafka-consumer-groups --list` and `--describe`;
+//! and `seedlog consume --group`, the console consumer as a group member.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Subcommand;
+use seedlog::client::group::{recovery, Recovery};
+use seedlog::config::Configurable;
 use seedlog::runtime::admin::{
     describe_group, find_group_coordinator, list_groups, list_offsets, metadata,
 };
-use seedlog::runtime::client::ClientConnection;
+use seedlog::runtime::client::{ClientConnection, ClientError};
+use seedlog::runtime::consumer::Consumer;
+use seedlog::runtime::group::GroupMember;
 use seedlog::types::TopicPartition;
+use tokio::time::Instant;
 
-use crate::cli::ADMIN_TIMEOUT;
+use crate::cli::{print_records, ConsumeArgs, ADMIN_TIMEOUT};
 
 #[derive(Subcommand)]
 pub(crate) enum GroupsAction {
@@ -188,4 +195,105 @@ async fn log_ends(
         }
     }
     Ok(ends)
+}
+
+/// `seedlog consume --group`: kafka-console-consumer's `--group`. The member joins the group
+/// (the assignor is `partition.assignment.strategy`, settable with `--consumer-property`), starts
+/// each assigned partition at the group's committed offset (`auto.offset.reset` where none is),
+/// prints, and commits what it printed after each poll, before a rejoin and on exit, then leaves
+/// the group. A crash between printing and committing prints those records again (at least once).
+pub(crate) async fn consume(args: ConsumeArgs, group: &str) -> anyhow::Result<()> {
+    let mut config = args.config()?;
+    config.set("group.id", group)?;
+    let mut member = GroupMember::new(&config, vec![args.topic.clone()]);
+    let backoff = Duration::from_millis(config.retry_backoff_ms.max(1));
+    let mut consumer = Consumer::new(config)?;
+    let idle = Duration::from_millis(args.timeout_ms);
+    let mut idle_deadline = Instant::now() + idle;
+    let mut printed = 0;
+    let mut uncommitted = BTreeMap::new();
+    let outcome = loop {
+        if Instant::now() >= idle_deadline {
+            break Ok(());
+        }
+        if member.needs_rejoin() {
+            commit(&mut member, &mut uncommitted).await;
+            match join(&mut member, &mut consumer).await {
+                Ok(()) => {}
+                Err(error) if fatal(&error) => break Err(error.into()),
+                Err(_) => tokio::time::sleep(backoff).await,
+            }
+            continue;
+        }
+        match member.heartbeat_if_due().await {
+            Ok(()) => {}
+            Err(error) if fatal(&error) => break Err(error.into()),
+            Err(_) => tokio::time::sleep(backoff).await,
+        }
+        if member.needs_rejoin() {
+            continue;
+        }
+        let wait = idle_deadline
+            .saturating_duration_since(Instant::now())
+            .min(member.until_heartbeat())
+            .max(Duration::from_millis(1));
+        let polled = consumer.poll(wait).await?;
+        for error in &polled.errors {
+            eprintln!("{}: {:?}: {}", error.partition, error.error, error.message);
+        }
+        if polled.records.is_empty() {
+            continue;
+        }
+        idle_deadline = Instant::now() + idle;
+        let mut done = false;
+        for record in &polled.records {
+            done = print_records(std::slice::from_ref(record), &args, &mut printed)?;
+            uncommitted.insert(record.topic_partition.clone(), record.offset + 1);
+            if done {
+                break;
+            }
+        }
+        commit(&mut member, &mut uncommitted).await;
+        if done {
+            break Ok(());
+        }
+    };
+    commit(&mut member, &mut uncommitted).await;
+    member.leave().await;
+    outcome
+}
+
+/// Whether a group call's error ends the consumer: a coordinator error Kafka's consumer does not
+/// recover from (an unknown member, a coordinator still loading and lost connections are
+/// retried).
+fn fatal(error: &ClientError) -> bool {
+    matches!(error, ClientError::Kafka { error, .. } if recovery(*error) == Recovery::Fatal)
+}
+
+/// Joins the group and positions the consumer at the new assignment's committed offsets.
+async fn join(member: &mut GroupMember, consumer: &mut Consumer) -> Result<(), ClientError> {
+    let Some((_, assignment)) = member.ensure_active().await? else {
+        return Ok(());
+    };
+    consumer.assign(&assignment);
+    for (partition, offset) in member.committed(&assignment).await? {
+        consumer.seek(&partition, offset);
+    }
+    Ok(())
+}
+
+/// Commits the printed positions; a refused commit (the member was fenced) is reported and
+/// dropped, a failed call is kept for the next try.
+async fn commit(member: &mut GroupMember, uncommitted: &mut BTreeMap<TopicPartition, i64>) {
+    if uncommitted.is_empty() || member.generation() < 0 {
+        return;
+    }
+    match member.commit(uncommitted).await {
+        Ok(()) => uncommitted.clear(),
+        Err(error @ ClientError::Kafka { .. }) => {
+            eprintln!("commit refused: {error}");
+            uncommitted.clear();
+        }
+        Err(error) => eprintln!("commit failed (kept for the next try): {error}"),
+    }
 }
