@@ -694,11 +694,23 @@ fn start_clients(
     }
     for (index, spec) in scenario.consumers.iter().enumerate() {
         let (env, spec, stop) = (env.clone(), spec.clone(), Arc::clone(stop_consumers));
+        // Drawn only when the scenario asks, so scenarios without it draw what they drew before.
+        let start_after = Duration::from_millis(spec.start_after_ms.map_or(0, draw));
+        let first = Arc::new(AtomicBool::new(true));
         let node = handle
             .create_node()
             .name(spec.id.clone())
             .ip(IpAddr::from([10, 0, 1, (100 + index) as u8]))
-            .init(move || consumer_incarnation(env.clone(), spec.clone(), Arc::clone(&stop)))
+            .init(move || {
+                let (env, spec, stop) = (env.clone(), spec.clone(), Arc::clone(&stop));
+                let delay = first.swap(false, Ordering::SeqCst) && !start_after.is_zero();
+                async move {
+                    if delay {
+                        tokio::time::sleep(start_after).await;
+                    }
+                    consumer_incarnation(env, spec, stop).await;
+                }
+            })
             .build();
         nodes.insert(scenario.consumers[index].id.clone(), node.id());
     }

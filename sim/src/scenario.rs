@@ -123,6 +123,8 @@ struct RawConsumer {
     processing: Option<Spanned<RawProcessing>>,
     #[serde(default)]
     poll_timeout_ms: Option<u64>,
+    #[serde(default)]
+    start_after_ms: Option<Spanned<RawTime>>,
 }
 
 /// How a group consumer processes what it polls.
@@ -132,6 +134,8 @@ struct RawProcessing {
     mode: Spanned<String>,
     #[serde(default)]
     time_ms: Option<u64>,
+    #[serde(default)]
+    on_revoke: Option<Spanned<String>>,
 }
 
 /// A time in a scenario: a number of milliseconds, or `[low, high]` drawn from the seed.
@@ -224,6 +228,9 @@ pub struct ConsumerSpec {
     pub poll_timeout_ms: u64,
     /// A member of a consumer group (`group.id` set, `subscribe` instead of `assign`).
     pub group: Option<GroupSpec>,
+    /// How long after the scenario starts the consumer's first incarnation starts (drawn from
+    /// the seed when a range; restarts after a crash are not delayed).
+    pub start_after_ms: Option<TimeSpec>,
 }
 
 /// When a group member commits, relative to processing what it polled.
@@ -246,6 +253,10 @@ pub struct GroupSpec {
     pub processing: Processing,
     /// How long processing one poll's records takes.
     pub processing_ms: u64,
+    /// Whether an auto-committing member commits what it processed before it rejoins (Kafka's
+    /// consumer does, `on_revoke = "commit"`; `"none"` is an application that commits on a
+    /// timer with no rebalance listener, the faulty variant).
+    pub commit_on_revoke: bool,
 }
 
 /// Which connection fault.
@@ -832,12 +843,25 @@ fn build_consumer(
             "processing applies to a group member (subscribe)",
         ));
     }
+    let start_after_ms = match raw
+        .start_after_ms
+        .as_ref()
+        .map(|field| (field, field.get_ref()))
+    {
+        None => None,
+        Some((_, RawTime::Fixed(ms))) => Some(TimeSpec::Fixed(*ms)),
+        Some((_, RawTime::Range([low, high]))) if low <= high => Some(TimeSpec::Range(*low, *high)),
+        Some((field, RawTime::Range(_))) => {
+            return Err(loader.error_at(field.span(), "a range is [low, high] with low <= high"))
+        }
+    };
     Ok(ConsumerSpec {
         id: raw.id.get_ref().clone(),
         config,
         partitions,
         poll_timeout_ms: raw.poll_timeout_ms.unwrap_or(POLL_TIMEOUT_MS_DEFAULT),
         group,
+        start_after_ms,
     })
 }
 
@@ -916,10 +940,30 @@ fn group_spec(
             "processing auto-commit goes with enable.auto.commit=true, the others with false",
         ));
     }
+    let commit_on_revoke = match processing.get_ref().on_revoke.as_ref() {
+        None => true,
+        Some(on_revoke) => match (on_revoke.get_ref().as_str(), processing_mode) {
+            ("commit", Processing::AutoCommit) => true,
+            ("none", Processing::AutoCommit) => false,
+            (_, Processing::AutoCommit) => {
+                return Err(loader.error_at(
+                    on_revoke.span(),
+                    "on_revoke is \"commit\" (Kafka's consumer) or \"none\"",
+                ))
+            }
+            _ => {
+                return Err(loader.error_at(
+                    on_revoke.span(),
+                    "on_revoke applies to auto-commit (the other modes commit every poll)",
+                ))
+            }
+        },
+    };
     Ok(GroupSpec {
         topics: subscribe.get_ref().clone(),
         processing: processing_mode,
         processing_ms: processing.get_ref().time_ms.unwrap_or(0),
+        commit_on_revoke,
     })
 }
 

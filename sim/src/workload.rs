@@ -937,6 +937,7 @@ struct Application {
     auto_commit: Duration,
     next_auto_commit: tokio::time::Instant,
     processed: BTreeMap<TopicPartition, i64>,
+    commit_on_revoke: bool,
 }
 
 impl Application {
@@ -980,9 +981,10 @@ impl Application {
         }
     }
 
-    /// Before a rejoin: Kafka's consumer commits what it consumed when auto-commit is on.
+    /// Before a rejoin: Kafka's consumer commits what it consumed when auto-commit is on
+    /// (unless the scenario's `on_revoke = "none"` leaves that out).
     async fn before_rejoin(&mut self, recorder: &mut Member, member: &mut GroupMember) {
-        if self.processing == Processing::AutoCommit {
+        if self.processing == Processing::AutoCommit && self.commit_on_revoke {
             recorder.commit(member, &self.processed).await;
         }
         self.processed.clear();
@@ -1027,6 +1029,7 @@ async fn group_consumer_incarnation(env: Env, spec: ConsumerSpec, stop: Arc<Atom
         auto_commit,
         next_auto_commit: tokio::time::Instant::now() + auto_commit,
         processed: BTreeMap::new(),
+        commit_on_revoke: group_spec.commit_on_revoke,
     };
     while !stop.load(Ordering::SeqCst) {
         if member.needs_rejoin() {
