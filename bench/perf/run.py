@@ -110,6 +110,7 @@ def workloads_for(client: str, partitions: int, acks: list[str], compression: li
     out.append(Workload("consume", client, partitions, None))
     if client == "rdkafka":
         out.append(Workload("consume", client, partitions, None, short_queue_backoff=True))
+        out.append(Workload("consume", client, partitions, None, native=True))
     return out
 
 

@@ -127,6 +127,9 @@ class Workload:
     # whose local queue filled, which penalises the faster broker (docs/BENCHMARKS.md).
     short_queue_backoff: bool = False
     compression: str | None = None  # librdkafka producer's compression.type (None: none)
+    # librdkafka's consumer driven from C (bench/perf/rdk_consume.c) instead of Python: the
+    # Python loop makes an object per record and caps both brokers near 1 M records/s here.
+    native: bool = False
 
     @property
     def key(self) -> str:
@@ -139,6 +142,8 @@ class Workload:
             parts.append("idem")
         if self.short_queue_backoff:
             parts.append("qb10")
+        if self.native:
+            parts.append("c")
         return "-".join(parts)
 
     @property
@@ -151,6 +156,8 @@ class Workload:
             ("produce", "seedlog"): "seedlog perf produce",
             ("consume", "seedlog"): "seedlog perf consume (assign)",
         }[(self.op, self.client)]
+        if self.native:
+            tool = tool.replace("librdkafka consumer", "librdkafka consumer in C")
         text = f"{self.op} · {tool} · {self.partitions}p"
         if self.acks:
             text += f" · acks={self.acks}"
@@ -173,6 +180,29 @@ def seedlog_bin() -> str:
     import os
 
     return os.environ.get("SEEDLOG_BIN") or str(Path(__file__).resolve().parents[2] / "target/release/seedlog")
+
+
+RDK_CONSUME_SRC = Path(__file__).resolve().parent / "rdk_consume.c"
+
+
+def rdk_consume_bin() -> Path:
+    """bench/perf/rdk_consume.c, compiled once into bench/.cache (needs librdkafka's headers:
+    Debian's librdkafka-dev); an OSError says why it could not be built."""
+    import shutil
+    import subprocess
+
+    out = Path(__file__).resolve().parents[1] / ".cache" / "rdk_consume"
+    if out.exists() and out.stat().st_mtime >= RDK_CONSUME_SRC.stat().st_mtime:
+        return out
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise OSError("no C compiler for bench/perf/rdk_consume.c")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run([cc, "-O2", "-o", str(out), str(RDK_CONSUME_SRC), "-lrdkafka"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise OSError(f"building rdk_consume (apt-get install librdkafka-dev?): {r.stderr.strip()[:200]}")
+    return out
 
 
 def java_cmd(jars: Path, main_class: str, args: list[str]) -> list[str]:
@@ -212,6 +242,9 @@ def consume_cmd(w: Workload, bootstrap: str, topic: str, records: int, group: st
         return [seedlog_bin(), "perf", "consume", "--bootstrap-server", bootstrap, "--topic", topic,
                 "--messages", str(records)]
     extra = ["-X", "fetch.queue.backoff.ms=10"] if w.short_queue_backoff else []
+    if w.native:
+        return [str(rdk_consume_bin()), "--bootstrap", bootstrap, "--topic", topic, "--num-records", str(records),
+                *extra]
     return [str(python), str(rdk_perf), "consume", "--bootstrap", bootstrap, "--topic", topic,
             "--num-records", str(records), *extra]
 
