@@ -161,16 +161,23 @@ pub fn decode_assignment(bytes: &[u8]) -> Option<Vec<TopicPartition>> {
     Some(partitions)
 }
 
+/// Every member with no partitions yet: where each assignor starts.
+fn nothing_assigned(
+    subscriptions: &BTreeMap<String, Vec<String>>,
+) -> BTreeMap<String, Vec<TopicPartition>> {
+    subscriptions
+        .keys()
+        .map(|member| (member.clone(), Vec::new()))
+        .collect()
+}
+
 /// Kafka's `RangeAssignor`: for each topic, the members subscribed to it in member-id order
 /// take consecutive ranges of its partitions, the first `partitions % members` one more.
 pub fn range_assign(
     subscriptions: &BTreeMap<String, Vec<String>>,
     partition_counts: &BTreeMap<String, i32>,
 ) -> BTreeMap<String, Vec<TopicPartition>> {
-    let mut assignment: BTreeMap<String, Vec<TopicPartition>> = subscriptions
-        .keys()
-        .map(|member| (member.clone(), Vec::new()))
-        .collect();
+    let mut assignment = nothing_assigned(subscriptions);
     for (topic, count) in partition_counts {
         let members: Vec<&String> = subscriptions
             .iter()
@@ -202,10 +209,7 @@ pub fn round_robin_assign(
     subscriptions: &BTreeMap<String, Vec<String>>,
     partition_counts: &BTreeMap<String, i32>,
 ) -> BTreeMap<String, Vec<TopicPartition>> {
-    let mut assignment: BTreeMap<String, Vec<TopicPartition>> = subscriptions
-        .keys()
-        .map(|member| (member.clone(), Vec::new()))
-        .collect();
+    let mut assignment = nothing_assigned(subscriptions);
     let members: Vec<&String> = subscriptions.keys().collect();
     let mut next = 0;
     for (topic, count) in partition_counts {
