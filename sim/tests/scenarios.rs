@@ -41,7 +41,7 @@ fn judge(scenario: &Scenario, seed: u64) -> (SeedVerdict, String) {
 /// Every seed of the short sweep as expected, and every expected anomaly seen: on every seed
 /// when `min_fraction` is 1, on at least one otherwise. A fraction below 1 is a rate, which five
 /// seeds cannot measure (at 91%, one window of five in fourteen has only three hits); the CI's
-/// 100-seed sweep holds it to `min_fraction`.
+/// sweep (seeds 20..60, and 0..20 in the determinism step) holds it to `min_fraction`.
 fn short_sweep_passes(summary: &SweepSummary, expect: &Expect) -> bool {
     if expect.min_fraction >= 1.0 {
         return summary.passes(expect);
