@@ -483,6 +483,20 @@ struct Loader<'a> {
 }
 
 impl Loader<'_> {
+    /// A time field (a number or `[low, high]` of milliseconds), if present.
+    fn time(&self, field: Option<&Spanned<RawTime>>) -> Result<Option<TimeSpec>, ScenarioError> {
+        let Some(field) = field else {
+            return Ok(None);
+        };
+        match *field.get_ref() {
+            RawTime::Fixed(ms) => Ok(Some(TimeSpec::Fixed(ms))),
+            RawTime::Range([low, high]) if low <= high => Ok(Some(TimeSpec::Range(low, high))),
+            RawTime::Range(_) => {
+                Err(self.error_at(field.span(), "a range is [low, high] with low <= high"))
+            }
+        }
+    }
+
     fn error_at(&self, span: std::ops::Range<usize>, message: impl Into<String>) -> ScenarioError {
         let line = self.source[..span.start.min(self.source.len())]
             .matches('\n')
@@ -843,18 +857,7 @@ fn build_consumer(
             "processing applies to a group member (subscribe)",
         ));
     }
-    let start_after_ms = match raw
-        .start_after_ms
-        .as_ref()
-        .map(|field| (field, field.get_ref()))
-    {
-        None => None,
-        Some((_, RawTime::Fixed(ms))) => Some(TimeSpec::Fixed(*ms)),
-        Some((_, RawTime::Range([low, high]))) if low <= high => Some(TimeSpec::Range(*low, *high)),
-        Some((field, RawTime::Range(_))) => {
-            return Err(loader.error_at(field.span(), "a range is [low, high] with low <= high"))
-        }
-    };
+    let start_after_ms = loader.time(raw.start_after_ms.as_ref())?;
     Ok(ConsumerSpec {
         id: raw.id.get_ref().clone(),
         config,
@@ -1148,26 +1151,12 @@ impl FaultBuilder<'_> {
         }
     }
 
-    /// An optional time: milliseconds, or `[low, high]` drawn from the seed.
-    fn time(&self, field: Option<&Spanned<RawTime>>) -> Result<Option<TimeSpec>, ScenarioError> {
-        let Some(field) = field else {
-            return Ok(None);
-        };
-        match *field.get_ref() {
-            RawTime::Fixed(ms) => Ok(Some(TimeSpec::Fixed(ms))),
-            RawTime::Range([low, high]) if low <= high => Ok(Some(TimeSpec::Range(low, high))),
-            RawTime::Range(_) => {
-                Err(self.error(field.span(), "a range is [low, high] with low <= high"))
-            }
-        }
-    }
-
     fn crash(&self) -> Result<FaultAction, ScenarioError> {
         let level = self
             .level(self.raw.level.as_ref())?
             .unwrap_or(CrashLevel::Process);
-        let restart_after_ms = self.time(self.raw.restart_after_ms.as_ref())?;
-        let recrash = match self.time(self.raw.recrash_after_ms.as_ref())? {
+        let restart_after_ms = self.loader.time(self.raw.restart_after_ms.as_ref())?;
+        let recrash = match self.loader.time(self.raw.recrash_after_ms.as_ref())? {
             None if self.raw.recrash_level.is_some() => {
                 let span = span_of(self.raw.recrash_level.as_ref()).unwrap_or_default();
                 return Err(self.error(span, "recrash_level needs recrash_after_ms"));
@@ -1243,7 +1232,7 @@ impl FaultBuilder<'_> {
         if groups.get_ref().len() < 2 {
             return Err(self.error(groups.span(), "a partition needs at least two groups"));
         }
-        let heal_after_ms = self.time(self.raw.heal_after_ms.as_ref())?;
+        let heal_after_ms = self.loader.time(self.raw.heal_after_ms.as_ref())?;
         Ok(FaultAction::Partition {
             groups: groups.get_ref().clone(),
             heal_after_ms,
@@ -1318,17 +1307,17 @@ impl FaultBuilder<'_> {
             },
             "stop" => FaultAction::Stop {
                 target: self.broker()?,
-                restart_after_ms: self.time(raw.restart_after_ms.as_ref())?,
+                restart_after_ms: self.loader.time(raw.restart_after_ms.as_ref())?,
             },
             "partition" => self.partition()?,
             "isolate" => FaultAction::Isolate {
                 target: self.node(raw.target.as_ref(), "target")?,
-                heal_after_ms: self.time(raw.heal_after_ms.as_ref())?,
+                heal_after_ms: self.loader.time(raw.heal_after_ms.as_ref())?,
             },
             "clog" => FaultAction::Clog {
                 from: self.node(raw.from.as_ref(), "from")?,
                 to: self.node(raw.to.as_ref(), "to")?,
-                heal_after_ms: self.time(raw.heal_after_ms.as_ref())?,
+                heal_after_ms: self.loader.time(raw.heal_after_ms.as_ref())?,
             },
             "drop_request" | "drop_response" | "reset_mid_response" | "reject_request" => {
                 self.connection()?
@@ -1361,7 +1350,7 @@ fn build_fault(
         partitions,
         kind,
     };
-    let at_ms = builder.time(Some(&raw.at_ms))?.expect("at_ms is required");
+    let at_ms = loader.time(Some(&raw.at_ms))?.expect("at_ms is required");
     if at_ms.max() > duration_ms {
         let message = format!(
             "at_ms {} is after the end of the safety phase (duration_ms {duration_ms})",
