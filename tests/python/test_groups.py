@@ -24,6 +24,13 @@ def produce(address: str, values: list[str]) -> None:
     producer.close(timeout=10)
 
 
+def with_topic(broker: Broker) -> KafkaAdminClient:
+    """An admin client of `broker`, once it created the test's topic."""
+    admin = KafkaAdminClient(bootstrap_servers=broker.address)
+    admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)])
+    return admin
+
+
 def cli(*args: str) -> str:
     return subprocess.run([str(seedlog_binary()), *args], check=True, capture_output=True, text=True, timeout=60).stdout
 
@@ -54,8 +61,7 @@ def read(members: list[KafkaConsumer], want: int, seconds: float = 60) -> dict[s
 def test_two_members_split_the_partitions_and_a_restarted_group_resumes_after_its_commits(tmp_path) -> None:
     broker = Broker(tmp_path / "node", properties=GROUP_PROPERTIES)
     try:
-        admin = KafkaAdminClient(bootstrap_servers=broker.address)
-        admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)])
+        admin = with_topic(broker)
         first = [f"first-{index}" for index in range(200)]
         produce(broker.address, first)
 
@@ -115,8 +121,7 @@ def test_two_members_split_the_partitions_and_a_restarted_group_resumes_after_it
 def test_the_console_consumer_in_a_group_resumes_where_its_last_run_committed(tmp_path) -> None:
     broker = Broker(tmp_path / "node", properties=GROUP_PROPERTIES)
     try:
-        admin = KafkaAdminClient(bootstrap_servers=broker.address)
-        admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)])
+        admin = with_topic(broker)
         values = [f"value-{index}" for index in range(120)]
         produce(broker.address, values)
         common = ["consume", "--bootstrap-server", broker.address, "--topic", TOPIC, "--group", "cli",
