@@ -12,7 +12,7 @@ use seedlog::runtime::admin::{
     describe_group, find_group_coordinator, list_groups, list_offsets, metadata,
 };
 use seedlog::runtime::client::{ClientConnection, ClientError};
-use seedlog::runtime::consumer::Consumer;
+use seedlog::runtime::consumer::{Consumer, ConsumerRecord};
 use seedlog::runtime::group::GroupMember;
 use seedlog::types::TopicPartition;
 use tokio::time::Instant;
@@ -212,14 +212,22 @@ pub(crate) async fn consume(args: ConsumeArgs, group: &str) -> anyhow::Result<()
     let mut idle_deadline = Instant::now() + idle;
     let mut printed = 0;
     let mut uncommitted = BTreeMap::new();
+    // The assignment just joined, until its committed offsets are fetched (retried, as Kafka's
+    // consumer does, rather than read from `auto.offset.reset`).
+    let mut unpositioned: Option<Vec<TopicPartition>> = None;
     let outcome = loop {
         if Instant::now() >= idle_deadline {
             break Ok(());
         }
         if member.needs_rejoin() {
             commit(&mut member, &mut uncommitted).await;
-            match join(&mut member, &mut consumer).await {
-                Ok(()) => {}
+            match member.ensure_active().await {
+                Ok(Some((_, assignment))) => {
+                    // Nothing is read until the new partitions stand at their commits.
+                    consumer.assign(&[]);
+                    unpositioned = Some(assignment);
+                }
+                Ok(None) => {}
                 Err(error) if fatal(&error) => break Err(error.into()),
                 Err(_) => tokio::time::sleep(backoff).await,
             }
@@ -231,6 +239,14 @@ pub(crate) async fn consume(args: ConsumeArgs, group: &str) -> anyhow::Result<()
             Err(_) => tokio::time::sleep(backoff).await,
         }
         if member.needs_rejoin() {
+            continue;
+        }
+        if let Some(assignment) = &unpositioned {
+            match position(&mut member, &mut consumer, assignment).await {
+                Ok(()) => unpositioned = None,
+                Err(error) if fatal(&error) => break Err(error.into()),
+                Err(_) => tokio::time::sleep(backoff).await,
+            }
             continue;
         }
         let wait = idle_deadline
@@ -245,14 +261,7 @@ pub(crate) async fn consume(args: ConsumeArgs, group: &str) -> anyhow::Result<()
             continue;
         }
         idle_deadline = Instant::now() + idle;
-        let mut done = false;
-        for record in &polled.records {
-            done = print_records(std::slice::from_ref(record), &args, &mut printed)?;
-            uncommitted.insert(record.topic_partition.clone(), record.offset + 1);
-            if done {
-                break;
-            }
-        }
+        let done = print_noting(&polled.records, &args, &mut printed, &mut uncommitted)?;
         commit(&mut member, &mut uncommitted).await;
         if done {
             break Ok(());
@@ -270,13 +279,34 @@ fn fatal(error: &ClientError) -> bool {
     matches!(error, ClientError::Kafka { error, .. } if recovery(*error) == Recovery::Fatal)
 }
 
-/// Joins the group and positions the consumer at the new assignment's committed offsets.
-async fn join(member: &mut GroupMember, consumer: &mut Consumer) -> Result<(), ClientError> {
-    let Some((_, assignment)) = member.ensure_active().await? else {
-        return Ok(());
-    };
-    consumer.assign(&assignment);
-    for (partition, offset) in member.committed(&assignment).await? {
+/// Prints records up to `--max-messages`, noting each printed record's next offset for the
+/// commit; returns whether `--max-messages` was reached.
+fn print_noting(
+    records: &[ConsumerRecord],
+    args: &ConsumeArgs,
+    printed: &mut usize,
+    uncommitted: &mut BTreeMap<TopicPartition, i64>,
+) -> anyhow::Result<bool> {
+    for record in records {
+        let done = print_records(std::slice::from_ref(record), args, printed)?;
+        uncommitted.insert(record.topic_partition.clone(), record.offset + 1);
+        if done {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Assigns `assignment` to the consumer at the group's committed offsets (`auto.offset.reset`
+/// where none is committed); on an error the consumer is left without partitions.
+async fn position(
+    member: &mut GroupMember,
+    consumer: &mut Consumer,
+    assignment: &[TopicPartition],
+) -> Result<(), ClientError> {
+    let committed = member.committed(assignment).await?;
+    consumer.assign(assignment);
+    for (partition, offset) in committed {
         consumer.seek(&partition, offset);
     }
     Ok(())
