@@ -35,6 +35,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use crate::client::backoff::ExponentialBackoff;
 use crate::client::connections::Connections;
 pub use crate::client::connections::{NodeId, BOOTSTRAP};
 use crate::client::metadata::{refreshes_metadata, MetadataCache, TopicState};
@@ -226,6 +227,20 @@ fn is_sequence_error(error: ErrorCode) -> bool {
     )
 }
 
+/// The jitter generator's state before [`ProducerCore::with_seed`], and what a seed is mixed
+/// with for it.
+const JITTER_SEED: u64 = 0x6a09_e667_f3bc_c909;
+
+/// xorshift64*: the next value of `state`.
+fn xorshift(state: &mut u64) -> u64 {
+    let mut x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
 /// A batch's records: still accepting more, or closed (drained once) and kept as sent.
 #[derive(Debug, Clone)]
 enum Contents {
@@ -313,6 +328,11 @@ pub struct ProducerCore {
     sticky: BTreeMap<String, Sticky>,
     /// xorshift64* state for the sticky partitioner (seeded by the shell).
     rng: u64,
+    /// `retry.backoff.ms` growing to `retry.backoff.max.ms`.
+    backoff: ExponentialBackoff,
+    /// xorshift64* state for the backoff's jitter, apart from the partitioner's so that a retry
+    /// does not change which partitions later records stick to.
+    jitter_rng: u64,
     /// Records sent by the application and not yet completed.
     unfinished: usize,
     /// Where the next drain starts among the partitions, so that under `max.request.size` no
@@ -337,6 +357,7 @@ impl ProducerCore {
         let idempotence = config.enable_idempotence.then(Idempotence::default);
         let metadata =
             MetadataCache::new(config.metadata_max_age_ms, config.retry_backoff_ms, true);
+        let backoff = ExponentialBackoff::new(config.retry_backoff_ms, config.retry_backoff_max_ms);
         Ok(ProducerCore {
             config,
             batches: BTreeMap::new(),
@@ -344,6 +365,8 @@ impl ProducerCore {
             metadata,
             sticky: BTreeMap::new(),
             rng: 0x9e37_79b9_7f4a_7c15,
+            backoff,
+            jitter_rng: JITTER_SEED,
             nodes: Connections::default(),
             unfinished: 0,
             drain_start: 0,
@@ -355,10 +378,12 @@ impl ProducerCore {
         })
     }
 
-    /// Seeds the sticky partitioner's random choices (the simulator's seed, or entropy).
+    /// Seeds the sticky partitioner's and the retry jitter's random choices (the simulator's
+    /// seed, or entropy).
     #[must_use]
     pub fn with_seed(mut self, seed: u64) -> ProducerCore {
         self.rng = seed | 1;
+        self.jitter_rng = (seed ^ JITTER_SEED) | 1;
         self
     }
 
@@ -615,13 +640,7 @@ impl ProducerCore {
     }
 
     fn next_random(&mut self) -> u64 {
-        // xorshift64*
-        let mut x = self.rng;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.rng = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        xorshift(&mut self.rng)
     }
 
     /// Kafka's `RecordAccumulator.append`: into the partition's open batch if the record fits
@@ -1115,8 +1134,11 @@ impl ProducerCore {
     ) {
         let expired = now >= batch.created.plus(self.config.delivery_timeout_ms);
         if batch.retries < self.config.retries as u32 && !expired {
+            let wait = self
+                .backoff
+                .backoff_ms(batch.retries, xorshift(&mut self.jitter_rng));
             batch.retries += 1;
-            batch.retry_at = now.plus(self.config.retry_backoff_ms);
+            batch.retry_at = now.plus(wait);
             tracing::debug!(
                 first = batch.first_id().0,
                 records = batch.ids.len(),
@@ -1662,6 +1684,43 @@ mod tests {
             completions(&out).as_slice(),
             [(1, Err(ProduceError::Indeterminate { .. }))]
         ));
+    }
+
+    #[test]
+    fn each_retry_waits_twice_as_long_with_jitter_up_to_retry_backoff_max_ms() {
+        let mut core = core(&[
+            ("enable.idempotence", "false"),
+            ("retry.backoff.ms", "100"),
+            ("retry.backoff.max.ms", "500"),
+        ])
+        .with_seed(7);
+        send(&mut core, 0, 1);
+        step(&mut core, 0, up(0));
+        let mut now = 0;
+        let mut waits = Vec::new();
+        for _ in 0..5 {
+            let out = step(
+                &mut core,
+                now,
+                ProducerInput::Response {
+                    node: 0,
+                    response: response(ErrorCode::NotEnoughReplicas, -1),
+                },
+            );
+            assert!(completions(&out).is_empty(), "retried");
+            let at = core.next_deadline().expect("a retry is due").0;
+            waits.push(at - now);
+            assert_eq!(requests(&step(&mut core, at - 1, ProducerInput::Tick)), 0);
+            assert_eq!(requests(&step(&mut core, at, ProducerInput::Tick)), 1);
+            now = at;
+        }
+        for (attempt, (wait, term)) in waits.iter().zip([100, 200, 400, 500, 500]).enumerate() {
+            assert!(
+                (term * 8 / 10..=(term * 12 / 10).min(500)).contains(wait),
+                "retry {attempt} waited {wait} ms, around {term}: {waits:?}"
+            );
+        }
+        assert_ne!(waits, [100, 200, 400, 500, 500], "the waits are jittered");
     }
 
     #[test]

@@ -64,8 +64,11 @@ pub struct ProducerConfig {
     pub delivery_timeout_ms: u64,
     /// `request.timeout.ms` (default 30000).
     pub request_timeout_ms: u64,
-    /// `retry.backoff.ms` (default 100).
+    /// `retry.backoff.ms` (default 100): the wait before a batch's first retry.
     pub retry_backoff_ms: u64,
+    /// `retry.backoff.max.ms` (default 1000): each further retry waits twice as long, with 20%
+    /// jitter, up to this (KIP-580).
+    pub retry_backoff_max_ms: u64,
     /// `linger.ms` (default 5, Kafka 4.0).
     pub linger_ms: u64,
     /// `batch.size` (default 16384).
@@ -99,6 +102,7 @@ impl Default for ProducerConfig {
             delivery_timeout_ms: 120_000,
             request_timeout_ms: 30_000,
             retry_backoff_ms: 100,
+            retry_backoff_max_ms: 1_000,
             linger_ms: 5,
             batch_size: 16_384,
             max_request_size: 1_048_576,
@@ -128,6 +132,7 @@ impl Configurable for ProducerConfig {
             "delivery.timeout.ms" => self.delivery_timeout_ms = parse_at_least(key, value, 0)?,
             "request.timeout.ms" => self.request_timeout_ms = parse_at_least(key, value, 0)?,
             "retry.backoff.ms" => self.retry_backoff_ms = parse_at_least(key, value, 0)?,
+            "retry.backoff.max.ms" => self.retry_backoff_max_ms = parse_at_least(key, value, 0)?,
             "linger.ms" => self.linger_ms = parse_at_least(key, value, 0)?,
             "batch.size" => self.batch_size = parse_at_least(key, value, 0)?,
             "max.request.size" => self.max_request_size = parse_at_least(key, value, 0)?,

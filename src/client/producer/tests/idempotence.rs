@@ -129,7 +129,8 @@ fn a_retried_batch_keeps_its_stamp() {
     assert_eq!(stamps(&first), [(0, 7, 0, 1)]);
     let outputs = answer(&mut core, 1, ErrorCode::NotEnoughReplicas, -1);
     assert!(completions(&outputs).is_empty(), "retried");
-    let resent = step(&mut core, 11, ProducerInput::Tick);
+    // retry.backoff.ms with 20% jitter: at most 12 ms.
+    let resent = step(&mut core, 13, ProducerInput::Tick);
     assert_eq!(
         stamps(&resent),
         [(0, 7, 0, 1)],
