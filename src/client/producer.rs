@@ -834,17 +834,22 @@ impl ProducerCore {
         }
     }
 
-    /// An idempotent producer without an id asks the least loaded broker for one, once no
-    /// Produce request is in flight (after a reset, the old id's requests finish first).
+    /// An idempotent producer in a reset bumps its epoch, and one without an id asks the least
+    /// loaded broker for one, once no Produce request is in flight (the old epoch's requests
+    /// finish first).
     fn maybe_request_producer_id(&mut self, now: Millis, out: &mut Vec<ProducerOutput>) {
-        let Some(idempotence) = &self.idempotence else {
-            return;
-        };
         let producing = self
             .nodes
             .in_flight()
             .any(|in_flight| matches!(in_flight.awaited, Awaited::Produce(_)));
-        if !idempotence.wants_producer_id(now) || producing {
+        let Some(idempotence) = &mut self.idempotence else {
+            return;
+        };
+        if producing {
+            return;
+        }
+        idempotence.finish_bump();
+        if !idempotence.wants_producer_id(now) {
             return;
         }
         let Some(node) = self.least_loaded() else {

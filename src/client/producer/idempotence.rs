@@ -6,10 +6,12 @@
 //! across retries, so the broker recognises a retry and answers it with the first write's
 //! offsets. When the stamps can no longer follow each other on the broker (a batch of the
 //! current producer failed for good, or the broker refused a sequence no earlier batch
-//! explains), the producer *resets*: it waits until no Produce request is in flight, asks for a
-//! new producer id, and stamps every batch still queued afresh from sequence 0 (Kafka bumps the
-//! epoch instead, KIP-360; seedlog's broker answers every InitProducerId with a new id, which
-//! fences the same way).
+//! explains), the producer *resets*: it waits until no Produce request is in flight, bumps its
+//! epoch, and stamps every batch still queued afresh from sequence 0. That is Kafka's idempotent
+//! epoch bump (KIP-360, `TransactionManager.bumpIdempotentProducerEpoch`): the producer keeps its
+//! id and raises the epoch itself, with no request; the broker takes a new epoch starting at
+//! sequence 0 and fences every batch of an older epoch that arrives late. Only when the epoch is
+//! at its largest value does the producer ask InitProducerId for a new id.
 
 use std::collections::BTreeMap;
 
@@ -29,6 +31,9 @@ pub(super) struct Stamp {
 pub(super) struct Idempotence {
     /// The producer id and epoch; `None` until InitProducerId answers (and during a reset).
     producer: Option<(i64, i16)>,
+    /// During a reset, the id and bumped epoch to stamp with once nothing of the old epoch is in
+    /// flight; `None` (at the largest epoch) asks InitProducerId for a new id instead.
+    bumped: Option<(i64, i16)>,
     /// An InitProducerId request is in flight.
     pub(super) requested: bool,
     /// No InitProducerId before this (after a failed one: `retry.backoff.ms`).
@@ -45,7 +50,21 @@ impl Idempotence {
 
     /// Whether an InitProducerId request should go out now.
     pub(super) fn wants_producer_id(&self, now: Millis) -> bool {
-        self.producer.is_none() && !self.requested && now >= self.retry_at
+        self.producer.is_none() && self.bumped.is_none() && !self.requested && now >= self.retry_at
+    }
+
+    /// Ends a reset by the epoch bump, if one waits: called once no Produce request is in
+    /// flight. Returns the new id and epoch.
+    pub(super) fn finish_bump(&mut self) -> Option<(i64, i16)> {
+        let bumped = self.bumped.take()?;
+        tracing::debug!(
+            producer_id = bumped.0,
+            epoch = bumped.1,
+            "idempotent producer bumped its epoch"
+        );
+        self.producer = Some(bumped);
+        self.next_sequence.clear();
+        Some(bumped)
     }
 
     /// InitProducerId answered with an id and epoch.
@@ -79,10 +98,16 @@ impl Idempotence {
         }
     }
 
-    /// Starts a reset: no stamp is current any more; a new id comes once nothing is in flight.
+    /// Starts a reset: no stamp is current any more; the bumped epoch (or, at the largest
+    /// epoch, a new id) comes once nothing is in flight.
     pub(super) fn reset(&mut self) {
-        if self.producer.take().is_some() {
-            tracing::debug!("idempotent producer resets: a new producer id follows");
+        if let Some((producer_id, epoch)) = self.producer.take() {
+            self.bumped = epoch.checked_add(1).map(|epoch| (producer_id, epoch));
+            if self.bumped.is_none() {
+                tracing::debug!(
+                    "idempotent producer resets at the largest epoch: a new producer id follows"
+                );
+            }
         }
         self.next_sequence.clear();
     }

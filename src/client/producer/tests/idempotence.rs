@@ -1,6 +1,7 @@
 //! The idempotent producer: it asks for a producer id before it sends, stamps each batch once
 //! and keeps the stamp across retries, retries a batch refused only because an earlier one is
-//! missing, and resets (a new id, fresh stamps) when the broker has lost track.
+//! missing, and resets (the same id with the next epoch, fresh stamps; KIP-360) when the broker
+//! has lost track.
 
 use super::*;
 use crate::protocol::record_batch::validate_batch;
@@ -85,6 +86,28 @@ fn started(pairs: &[(&str, &str)], id: i64) -> (ProducerCore, Vec<ProducerOutput
     );
     let sent = step(&mut core, 0, producer_id(id));
     (core, sent)
+}
+
+/// The epoch of every batch sent in `outputs`.
+fn epochs(outputs: &[ProducerOutput]) -> Vec<i16> {
+    outputs
+        .iter()
+        .filter_map(|output| match output {
+            ProducerOutput::Request { request, .. } => Some(request),
+            _ => None,
+        })
+        .flat_map(|request| {
+            request
+                .topic_data
+                .iter()
+                .flat_map(|topic| &topic.partition_data)
+        })
+        .map(|data| {
+            validate_batch(data.records.as_ref().expect("records"))
+                .expect("valid")
+                .producer_epoch
+        })
+        .collect()
 }
 
 /// Two records to partition 0, two requests in flight allowed, producer id `id`: what the id
@@ -179,17 +202,40 @@ fn out_of_order_with_nothing_earlier_fails_the_batch_and_resets_the_producer() {
     );
     assert_eq!(
         producer_id_requests(&outputs),
-        1,
-        "a new producer id: {outputs:?}"
+        0,
+        "the epoch is bumped by the producer itself: {outputs:?}"
     );
+    assert_eq!(
+        (stamps(&outputs), epochs(&outputs)),
+        (vec![(0, 3, 0, 1)], vec![1]),
+        "the queued batch is stamped afresh: same id, the next epoch, sequence 0"
+    );
+}
+
+#[test]
+fn at_the_largest_epoch_a_reset_asks_for_a_new_producer_id() {
+    let mut core = idempotent(&[("max.in.flight.requests.per.connection", "1")]);
+    send(&mut core, 0, 1);
+    send(&mut core, 0, 2);
+    step(&mut core, 0, up(0));
+    let at_max = ProducerInput::ProducerId {
+        node: 0,
+        response: InitProducerIdResponse::default()
+            .with_producer_id(3.into())
+            .with_producer_epoch(i16::MAX),
+    };
+    let outputs = step(&mut core, 0, at_max);
+    assert_eq!(epochs(&outputs), [i16::MAX]);
+    let outputs = answer(&mut core, 1, ErrorCode::OutOfOrderSequenceNumber, -1);
+    assert_eq!(producer_id_requests(&outputs), 1, "{outputs:?}");
     assert!(
         stamps(&outputs).is_empty(),
         "nothing goes out under the old id"
     );
     let outputs = step(&mut core, 2, producer_id(4));
     assert_eq!(
-        stamps(&outputs),
-        [(0, 4, 0, 1)],
+        (stamps(&outputs), epochs(&outputs)),
+        (vec![(0, 4, 0, 1)], vec![0]),
         "the queued batch is stamped afresh under the new id"
     );
 }
@@ -202,19 +248,21 @@ fn a_reset_waits_for_the_old_ids_requests_and_restamps_what_they_hand_back() {
         rejected(&outputs),
         [(1, ErrorCode::OutOfOrderSequenceNumber)]
     );
-    assert_eq!(
-        producer_id_requests(&outputs),
-        0,
-        "the second batch of the old id is still in flight"
+    assert!(
+        stamps(&outputs).is_empty(),
+        "the second batch of the old epoch is still in flight: no bump yet"
     );
     let outputs = answer(&mut core, 2, ErrorCode::OutOfOrderSequenceNumber, -1);
     assert!(
         completions(&outputs).is_empty(),
-        "a batch of the old id is retried under the new one"
+        "a batch of the old epoch is retried under the new one"
     );
-    assert_eq!(producer_id_requests(&outputs), 1);
-    let outputs = step(&mut core, 20, producer_id(4));
-    assert_eq!(stamps(&outputs), [(0, 4, 0, 1)]);
+    assert_eq!(producer_id_requests(&outputs), 0);
+    let outputs = step(&mut core, 20, ProducerInput::Tick);
+    assert_eq!(
+        (stamps(&outputs), epochs(&outputs)),
+        (vec![(0, 3, 0, 1)], vec![1])
+    );
 }
 
 #[test]
