@@ -31,7 +31,8 @@ use serde_json::{json, Value as Json};
 /// A unique value written by a producer: `<process>-<sequence>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Value {
-    /// The producer process that wrote it.
+    /// The producer process that first sent it (an incarnation that resends it after a
+    /// restart keeps it).
     pub process: u64,
     /// Its sequence within that process.
     pub sequence: u64,

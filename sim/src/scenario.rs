@@ -107,6 +107,8 @@ struct RawProducerWorkload {
     topic: Spanned<String>,
     messages: u64,
     rate_per_sec: Spanned<f64>,
+    #[serde(default)]
+    on_restart: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -213,6 +215,22 @@ pub struct ProducerSpec {
     pub messages: u64,
     /// Pause between two sends.
     pub interval_ms: f64,
+    /// What a restarted incarnation does with the values an earlier one sent without an
+    /// acknowledgement.
+    pub on_restart: OnRestart,
+}
+
+/// What a producer application does after a restart with the values its crashed incarnation
+/// sent and never saw acknowledged (`workload.on_restart`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnRestart {
+    /// `"continue"` (the default): it goes on with new values; the unacknowledged ones are
+    /// given up.
+    Continue,
+    /// `"resend-unacknowledged"`: it sends them again, with the same values, before new ones:
+    /// an at-least-once application. The new incarnation has a new producer id, so a value the
+    /// crashed one had written is written twice (Kafka's idempotence spans one producer id).
+    ResendUnacknowledged,
 }
 
 /// A consumer process reading assigned partitions until the run ends.
@@ -819,6 +837,19 @@ fn build_producer(
             "rate_per_sec must be a positive number",
         ));
     }
+    let on_restart = match workload.on_restart.as_ref() {
+        None => OnRestart::Continue,
+        Some(value) => match value.get_ref().as_str() {
+            "continue" => OnRestart::Continue,
+            "resend-unacknowledged" => OnRestart::ResendUnacknowledged,
+            _ => {
+                return Err(loader.error_at(
+                    value.span(),
+                    "on_restart is \"continue\" or \"resend-unacknowledged\"",
+                ))
+            }
+        },
+    };
     Ok(ProducerSpec {
         id: raw.id.get_ref().clone(),
         config,
@@ -826,6 +857,7 @@ fn build_producer(
         partitions,
         messages: workload.messages,
         interval_ms: 1000.0 / rate,
+        on_restart,
     })
 }
 

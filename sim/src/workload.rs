@@ -26,7 +26,7 @@ use seedlog::types::TopicPartition;
 use crate::checker::FINAL_READER;
 use crate::cluster_monitor::ClusterMonitor;
 use crate::history::{self, Body, Completion, FinalRead, Partition, Recorder, Records, Value};
-use crate::scenario::{ConsumerSpec, Processing, ProducerSpec};
+use crate::scenario::{ConsumerSpec, OnRestart, Processing, ProducerSpec};
 
 /// The actor of the cluster monitor's records.
 pub const INVARIANTS: &str = "invariants";
@@ -241,6 +241,9 @@ pub async fn setup_topics(env: &Env, topics: &[NewTopic]) -> Result<(), String> 
 pub struct ProducerProgress {
     issued: u64,
     finished: bool,
+    /// Values sent and not (yet) acknowledged, with their partition index: what an
+    /// `on_restart = "resend-unacknowledged"` incarnation sends again.
+    unacknowledged: BTreeMap<Value, i32>,
 }
 
 /// Shared progress handle.
@@ -256,6 +259,60 @@ pub fn finished(progress: &SharedProgress) -> bool {
 
 /// The shortest sleep madsim performs (`../shared/notes/madsim.md`: sleeps are at least 1 ms).
 const MIN_SLEEP: Duration = Duration::from_millis(1);
+
+/// The values one producer incarnation sends: first, if its spec says so, what earlier
+/// incarnations sent without an acknowledgement, then new values up to `messages` in all.
+struct Values<'a> {
+    spec: &'a ProducerSpec,
+    progress: &'a SharedProgress,
+    process: u64,
+    sequence: u64,
+    resends: std::collections::btree_map::IntoIter<Value, i32>,
+}
+
+impl<'a> Values<'a> {
+    fn new(spec: &'a ProducerSpec, progress: &'a SharedProgress, process: u64) -> Values<'a> {
+        let resends = match spec.on_restart {
+            OnRestart::Continue => BTreeMap::new(),
+            OnRestart::ResendUnacknowledged => std::mem::take(
+                &mut progress
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .unacknowledged,
+            ),
+        };
+        Values {
+            spec,
+            progress,
+            process,
+            sequence: 0,
+            resends: resends.into_iter(),
+        }
+    }
+
+    /// The next value and its partition index (drawn from the seed for a new value), counted
+    /// as unacknowledged until its send is; `None` once the workload is done.
+    fn next(&mut self) -> Option<(Value, i32)> {
+        let mut progress = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
+        let next = if let Some(resend) = self.resends.next() {
+            resend
+        } else {
+            if progress.issued >= self.spec.messages {
+                return None;
+            }
+            progress.issued += 1;
+            self.sequence += 1;
+            let value = Value {
+                process: self.process,
+                sequence: self.sequence,
+            };
+            let index = madsim::rand::thread_rng().gen_range(0..self.spec.partitions);
+            (value, index)
+        };
+        progress.unacknowledged.insert(next.0, next.1);
+        Some(next)
+    }
+}
 
 /// One incarnation of a producer node.
 pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: SharedProgress) {
@@ -274,18 +331,8 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
     // the rate at 1,000).
     let mut due = tokio::time::Instant::now();
     let mut completions = Vec::new();
-    let mut sequence = 0u64;
-    loop {
-        {
-            let mut progress = progress.lock().unwrap_or_else(PoisonError::into_inner);
-            if progress.issued >= spec.messages {
-                break;
-            }
-            progress.issued += 1;
-        }
-        sequence += 1;
-        let value = Value { process, sequence };
-        let index = madsim::rand::thread_rng().gen_range(0..spec.partitions);
+    let mut values = Values::new(&spec, &progress, process);
+    while let Some((value, index)) = values.next() {
         let partition = Arc::clone(&names[index as usize]);
         let send = move |offset| Body::Send {
             partition: Arc::clone(&partition),
@@ -303,9 +350,17 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
         };
         let delivery = producer.send(record).await;
         let env = env.clone();
+        let progress = Arc::clone(&progress);
         completions.push(tokio::spawn(async move {
             let completion = match delivery.wait().await {
-                Ok(written) => Completion::Ok(send(Some(written.offset))),
+                Ok(written) => {
+                    progress
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .unacknowledged
+                        .remove(&value);
+                    Completion::Ok(send(Some(written.offset)))
+                }
                 Err(ProduceError::Rejected { error, message }) => {
                     Completion::Fail(format!("{error:?}: {message}"))
                 }
