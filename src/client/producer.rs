@@ -241,6 +241,12 @@ fn xorshift(state: &mut u64) -> u64 {
     x.wrapping_mul(0x2545_f491_4f6c_dd1d)
 }
 
+/// Whether `batch` was stamped and an attempt of it may have been written: once its stamp is
+/// stale (the producer bumped its epoch) it must not be stamped afresh.
+fn stamped_and_maybe_written(batch: &Batch) -> bool {
+    batch.stamp.is_some() && batch.maybe_written
+}
+
 /// A batch's records: still accepting more, or closed (drained once) and kept as sent.
 #[derive(Debug, Clone)]
 enum Contents {
@@ -1053,28 +1059,26 @@ impl ProducerCore {
         }
     }
 
-    /// The broker refused an idempotent batch's stamp. A batch of an older id (a reset is
-    /// under way or done) is stamped afresh and retried; a batch behind an earlier one of its
+    /// The broker refused an idempotent batch's stamp. A batch of an older epoch (a reset is
+    /// under way or done) goes to [`ProducerCore::retry_or_fail`], which gives it up if an
+    /// earlier attempt may have been written and has it stamped afresh otherwise; a batch behind an earlier one of its
     /// partition that is still unfinished (it failed and will be retried first) is retried as
     /// is; otherwise the broker lost track of the sequence (say, records lost to a failover):
     /// the batch fails and the producer resets.
     fn on_sequence_error(
         &mut self,
         now: Millis,
-        mut batch: Batch,
+        batch: Batch,
         error: ErrorCode,
         message: String,
         out: &mut Vec<ProducerOutput>,
     ) {
         let idempotence = self.idempotence.as_ref().expect("checked by the caller");
-        if !idempotence.is_current(batch.stamp) {
-            batch.stamp = None;
-            self.retry_or_fail(now, batch, &message, out);
-        } else if self.earlier_unfinished(&batch) {
+        if !idempotence.is_current(batch.stamp) || self.earlier_unfinished(&batch) {
             self.retry_or_fail(now, batch, &message, out);
         } else {
             self.fail(&batch, error, message, out);
-            self.reset_if_current(batch.stamp);
+            self.reset_if_current(batch.stamp, out);
         }
     }
 
@@ -1099,15 +1103,51 @@ impl ProducerCore {
                 })
     }
 
-    /// A batch stamped `stamp` is gone for good. If the stamp is of the current producer id,
-    /// the next batch's sequence would leave a gap: reset (a new id, every queued batch stamped
-    /// afresh).
-    fn reset_if_current(&mut self, stamp: Option<Stamp>) {
-        if let Some(idempotence) = &mut self.idempotence {
-            if idempotence.is_current(stamp) {
-                idempotence.reset();
-            }
+    /// A batch stamped `stamp` is gone for good. If the stamp is of the current producer id
+    /// and epoch, the next batch's sequence would leave a gap: reset (the next epoch, every
+    /// queued batch stamped afresh). A queued batch whose earlier attempt may have been written
+    /// is given up instead: under a new epoch the broker could not recognise it as a retry and
+    /// would write it twice (Kafka never restamps a batch that may have been written either).
+    fn reset_if_current(&mut self, stamp: Option<Stamp>, out: &mut Vec<ProducerOutput>) {
+        let Some(idempotence) = &mut self.idempotence else {
+            return;
+        };
+        if !idempotence.is_current(stamp) {
+            return;
         }
+        idempotence.reset();
+        let mut stale = Vec::new();
+        self.batches.retain(|_, deque| {
+            deque.retain(|batch| {
+                let keep = !stamped_and_maybe_written(batch);
+                if !keep {
+                    stale.push(batch.clone());
+                }
+                keep
+            });
+            !deque.is_empty()
+        });
+        for batch in stale {
+            self.give_up_stale(&batch, out);
+        }
+    }
+
+    /// Whether `batch` carries the stamp of an earlier epoch (or id) while an earlier attempt of
+    /// it may have been written: it cannot be sent again without risking a duplicate.
+    fn is_stale_and_maybe_written(&self, batch: &Batch) -> bool {
+        stamped_and_maybe_written(batch)
+            && self
+                .idempotence
+                .as_ref()
+                .is_some_and(|idempotence| !idempotence.is_current(batch.stamp))
+    }
+
+    /// Fails a batch that may have been written under an earlier epoch: indeterminate.
+    fn give_up_stale(&mut self, batch: &Batch, out: &mut Vec<ProducerOutput>) {
+        let reason = "the producer bumped its epoch after an earlier attempt of this batch; \
+                      resent under the new epoch it could be written twice"
+            .to_owned();
+        self.fail(batch, ErrorCode::OutOfOrderSequenceNumber, reason, out);
     }
 
     /// Fails every record of `batch`: definitely, unless some attempt may have been written.
@@ -1137,6 +1177,10 @@ impl ProducerCore {
         reason: &str,
         out: &mut Vec<ProducerOutput>,
     ) {
+        if self.is_stale_and_maybe_written(&batch) {
+            self.give_up_stale(&batch, out);
+            return;
+        }
         let expired = now >= batch.created.plus(self.config.delivery_timeout_ms);
         if batch.retries < self.config.retries as u32 && !expired {
             let wait = self
@@ -1155,7 +1199,7 @@ impl ProducerCore {
         } else {
             let reason = format!("{reason}; gave up after {} retries", batch.retries);
             self.fail(&batch, ErrorCode::RequestTimedOut, reason, out);
-            self.reset_if_current(batch.stamp);
+            self.reset_if_current(batch.stamp, out);
         }
     }
 
@@ -1270,7 +1314,7 @@ impl ProducerCore {
                 batch.topic_partition
             );
             self.fail(&batch, ErrorCode::RequestTimedOut, message, out);
-            self.reset_if_current(batch.stamp);
+            self.reset_if_current(batch.stamp, out);
         }
         self.expire_blocked_sends(now, out);
     }

@@ -266,6 +266,41 @@ fn a_reset_waits_for_the_old_ids_requests_and_restamps_what_they_hand_back() {
 }
 
 #[test]
+fn a_batch_that_may_have_been_written_under_the_old_epoch_is_given_up_not_restamped() {
+    let (mut core, _) = two_in_flight(3);
+    let outputs = answer(&mut core, 1, ErrorCode::OutOfOrderSequenceNumber, -1);
+    assert_eq!(
+        rejected(&outputs),
+        [(1, ErrorCode::OutOfOrderSequenceNumber)],
+        "the first batch fails; the producer resets"
+    );
+    // The second batch's request is lost with its connection: it may have been written under
+    // epoch 0, so under epoch 1 the broker could not tell its retry from a new batch.
+    let outputs = step(
+        &mut core,
+        2,
+        ProducerInput::Disconnected {
+            node: 0,
+            reason: "reset".into(),
+        },
+    );
+    assert!(
+        matches!(
+            completions(&outputs).as_slice(),
+            [(2, Err(ProduceError::Indeterminate { .. }))]
+        ),
+        "{outputs:?}"
+    );
+    step(&mut core, 100, ProducerInput::Tick);
+    let outputs = step(&mut core, 101, up(0));
+    assert!(
+        stamps(&outputs).is_empty(),
+        "nothing is resent: {outputs:?}"
+    );
+    assert_eq!(core.pending(), 0);
+}
+
+#[test]
 fn a_failed_init_producer_id_is_asked_again_after_the_backoff() {
     let mut core = idempotent(&[("retry.backoff.ms", "10")]);
     send(&mut core, 0, 1);
