@@ -7,11 +7,17 @@
 //! `ProducerStateEntry.findDuplicateBatch`), applied to a leader's appends; a follower's appends
 //! and the header walk that rebuilds the state only update it.
 //!
-//! seedlog rebuilds the state from the batch headers of the log when a replica first needs it
-//! (after a start or a truncation), instead of keeping Kafka's `.snapshot` files. A producer
-//! whose batches all went with retention is therefore forgotten at the next start, where Kafka
-//! keeps it until `producer.id.expiration.ms`; its next batch is then accepted at any sequence,
-//! as Kafka accepts a producer it has no state for.
+//! The log builds the state when a replica first needs it (after a start or a truncation) from
+//! the newest trusted **snapshot file** ([`snapshot`], Kafka's `{offset}.snapshot`, written when
+//! a segment rolls and at a clean shutdown) plus a walk over the batch headers at and past the
+//! snapshot's offset; with no snapshot it walks every header. Unlike Kafka's files, which hold
+//! one entry per producer (its last batch), seedlog's hold one entry per retained batch, so the
+//! whole five-batch window survives a restart; Kafka's reader keeps the last entry per producer
+//! and still reads them. Retention keeps the newest snapshot at or below the log start, so a
+//! producer whose batches all went with retention is still known after a restart, as in Kafka;
+//! `producer.id.expiration.ms` is not built, so such a producer is never forgotten.
+
+pub mod snapshot;
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -33,6 +39,9 @@ pub struct BatchMetadata {
     pub first_offset: i64,
     /// Its last offset in the log.
     pub last_offset: i64,
+    /// Its largest timestamp (Kafka's `BatchMetadata.timestamp`): kept for the snapshot entry,
+    /// where Kafka's `producer.id.expiration.ms` reads it.
+    pub timestamp: i64,
 }
 
 /// What the log knows of one producer id.
@@ -157,6 +166,7 @@ impl ProducerStates {
             last_sequence: increment_sequence(header.base_sequence, header.last_offset_delta),
             first_offset: header.base_offset,
             last_offset: header.last_offset(),
+            timestamp: header.max_timestamp,
         };
         let entry = self
             .producers
