@@ -11,9 +11,13 @@
 //! corruption below it is reported (the broker takes the partition offline) without touching
 //! any file.
 //!
+//! The producer state is built when first needed, from the newest producer-state snapshot
+//! file and the batch headers past it ([`snapshots`]: when snapshots are written, synced,
+//! trusted and removed).
+//!
 //! Invariants (checked by [`PartitionLog::check_invariants`]):
 //! `log_start_offset <= recovery_point <= log_end_offset`; segments are contiguous in offsets;
-//! only the last segment is written to.
+//! only the last segment is written to; no producer-state snapshot lies past the log end.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -23,9 +27,15 @@ use crate::storage::Storage;
 use crate::types::Millis;
 
 use super::leader_epochs::LeaderEpochCache;
+use super::producer_state::snapshot::parse_snapshot_name;
 use super::producer_state::ProducerStates;
 use super::segment::{parse_segment_name, LogSegment};
 use super::LogError;
+
+mod snapshots;
+
+use snapshots::ProducerSnapshots;
+pub use snapshots::ProducerStateLoad;
 
 /// The topic configs the log itself uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +141,8 @@ pub struct FlushMark {
     /// what the flush can vouch for (it synced bytes that may since have been cut and
     /// replaced).
     truncations: usize,
+    /// How many producer-state snapshots were written when the flush started (it syncs them).
+    snapshots_written: u64,
 }
 
 /// A flush to run: what to sync, and what becomes durable once it is.
@@ -148,6 +160,10 @@ pub struct PartitionLog<S: Storage> {
     /// The producer state, once built ([`PartitionLog::load_producer_states`]); dropped by a
     /// truncation and rebuilt by the next header walk.
     producer_states: Option<ProducerStates>,
+    /// The producer-state snapshot files.
+    snapshots: ProducerSnapshots<S::File>,
+    /// How the producer state was last built.
+    producer_state_load: Option<ProducerStateLoad>,
     directory: String,
     config: LogConfig,
     segments: BTreeMap<i64, LogSegment<S::File>>,
@@ -273,8 +289,12 @@ impl<S: Storage> PartitionLog<S> {
         clean: bool,
         now: Millis,
     ) -> Result<(Self, RecoveryReport), LogError> {
-        let mut names: Vec<(i64, String)> = storage
-            .list(&format!("{directory}/"))?
+        let listed = storage.list(&format!("{directory}/"))?;
+        let snapshot_offsets: Vec<i64> = listed
+            .iter()
+            .filter_map(|name| parse_snapshot_name(directory, name))
+            .collect();
+        let mut names: Vec<(i64, String)> = listed
             .into_iter()
             .filter_map(|name| parse_segment_name(directory, &name).map(|base| (base, name)))
             .collect();
@@ -306,6 +326,8 @@ impl<S: Storage> PartitionLog<S> {
             truncated_at: Vec::new(),
             leader_epochs: None,
             producer_states: None,
+            snapshots: ProducerSnapshots::default(),
+            producer_state_load: None,
             storage,
             directory: directory.to_owned(),
             config,
@@ -329,6 +351,7 @@ impl<S: Storage> PartitionLog<S> {
         }
         log.log_start_offset = *log.segments.keys().next().expect("at least one segment");
         log.log_end_offset = log.active_segment().next_offset();
+        log.open_snapshots(snapshot_offsets, recovery_point, &report)?;
         if report.corruption.is_none() && log.log_end_offset < recovery_point {
             report.corruption = Some(format!(
                 "the log ends at offset {}, below the recovery point {recovery_point}",
@@ -445,7 +468,8 @@ impl<S: Storage> PartitionLog<S> {
         if self.active_segment().size_bytes() == 0 {
             return Ok(());
         }
-        self.create_segment(self.log_end_offset)
+        self.create_segment(self.log_end_offset)?;
+        self.snapshot_at_roll()
     }
 
     /// Deletes every segment wholly below `start` (never the active one) and moves the log
@@ -470,6 +494,7 @@ impl<S: Storage> PartitionLog<S> {
             if let Some(epochs) = &mut self.leader_epochs {
                 epochs.truncate_from_start(start);
             }
+            self.remove_snapshots_before_start()?;
             return Ok(all);
         }
         let doomed = self
@@ -490,6 +515,7 @@ impl<S: Storage> PartitionLog<S> {
             epochs.truncate_from_start(self.log_start_offset);
         }
         self.recovery_point = self.recovery_point.max(self.log_start_offset);
+        self.remove_snapshots_before_start()?;
         Ok(doomed)
     }
 
@@ -517,16 +543,40 @@ impl<S: Storage> PartitionLog<S> {
         Ok(())
     }
 
-    /// Builds the producer state from the batch headers, if not built yet.
+    /// Builds the producer state, if not built yet (Kafka's `loadProducerState`): from the
+    /// newest valid snapshot and the batch headers at and past its offset (whole segments below
+    /// it are not read), or from every batch header if there is no valid snapshot.
     pub fn load_producer_states(&mut self) -> Result<&ProducerStates, LogError> {
         if self.producer_states.is_none() {
-            let mut states = ProducerStates::default();
-            for segment in self.segments.values() {
-                segment.batch_headers(|header| states.update(header))?;
+            let (mut states, snapshot_offset, invalid_snapshots) = self.newest_snapshot()?;
+            let from = snapshot_offset.unwrap_or(i64::MIN);
+            let first = self
+                .segments
+                .range(..=from)
+                .next_back()
+                .map_or(from, |(base, _)| *base);
+            let mut batches_walked = 0;
+            for segment in self.segments.range(first..).map(|(_, segment)| segment) {
+                segment.batch_headers(|header| {
+                    if header.base_offset >= from {
+                        states.update(header);
+                        batches_walked += 1;
+                    }
+                })?;
             }
+            self.producer_state_load = Some(ProducerStateLoad {
+                snapshot_offset,
+                invalid_snapshots,
+                batches_walked,
+            });
             self.producer_states = Some(states);
         }
         Ok(self.producer_states.as_ref().expect("built above"))
+    }
+
+    /// How the producer state was last built, if it was.
+    pub fn producer_state_load(&self) -> Option<ProducerStateLoad> {
+        self.producer_state_load
     }
 
     /// The leader-epoch cache, if built.
@@ -569,6 +619,7 @@ impl<S: Storage> PartitionLog<S> {
             epochs.truncate_from_end(self.log_end_offset);
         }
         self.producer_states = None;
+        self.remove_snapshots_above(self.log_end_offset)?;
         self.unflushed_messages = 0;
         let directories = self.unsynced_directories();
         let mark = FlushMark {
@@ -576,11 +627,12 @@ impl<S: Storage> PartitionLog<S> {
             directory_changes: self.directory_changes,
             parent_changes: self.parent_changes,
             truncations: self.truncated_at.len(),
+            snapshots_written: self.snapshots.written,
         };
-        let sync = FlushSync {
+        let sync = self.with_snapshots(FlushSync {
             files: vec![file],
             directories,
-        };
+        });
         Ok(Some((sync, mark)))
     }
 
@@ -657,6 +709,7 @@ impl<S: Storage> PartitionLog<S> {
             .is_some_and(|first| header.max_timestamp - first > self.config.segment_ms);
         if active.size_bytes() > 0 && (full || aged) {
             self.create_segment(base_offset)?;
+            self.snapshot_at_roll()?;
             rolled = Some(base_offset);
         }
         let segment = self
@@ -701,8 +754,9 @@ impl<S: Storage> PartitionLog<S> {
             directory_changes: self.directory_changes,
             parent_changes: self.parent_changes,
             truncations: self.truncated_at.len(),
+            snapshots_written: self.snapshots.written,
         };
-        Some((FlushSync { files, directories }, mark))
+        Some((self.with_snapshots(FlushSync { files, directories }), mark))
     }
 
     /// Starts a flush of the segments below `end` (a segment base offset) and of the log's
@@ -723,8 +777,9 @@ impl<S: Storage> PartitionLog<S> {
             directory_changes: self.directory_changes,
             parent_changes: self.parent_changes,
             truncations: self.truncated_at.len(),
+            snapshots_written: self.snapshots.written,
         };
-        Some((FlushSync { files, directories }, mark))
+        Some((self.with_snapshots(FlushSync { files, directories }), mark))
     }
 
     /// The files of the segments holding data past the recovery point, among those whose base
@@ -771,6 +826,7 @@ impl<S: Storage> PartitionLog<S> {
         self.recovery_point = self.recovery_point.max(mark.offset.min(cap));
         self.directory_synced = self.directory_synced.max(mark.directory_changes);
         self.parent_synced = self.parent_synced.max(mark.parent_changes);
+        self.snapshots.synced(mark.snapshots_written);
     }
 
     /// When `flush.ms` next requires a flush, if there is unflushed data.
@@ -851,6 +907,7 @@ impl<S: Storage> PartitionLog<S> {
             self.directory_synced <= self.directory_changes,
             "synced directory changes that never happened"
         );
+        self.check_snapshot_invariants();
         let active = self.active_segment();
         assert_eq!(
             active.next_offset(),
@@ -883,3 +940,6 @@ mod tests;
 
 #[cfg(test)]
 mod recovery_props;
+
+#[cfg(test)]
+mod snapshot_tests;

@@ -1,13 +1,15 @@
 //! Property tests of recovery over arbitrary segment bytes: whatever a crash or a bad disk
 //! leaves past the recovery point, start-up keeps every durable batch byte for byte, keeps only
 //! whole original batches after it, and never panics; whatever lies below it is reported, never
-//! deleted.
+//! deleted. The producer state loaded after recovery (from the snapshot files, damaged or not,
+//! and the headers past them) is the one every header the log serves rebuilds.
 
 use proptest::prelude::*;
 
 use super::*;
+use crate::log::producer_state::ProducerStates;
 use crate::log::segment::parse_segment_name;
-use crate::protocol::record_batch::{build_batch, validate_batch};
+use crate::protocol::record_batch::{build_batch, stamp_producer, validate_batch};
 use crate::storage::memory::{MemoryFile, MemoryStorage};
 use crate::storage::StorageFile;
 
@@ -30,12 +32,15 @@ fn open(
     PartitionLog::open(storage.clone(), "t-0", config(), recovery_point, Millis(0)).expect("open")
 }
 
-/// Appends `count` batches of one record each; returns each batch as stored.
+/// Appends `count` batches of one record each, from three idempotent producers in turn;
+/// returns each batch as stored.
 fn append(log: &mut PartitionLog<MemoryStorage>, first: usize, count: usize) -> Vec<Vec<u8>> {
     (first..first + count)
         .map(|index| {
             let value = format!("value-{index}-{}", "x".repeat(index % 7));
-            let mut batch = build_batch(&[(None, Some(value.as_bytes()))], 1).to_vec();
+            let batch = build_batch(&[(None, Some(value.as_bytes()))], 1);
+            let (producer_id, sequence) = ((index % 3) as i64, (index / 3) as i32);
+            let mut batch = stamp_producer(&batch, producer_id, 0, sequence).to_vec();
             let header = validate_batch(&batch).expect("valid");
             log.append(&mut batch, &header, 0).expect("append");
             batch
@@ -90,6 +95,15 @@ fn batches(log: &PartitionLog<MemoryStorage>) -> Result<Vec<(i64, Vec<u8>)>, Log
         }
     }
     Ok(out)
+}
+
+/// The producer state of the batches `served`, rebuilt from each header.
+fn states_of(served: &[(i64, Vec<u8>)]) -> ProducerStates {
+    let mut states = ProducerStates::default();
+    for (_, bytes) in served {
+        states.update(&validate_batch(bytes).expect("served batches are valid"));
+    }
+    states
 }
 
 /// One change a crash or a bad disk may leave in a file.
@@ -201,6 +215,7 @@ proptest! {
                 prop_assert_eq!(&bytes[16..], &original[offset][16..]);
             }
         }
+        prop_assert_eq!(log.load_producer_states().expect("load"), &states_of(&served));
 
         // The recovered log takes appends where it ends, and a second start-up agrees.
         let end = log.log_end_offset();
@@ -208,11 +223,13 @@ proptest! {
         flush(&storage, &mut log);
         let recovery_point = log.recovery_point();
         drop(log);
-        let (log, report) = open(&storage, recovery_point);
+        let (mut log, report) = open(&storage, recovery_point);
         prop_assert!(report.corruption.is_none(), "{:?}", report);
         prop_assert_eq!(log.log_end_offset(), end + 2);
         log.check_invariants();
-        prop_assert_eq!(batches(&log).expect("no corruption").len() as i64, end + 2);
+        let served = batches(&log).expect("no corruption");
+        prop_assert_eq!(served.len() as i64, end + 2);
+        prop_assert_eq!(log.load_producer_states().expect("load"), &states_of(&served));
     }
 
     /// Damage anywhere, the durable part included: start-up never panics, never deletes a

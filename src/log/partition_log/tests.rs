@@ -44,6 +44,15 @@ fn file_names(files: &[MemoryFile]) -> Vec<String> {
     files.iter().map(|file| format!("{file:?}")).collect()
 }
 
+/// The log's segment files (not its producer-state snapshots), in offset order.
+fn segment_names(storage: &MemoryStorage) -> Vec<String> {
+    let names = storage.list("t-0/").expect("list");
+    names
+        .into_iter()
+        .filter(|name| parse_segment_name("t-0", name).is_some())
+        .collect()
+}
+
 #[test]
 fn offsets_are_assigned_in_order_across_segment_rolls_and_survive_reopen() {
     let storage = MemoryStorage::new();
@@ -107,7 +116,8 @@ fn corruption_below_the_recovery_point_is_reported_and_nothing_is_deleted() {
     assert!(segments >= 3);
     drop(log);
     // The last segment holds the recovery point, so start-up scans it.
-    let names = storage.list("t-0/").expect("list");
+    let files = storage.list("t-0/").expect("list");
+    let names = segment_names(&storage);
     let name = names.last().expect("segments").as_str();
     let file = storage.open(name).expect("segment");
     let len = file.len().expect("len");
@@ -121,10 +131,11 @@ fn corruption_below_the_recovery_point_is_reported_and_nothing_is_deleted() {
     );
     assert_eq!(report.deleted_segments, 0);
     assert_eq!(report.truncated_bytes, 0);
+    assert_eq!(segment_names(&storage).len(), segments);
     assert_eq!(
-        storage.list("t-0/").expect("list").len(),
-        segments,
-        "every file kept"
+        storage.list("t-0/").expect("list"),
+        files,
+        "every file kept, the producer-state snapshots too"
     );
     assert_eq!(
         storage.open(name).expect("open").len().expect("len"),
@@ -209,11 +220,15 @@ fn a_flush_covers_every_segment_past_the_recovery_point_and_the_new_entry() {
         append_value(&mut log, "rolls");
     }
     let (newer, mark) = log.start_flush(Millis(0)).expect("in flight");
+    let base = log.snapshot_offsets()[0];
     assert_eq!(
-        newer.files.len(),
-        2,
-        "the new segment's flush also syncs the old one: {:?}",
-        file_names(&newer.files)
+        file_names(&newer.files),
+        vec![
+            "MemoryFile(t-0/00000000000000000000.log)".to_owned(),
+            format!("MemoryFile(t-0/{base:020}.log)"),
+            format!("MemoryFile(t-0/{base:020}.snapshot)"),
+        ],
+        "the new segment's flush also syncs the old one, and the roll's snapshot"
     );
     assert_eq!(
         newer.directories,
@@ -261,7 +276,7 @@ fn a_torn_gap_between_segments_past_the_recovery_point_deletes_the_later_ones() 
         append_value(&mut log, &format!("value-{index}"));
     }
     drop(log);
-    let names = storage.list("t-0/").expect("list");
+    let names = segment_names(&storage);
     storage.remove(&names[1]).expect("a segment vanished");
     let (log, report) = open(&storage, 150, 0);
     assert_eq!(report.deleted_segments as usize, names.len() - 2);
