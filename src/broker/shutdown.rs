@@ -1,7 +1,9 @@
-//! A clean shutdown: flush every log, checkpoint the recovery points (now the log ends), then
-//! write the clean-shutdown marker, the way Kafka's `LogManager.shutdown` does. The next start
-//! finds the marker, deletes it durably before serving, and trusts the logs: the active
-//! segment is walked by batch headers instead of being recovered (no CRC checks, no rewrite).
+//! A clean shutdown: snapshot every log's producer state at its end and flush every log,
+//! checkpoint the recovery points (now the log ends), then write the clean-shutdown marker, the
+//! way Kafka's `LogManager.shutdown` does. The next start finds the marker, deletes it durably
+//! before serving, and trusts the logs: the active segment is walked by batch headers instead of
+//! being recovered (no CRC checks, no rewrite), and the producer state is read from the
+//! snapshot at the log end.
 //!
 //! The marker is written only when every flush and checkpoint succeeded and no partition is
 //! offline; otherwise the broker stops without it and the next start recovers as after a crash.
@@ -43,6 +45,7 @@ impl<S: Storage> Broker<S> {
         }
         tracing::info!("shutting down: flushing every log");
         self.closing = Some(Closing::Flushing);
+        self.take_producer_snapshots();
         let partitions: Vec<TopicPartition> = self
             .replicas
             .iter()
@@ -53,6 +56,20 @@ impl<S: Storage> Broker<S> {
             self.flush_partition(now, &topic_partition, out);
         }
         self.advance_shutdown(now, out);
+    }
+
+    /// Snapshots every online log's producer state at its end, as Kafka's `UnifiedLog.close`
+    /// does, so the next start reads it instead of walking headers; the flushes that follow
+    /// sync the files. A snapshot that cannot be written is only a longer walk next time.
+    fn take_producer_snapshots(&mut self) {
+        for (topic_partition, partition) in self.replicas.iter_mut() {
+            if partition.offline().is_some() {
+                continue;
+            }
+            if let Err(error) = partition.log.maybe_take_snapshot() {
+                tracing::warn!(%topic_partition, %error, "cannot snapshot the producer state");
+            }
+        }
     }
 
     /// Moves a shutdown on once nothing is in flight (called after every flush completion).

@@ -900,6 +900,11 @@ fn a_clean_shutdown_survives_power_loss_and_the_next_start_trusts_the_logs() {
             .log;
         assert_eq!(log.log_end_offset(), 4);
         assert_eq!(log.recovery_point(), 4);
+        assert_eq!(
+            log.snapshot_offsets().last(),
+            Some(&4),
+            "the producer-state snapshot the shutdown took at the log end is durable"
+        );
     }
     report.to_sync.complete_now(&storage).expect("sync");
     assert!(
