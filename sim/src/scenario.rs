@@ -332,6 +332,14 @@ pub enum FileSelector {
     Segments,
     /// Files whose name starts with this.
     Prefix(String),
+    /// Files whose name starts with `prefix` and ends with `suffix` (`orders-*.log`: that
+    /// topic's segments, not its producer-state snapshots).
+    Pattern {
+        /// What the name starts with.
+        prefix: String,
+        /// What it ends with.
+        suffix: String,
+    },
 }
 
 impl FileSelector {
@@ -342,6 +350,11 @@ impl FileSelector {
                 .extension()
                 .is_some_and(|extension| extension == "log"),
             FileSelector::Prefix(prefix) => name.starts_with(prefix.as_str()),
+            FileSelector::Pattern { prefix, suffix } => {
+                name.len() >= prefix.len() + suffix.len()
+                    && name.starts_with(prefix.as_str())
+                    && name.ends_with(suffix.as_str())
+            }
         }
     }
 }
@@ -1217,7 +1230,13 @@ impl FaultBuilder<'_> {
         let files = match self.raw.files.as_ref().map(Spanned::get_ref) {
             None => FileSelector::Segments,
             Some(text) if text == "segments" => FileSelector::Segments,
-            Some(prefix) => FileSelector::Prefix(prefix.clone()),
+            Some(pattern) => match pattern.split_once('*') {
+                Some((prefix, suffix)) => FileSelector::Pattern {
+                    prefix: prefix.to_owned(),
+                    suffix: suffix.to_owned(),
+                },
+                None => FileSelector::Prefix(pattern.clone()),
+            },
         };
         Ok(FaultAction::Corrupt {
             target: self.broker()?,

@@ -229,3 +229,29 @@ fn selectors_name_declared_partitions_and_resolve_when_the_fault_fires() {
     );
     assert!(error_of(&text).contains("or a selector: leader(P)"));
 }
+
+#[test]
+fn a_corrupt_fault_selects_files_by_prefix_or_by_prefix_and_suffix() {
+    let text = GOOD.replace(
+        "kind = \"corrupt\"\ntarget = \"broker-0\"\n",
+        "kind = \"corrupt\"\ntarget = \"broker-0\"\nfiles = \"orders-*.log\"\n",
+    );
+    let scenario = parse("t.toml", &text).expect("valid");
+    let FaultAction::Corrupt { files, .. } = &scenario.faults[2].action else {
+        panic!("a corrupt fault: {:?}", scenario.faults[2].action);
+    };
+    assert!(files.matches("orders-0/00000000000000000000.log"));
+    assert!(!files.matches("orders-0/00000000000000000012.snapshot"));
+    assert!(!files.matches("audit-0/00000000000000000000.log"));
+    let overlapping = FileSelector::Pattern {
+        prefix: "ab".into(),
+        suffix: "bc".into(),
+    };
+    assert!(
+        !overlapping.matches("abc"),
+        "prefix and suffix may not overlap"
+    );
+    assert!(
+        FileSelector::Prefix("orders-".into()).matches("orders-0/00000000000000000012.snapshot")
+    );
+}
