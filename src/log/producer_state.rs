@@ -186,6 +186,34 @@ impl ProducerStates {
     }
 }
 
+/// The header of an idempotent batch of `count` records, for the tests of this module and
+/// of [`snapshot`].
+#[cfg(test)]
+fn test_batch(
+    producer_id: i64,
+    epoch: i16,
+    sequence: i32,
+    base_offset: i64,
+    count: i32,
+    timestamp: i64,
+) -> RecordBatchHeader {
+    RecordBatchHeader {
+        base_offset,
+        batch_length: 0,
+        partition_leader_epoch: 0,
+        magic: 2,
+        crc: 0,
+        attributes: 0,
+        last_offset_delta: count - 1,
+        base_timestamp: timestamp,
+        max_timestamp: timestamp,
+        producer_id,
+        producer_epoch: epoch,
+        base_sequence: sequence,
+        records_count: count,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,21 +225,7 @@ mod tests {
         base_offset: i64,
         count: i32,
     ) -> RecordBatchHeader {
-        RecordBatchHeader {
-            base_offset,
-            batch_length: 0,
-            partition_leader_epoch: 0,
-            magic: 2,
-            crc: 0,
-            attributes: 0,
-            last_offset_delta: count - 1,
-            base_timestamp: 0,
-            max_timestamp: 0,
-            producer_id,
-            producer_epoch: epoch,
-            base_sequence: sequence,
-            records_count: count,
-        }
+        test_batch(producer_id, epoch, sequence, base_offset, count, 0)
     }
 
     #[test]

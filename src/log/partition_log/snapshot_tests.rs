@@ -89,6 +89,39 @@ impl Written {
     }
 }
 
+/// A log opened on `storage` with `rounds` rounds of batches written to it (see
+/// [`Written::rounds`]).
+fn written_rounds(storage: &MemoryStorage, rounds: i32) -> (PartitionLog<MemoryStorage>, Written) {
+    let mut log = open(storage, 0);
+    let mut written = Written::default();
+    written.rounds(&mut log, rounds);
+    (log, written)
+}
+
+/// The reopened `log` (ending at `end`) loads the state `written` left below `end` from the
+/// snapshot at `snapshot`, after deleting `invalid` invalid ones, walking only the headers
+/// past it.
+fn assert_loaded_from(
+    log: &mut PartitionLog<MemoryStorage>,
+    written: &Written,
+    end: i64,
+    snapshot: i64,
+    invalid: u64,
+) {
+    assert_eq!(
+        log.load_producer_states().expect("load"),
+        &written.states_below(end)
+    );
+    assert_eq!(
+        log.producer_state_load(),
+        Some(ProducerStateLoad {
+            snapshot_offset: Some(snapshot),
+            invalid_snapshots: invalid,
+            batches_walked: written.batches_from(snapshot),
+        })
+    );
+}
+
 fn flush(storage: &MemoryStorage, log: &mut PartitionLog<MemoryStorage>) {
     let (sync, mark) = log.start_flush(Millis(0)).expect("something to flush");
     sync.complete_now(storage).expect("sync");
@@ -119,9 +152,7 @@ fn retry_of(header: &RecordBatchHeader) -> RecordBatchHeader {
 #[test]
 fn a_roll_writes_a_snapshot_and_a_reopened_log_walks_only_the_headers_past_it() {
     let storage = MemoryStorage::new();
-    let mut log = open(&storage, 0);
-    let mut written = Written::default();
-    written.rounds(&mut log, 4);
+    let (mut log, written) = written_rounds(&storage, 4);
     let bases = segment_bases(&log);
     assert!(bases.len() >= 3, "small segments roll: {bases:?}");
     assert_eq!(
@@ -148,27 +179,14 @@ fn a_roll_writes_a_snapshot_and_a_reopened_log_walks_only_the_headers_past_it() 
 
     let mut log = open(&storage, end);
     let newest = *bases.last().expect("segments");
-    assert_eq!(
-        log.load_producer_states().expect("load"),
-        &written.states_below(end)
-    );
-    assert_eq!(
-        log.producer_state_load(),
-        Some(ProducerStateLoad {
-            snapshot_offset: Some(newest),
-            invalid_snapshots: 0,
-            batches_walked: written.batches_from(newest),
-        })
-    );
+    assert_loaded_from(&mut log, &written, end, newest, 0);
     assert!(written.batches_from(newest) < written.headers.len() as u64);
 }
 
 #[test]
 fn a_torn_or_garbled_snapshot_is_ignored_and_the_state_is_still_right() {
     let storage = MemoryStorage::new();
-    let mut log = open(&storage, 0);
-    let mut written = Written::default();
-    written.rounds(&mut log, 4);
+    let (mut log, written) = written_rounds(&storage, 4);
     flush(&storage, &mut log);
     let end = log.log_end_offset();
     let snapshots = log.snapshot_offsets();
@@ -183,18 +201,7 @@ fn a_torn_or_garbled_snapshot_is_ignored_and_the_state_is_still_right() {
     garbled.write_all_at(&[0x5a], 20).expect("a flipped byte");
 
     let mut log = open(&storage, end);
-    assert_eq!(
-        log.load_producer_states().expect("load"),
-        &written.states_below(end)
-    );
-    assert_eq!(
-        log.producer_state_load(),
-        Some(ProducerStateLoad {
-            snapshot_offset: Some(older),
-            invalid_snapshots: 1,
-            batches_walked: written.batches_from(older),
-        })
-    );
+    assert_loaded_from(&mut log, &written, end, older, 1);
     assert!(
         !snapshot_files(&storage).contains(&newest),
         "the garbled file is deleted"
@@ -223,9 +230,7 @@ fn a_torn_or_garbled_snapshot_is_ignored_and_the_state_is_still_right() {
 #[test]
 fn a_snapshot_past_the_log_end_after_a_power_loss_is_ignored_and_removed() {
     let storage = MemoryStorage::new();
-    let mut log = open(&storage, 0);
-    let mut written = Written::default();
-    written.rounds(&mut log, 2);
+    let (mut log, mut written) = written_rounds(&storage, 2);
     flush(&storage, &mut log);
     let durable = log.log_end_offset();
     written.rounds(&mut log, 3);
@@ -320,9 +325,7 @@ fn a_snapshot_past_the_recovery_point_is_not_trusted_after_its_removal_was_lost(
 #[test]
 fn truncation_removes_the_snapshots_past_the_new_end() {
     let storage = MemoryStorage::new();
-    let mut log = open(&storage, 0);
-    let mut written = Written::default();
-    written.rounds(&mut log, 4);
+    let (mut log, mut written) = written_rounds(&storage, 4);
     flush(&storage, &mut log);
     let snapshots = log.snapshot_offsets();
     assert!(snapshots.len() >= 2, "{snapshots:?}");

@@ -243,30 +243,7 @@ fn decrement_sequence(sequence: i32, decrement: i32) -> Option<i32> {
 mod tests {
     use super::*;
 
-    fn batch(
-        producer_id: i64,
-        epoch: i16,
-        sequence: i32,
-        base_offset: i64,
-        count: i32,
-        timestamp: i64,
-    ) -> RecordBatchHeader {
-        RecordBatchHeader {
-            base_offset,
-            batch_length: 0,
-            partition_leader_epoch: 0,
-            magic: MAGIC_V2,
-            crc: 0,
-            attributes: 0,
-            last_offset_delta: count - 1,
-            base_timestamp: timestamp,
-            max_timestamp: timestamp,
-            producer_id,
-            producer_epoch: epoch,
-            base_sequence: sequence,
-            records_count: count,
-        }
-    }
+    use super::super::test_batch as batch;
 
     #[test]
     fn one_entry_is_laid_out_as_kafkas_snapshot_schema() {

@@ -4,7 +4,7 @@
 //! has lost track.
 
 use super::*;
-use crate::protocol::record_batch::validate_batch;
+use crate::protocol::record_batch::{validate_batch, RecordBatchHeader};
 
 /// A core with `enable.idempotence=true` (acks=all, retries, at most 5 in flight).
 fn idempotent(pairs: &[(&str, &str)]) -> ProducerCore {
@@ -31,8 +31,8 @@ fn producer_id(id: i64) -> ProducerInput {
     }
 }
 
-/// Every batch sent in `outputs`: (partition, producer id, first sequence, records).
-fn stamps(outputs: &[ProducerOutput]) -> Vec<(i32, i64, i32, i32)> {
+/// Every batch sent in `outputs`: its partition and its header.
+fn sent_headers(outputs: &[ProducerOutput]) -> Vec<(i32, RecordBatchHeader)> {
     outputs
         .iter()
         .filter_map(|output| match output {
@@ -47,8 +47,18 @@ fn stamps(outputs: &[ProducerOutput]) -> Vec<(i32, i64, i32, i32)> {
         })
         .map(|data| {
             let header = validate_batch(data.records.as_ref().expect("records")).expect("valid");
+            (data.index, header)
+        })
+        .collect()
+}
+
+/// Every batch sent in `outputs`: (partition, producer id, first sequence, records).
+fn stamps(outputs: &[ProducerOutput]) -> Vec<(i32, i64, i32, i32)> {
+    sent_headers(outputs)
+        .into_iter()
+        .map(|(partition, header)| {
             (
-                data.index,
+                partition,
                 header.producer_id,
                 header.base_sequence,
                 header.records_count,
@@ -90,23 +100,9 @@ fn started(pairs: &[(&str, &str)], id: i64) -> (ProducerCore, Vec<ProducerOutput
 
 /// The epoch of every batch sent in `outputs`.
 fn epochs(outputs: &[ProducerOutput]) -> Vec<i16> {
-    outputs
-        .iter()
-        .filter_map(|output| match output {
-            ProducerOutput::Request { request, .. } => Some(request),
-            _ => None,
-        })
-        .flat_map(|request| {
-            request
-                .topic_data
-                .iter()
-                .flat_map(|topic| &topic.partition_data)
-        })
-        .map(|data| {
-            validate_batch(data.records.as_ref().expect("records"))
-                .expect("valid")
-                .producer_epoch
-        })
+    sent_headers(outputs)
+        .into_iter()
+        .map(|(_, header)| header.producer_epoch)
         .collect()
 }
 
