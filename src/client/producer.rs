@@ -1061,10 +1061,10 @@ impl ProducerCore {
 
     /// The broker refused an idempotent batch's stamp. A batch of an older epoch (a reset is
     /// under way or done) goes to [`ProducerCore::retry_or_fail`], which gives it up if an
-    /// earlier attempt may have been written and has it stamped afresh otherwise; a batch behind an earlier one of its
-    /// partition that is still unfinished (it failed and will be retried first) is retried as
-    /// is; otherwise the broker lost track of the sequence (say, records lost to a failover):
-    /// the batch fails and the producer resets.
+    /// earlier attempt may have been written and has it stamped afresh otherwise; a batch
+    /// behind an earlier one of its partition that is still unfinished (it failed and will be
+    /// retried first) is retried as is; otherwise the broker lost track of the sequence (say,
+    /// records lost to a failover): the batch fails and the producer resets.
     fn on_sequence_error(
         &mut self,
         now: Millis,
@@ -1118,13 +1118,11 @@ impl ProducerCore {
         idempotence.reset();
         let mut stale = Vec::new();
         self.batches.retain(|_, deque| {
-            deque.retain(|batch| {
-                let keep = !stamped_and_maybe_written(batch);
-                if !keep {
-                    stale.push(batch.clone());
-                }
-                keep
-            });
+            let (given_up, kept): (VecDeque<Batch>, _) = std::mem::take(deque)
+                .into_iter()
+                .partition(stamped_and_maybe_written);
+            stale.extend(given_up);
+            *deque = kept;
             !deque.is_empty()
         });
         for batch in stale {

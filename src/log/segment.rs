@@ -53,13 +53,24 @@ pub struct LogSegment<F> {
 
 /// `orders-0/00000000000000000042.log`.
 pub fn segment_name(directory: &str, base_offset: i64) -> String {
-    format!("{directory}/{base_offset:020}.log")
+    offset_file_name(directory, base_offset, "log")
 }
 
 /// The base offset encoded in a segment file name.
 pub fn parse_segment_name(directory: &str, name: &str) -> Option<i64> {
+    parse_offset_file_name(directory, name, "log")
+}
+
+/// A log file named by an offset, as Kafka names them: `{directory}/{offset:020}.{extension}`.
+pub(crate) fn offset_file_name(directory: &str, offset: i64, extension: &str) -> String {
+    format!("{directory}/{offset:020}.{extension}")
+}
+
+/// The offset in the name of a file of `directory` named by [`offset_file_name`] with
+/// `extension`.
+pub(crate) fn parse_offset_file_name(directory: &str, name: &str, extension: &str) -> Option<i64> {
     let file = name.strip_prefix(directory)?.strip_prefix('/')?;
-    let digits = file.strip_suffix(".log")?;
+    let digits = file.strip_suffix(extension)?.strip_suffix('.')?;
     (digits.len() == 20).then(|| digits.parse().ok()).flatten()
 }
 

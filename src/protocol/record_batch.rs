@@ -75,13 +75,16 @@ pub struct RecordBatchHeader {
     pub records_count: i32,
 }
 
-fn be_i64(bytes: &[u8], at: usize) -> i64 {
+/// The big-endian `i64` at `at` (the caller checked the length).
+pub(crate) fn be_i64(bytes: &[u8], at: usize) -> i64 {
     i64::from_be_bytes(bytes[at..at + 8].try_into().expect("8-byte slice"))
 }
-fn be_i32(bytes: &[u8], at: usize) -> i32 {
+/// The big-endian `i32` at `at` (the caller checked the length).
+pub(crate) fn be_i32(bytes: &[u8], at: usize) -> i32 {
     i32::from_be_bytes(bytes[at..at + 4].try_into().expect("4-byte slice"))
 }
-fn be_i16(bytes: &[u8], at: usize) -> i16 {
+/// The big-endian `i16` at `at` (the caller checked the length).
+pub(crate) fn be_i16(bytes: &[u8], at: usize) -> i16 {
     i16::from_be_bytes(bytes[at..at + 2].try_into().expect("2-byte slice"))
 }
 

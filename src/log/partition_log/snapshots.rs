@@ -29,6 +29,7 @@
 //! A log whose recovery reports corruption touches no snapshot file either (it goes offline).
 
 use std::collections::BTreeSet;
+use std::ops::RangeBounds;
 
 use crate::log::producer_state::snapshot::{is_snapshot_length, snapshot_name};
 use crate::log::producer_state::ProducerStates;
@@ -95,9 +96,7 @@ impl<S: Storage> PartitionLog<S> {
             if offset <= recovery_point {
                 self.snapshots.offsets.insert(offset);
             } else {
-                self.storage
-                    .remove(&snapshot_name(&self.directory, offset))?;
-                self.directory_changes += 1;
+                self.remove_snapshot(offset)?;
             }
         }
         Ok(())
@@ -188,11 +187,7 @@ impl<S: Storage> PartitionLog<S> {
 
     /// A truncation: the snapshots past the new log end describe records that are gone.
     pub(super) fn remove_snapshots_above(&mut self, end: i64) -> Result<(), LogError> {
-        let doomed: Vec<i64> = self.snapshots.offsets.range(end + 1..).copied().collect();
-        for offset in doomed {
-            self.remove_snapshot(offset)?;
-        }
-        Ok(())
+        self.remove_snapshots_in(end + 1..)
     }
 
     /// Retention moved the log start: the newest snapshot at or below it stays (it still knows
@@ -207,7 +202,11 @@ impl<S: Storage> PartitionLog<S> {
         else {
             return Ok(());
         };
-        let doomed: Vec<i64> = self.snapshots.offsets.range(..kept).copied().collect();
+        self.remove_snapshots_in(..kept)
+    }
+
+    fn remove_snapshots_in(&mut self, offsets: impl RangeBounds<i64>) -> Result<(), LogError> {
+        let doomed: Vec<i64> = self.snapshots.offsets.range(offsets).copied().collect();
         for offset in doomed {
             self.remove_snapshot(offset)?;
         }

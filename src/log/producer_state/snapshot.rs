@@ -29,7 +29,8 @@
 //! [`increment_sequence`] for every sequence a producer stamps (0 and up).
 
 use super::{increment_sequence, ProducerStates};
-use crate::protocol::record_batch::{RecordBatchHeader, MAGIC_V2};
+use crate::log::segment::{offset_file_name, parse_offset_file_name};
+use crate::protocol::record_batch::{be_i16, be_i32, be_i64, RecordBatchHeader, MAGIC_V2};
 
 /// The only version Kafka writes and reads.
 pub const SNAPSHOT_VERSION: i16 = 1;
@@ -46,14 +47,12 @@ const NO_TRANSACTION: i64 = -1;
 
 /// `orders-0/00000000000000000042.snapshot`.
 pub fn snapshot_name(directory: &str, offset: i64) -> String {
-    format!("{directory}/{offset:020}.snapshot")
+    offset_file_name(directory, offset, "snapshot")
 }
 
 /// The offset encoded in a snapshot file name.
 pub fn parse_snapshot_name(directory: &str, name: &str) -> Option<i64> {
-    let file = name.strip_prefix(directory)?.strip_prefix('/')?;
-    let digits = file.strip_suffix(".snapshot")?;
-    (digits.len() == 20).then(|| digits.parse().ok()).flatten()
+    parse_offset_file_name(directory, name, "snapshot")
 }
 
 /// Whether a file of `len` bytes can hold a snapshot (checked before it is read).
@@ -180,16 +179,6 @@ impl ProducerStates {
         let entry = self.producers.get(&producer_id)?;
         entry.batches.back().map(|batch| batch.last_offset)
     }
-}
-
-fn be_i16(bytes: &[u8], at: usize) -> i16 {
-    i16::from_be_bytes(bytes[at..at + 2].try_into().expect("2-byte slice"))
-}
-fn be_i32(bytes: &[u8], at: usize) -> i32 {
-    i32::from_be_bytes(bytes[at..at + 4].try_into().expect("4-byte slice"))
-}
-fn be_i64(bytes: &[u8], at: usize) -> i64 {
-    i64::from_be_bytes(bytes[at..at + 8].try_into().expect("8-byte slice"))
 }
 
 /// The batch header an entry describes (the fields [`ProducerStates::update`] reads).
