@@ -102,7 +102,11 @@ def measure(pid: int, cmd: list[str], timeout: float, log: Path) -> Measured:
 
 
 def workloads_for(client: str, partitions: int, acks: list[str], compression: list[str] | None = None) -> list[Workload]:
-    out = [Workload("produce", client, partitions, a) for a in acks]
+    out = []
+    for a in acks:
+        out.append(Workload("produce", client, partitions, a))
+        if client == "rdkafka":
+            out.append(Workload("produce", client, partitions, a, native=True))
     if client == "rdkafka" and "all" in acks:
         out += [Workload("produce", client, partitions, "all", compression=c) for c in compression or []]
     if client == "java" and partitions == 1 and "all" in acks:

@@ -2,7 +2,8 @@
 
 Two clients run the same workloads:
   java     Kafka's own org.apache.kafka.tools.ProducerPerformance / ConsumerPerformance (kafka-tools 4.4.0)
-  rdkafka  bench/perf/rdk_perf.py (confluent-kafka, i.e. librdkafka), same summary line format
+  rdkafka  bench/perf/rdk_perf.py (confluent-kafka, i.e. librdkafka), same summary line format,
+           and its C twins bench/perf/rdk_produce.c and rdk_consume.c
   seedlog  `seedlog perf produce|consume` (the seedlog clients; Kafka's perf tools' output format)
 """
 from __future__ import annotations
@@ -127,8 +128,8 @@ class Workload:
     # whose local queue filled, which penalises the faster broker (docs/BENCHMARKS.md).
     short_queue_backoff: bool = False
     compression: str | None = None  # librdkafka producer's compression.type (None: none)
-    # librdkafka's consumer driven from C (bench/perf/rdk_consume.c) instead of Python: the
-    # Python loop makes an object per record and caps both brokers near 1 M records/s here.
+    # librdkafka driven from C (bench/perf/rdk_consume.c, rdk_produce.c) instead of Python: the
+    # Python loops make an object or a call per record and cap both brokers here.
     native: bool = False
 
     @property
@@ -157,7 +158,8 @@ class Workload:
             ("consume", "seedlog"): "seedlog perf consume (assign)",
         }[(self.op, self.client)]
         if self.native:
-            tool = tool.replace("librdkafka consumer", "librdkafka consumer in C")
+            tool = tool.replace("librdkafka consumer", "librdkafka consumer in C").replace(
+                "librdkafka producer", "librdkafka producer in C")
         text = f"{self.op} · {tool} · {self.partitions}p"
         if self.acks:
             text += f" · acks={self.acks}"
@@ -182,26 +184,23 @@ def seedlog_bin() -> str:
     return os.environ.get("SEEDLOG_BIN") or str(Path(__file__).resolve().parents[2] / "target/release/seedlog")
 
 
-RDK_CONSUME_SRC = Path(__file__).resolve().parent / "rdk_consume.c"
-
-
-def rdk_consume_bin() -> Path:
-    """bench/perf/rdk_consume.c, compiled once into bench/.cache (needs librdkafka's headers:
-    Debian's librdkafka-dev); an OSError says why it could not be built."""
+def rdk_bin(name: str) -> Path:
+    """bench/perf/NAME.c (rdk_consume, rdk_produce), compiled once into bench/.cache (needs
+    librdkafka's headers: Debian's librdkafka-dev); an OSError says why it could not be built."""
     import shutil
     import subprocess
 
-    out = Path(__file__).resolve().parents[1] / ".cache" / "rdk_consume"
-    if out.exists() and out.stat().st_mtime >= RDK_CONSUME_SRC.stat().st_mtime:
+    src = Path(__file__).resolve().parent / f"{name}.c"
+    out = Path(__file__).resolve().parents[1] / ".cache" / name
+    if out.exists() and out.stat().st_mtime >= src.stat().st_mtime:
         return out
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
-        raise OSError("no C compiler for bench/perf/rdk_consume.c")
+        raise OSError(f"no C compiler for bench/perf/{name}.c")
     out.parent.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run([cc, "-O2", "-o", str(out), str(RDK_CONSUME_SRC), "-lrdkafka"],
-                       capture_output=True, text=True)
+    r = subprocess.run([cc, "-O2", "-o", str(out), str(src), "-lrdkafka"], capture_output=True, text=True)
     if r.returncode != 0:
-        raise OSError(f"building rdk_consume (apt-get install librdkafka-dev?): {r.stderr.strip()[:200]}")
+        raise OSError(f"building {name} (apt-get install librdkafka-dev?): {r.stderr.strip()[:200]}")
     return out
 
 
@@ -226,6 +225,9 @@ def produce_cmd(w: Workload, bootstrap: str, topic: str, records: int, record_si
                 "--num-records", str(records), "--record-size", str(record_size), "--throughput", "-1",
                 "--producer-props", f"acks={w.acks}", "enable.idempotence=false"]
     extra = ["-X", f"compression.type={w.compression}"] if w.compression else []
+    if w.native:
+        return [str(rdk_bin("rdk_produce")), "--bootstrap", bootstrap, "--topic", topic,
+                "--num-records", str(records), "--record-size", str(record_size), "--acks", w.acks, *extra]
     return [str(python), str(rdk_perf), "produce", "--bootstrap", bootstrap, "--topic", topic,
             "--num-records", str(records), "--record-size", str(record_size), "--acks", w.acks, *extra]
 
@@ -243,7 +245,7 @@ def consume_cmd(w: Workload, bootstrap: str, topic: str, records: int, group: st
                 "--messages", str(records)]
     extra = ["-X", "fetch.queue.backoff.ms=10"] if w.short_queue_backoff else []
     if w.native:
-        return [str(rdk_consume_bin()), "--bootstrap", bootstrap, "--topic", topic, "--num-records", str(records),
+        return [str(rdk_bin("rdk_consume")), "--bootstrap", bootstrap, "--topic", topic, "--num-records", str(records),
                 *extra]
     return [str(python), str(rdk_perf), "consume", "--bootstrap", bootstrap, "--topic", topic,
             "--num-records", str(records), *extra]
