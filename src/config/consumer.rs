@@ -80,6 +80,9 @@ pub struct ConsumerConfig {
     pub max_poll_interval_ms: i32,
     /// `auto.commit.interval.ms` (default 5000).
     pub auto_commit_interval_ms: u64,
+    /// `max.poll.records` (default 500): the most records one poll returns; the rest wait for
+    /// the next poll, and their partitions are not fetched meanwhile.
+    pub max_poll_records: usize,
     /// `partition.assignment.strategy`: the assignors offered in JoinGroup, most preferred first
     /// (default `range`; Kafka's default also offers `cooperative-sticky`, which seedlog lacks).
     pub partition_assignment_strategy: Vec<Assignor>,
@@ -108,6 +111,7 @@ impl Default for ConsumerConfig {
             heartbeat_interval_ms: 3_000,
             max_poll_interval_ms: 300_000,
             auto_commit_interval_ms: 5_000,
+            max_poll_records: 500,
             partition_assignment_strategy: vec![Assignor::Range],
         }
     }
@@ -151,6 +155,7 @@ impl Configurable for ConsumerConfig {
             }
             "fetch.min.bytes" => self.fetch_min_bytes = parse_at_least(key, value, 0)?,
             "fetch.max.bytes" => self.fetch_max_bytes = parse_at_least(key, value, 0)?,
+            "max.poll.records" => self.max_poll_records = parse_at_least(key, value, 1)?,
             "fetch.max.wait.ms" => self.fetch_max_wait_ms = parse_at_least(key, value, 0)?,
             "max.partition.fetch.bytes" => {
                 self.max_partition_fetch_bytes = parse_at_least(key, value, 0)?

@@ -23,6 +23,7 @@
 //! * a poll and an application `ListOffsets` never overlap (the shell drives one at a time; a
 //!   new one abandons the old, whose results wait for the next poll or are dropped).
 
+mod buffer;
 pub(crate) mod fetcher;
 mod subscription;
 #[cfg(test)]
@@ -36,6 +37,7 @@ use kafka_protocol::messages::{
     FetchResponse, ListOffsetsResponse, OffsetForLeaderEpochResponse, RequestKind, ResponseKind,
 };
 
+use self::buffer::RecordBuffer;
 use crate::client::connections::Connections;
 pub use crate::client::connections::{NodeId, BOOTSTRAP};
 use crate::client::metadata::MetadataCache;
@@ -304,8 +306,11 @@ pub struct ConsumerCore {
     fetch_paused_until: Option<Millis>,
     /// The active poll's deadline.
     poll_deadline: Option<Millis>,
-    /// What the next poll returns: records, resets and errors gathered since the last one.
+    /// What the next poll returns besides records: resets and errors gathered since the last
+    /// one (its `records` stay empty).
     fetched: Polled,
+    /// Records fetched and not yet returned: a poll takes up to `max.poll.records` of them.
+    buffered: RecordBuffer,
     /// The application's ListOffsets call awaiting its answer.
     list_offsets: Option<PendingCall>,
     /// ListOffsets calls so far.
@@ -327,15 +332,19 @@ impl ConsumerCore {
             fetch_paused_until: None,
             poll_deadline: None,
             fetched: Polled::default(),
+            buffered: RecordBuffer::default(),
             list_offsets: None,
             calls: 0,
             config,
         }
     }
 
-    /// The next offset of a partition, if known.
+    /// The next offset a poll returns for a partition, if known: its first record still
+    /// buffered (`max.poll.records` held it back), else the fetch position.
     pub fn position(&self, partition: &TopicPartition) -> Option<i64> {
-        self.subscription.position(partition)
+        self.buffered
+            .next_offset(partition)
+            .or_else(|| self.subscription.position(partition))
     }
 
     /// Reacts to one input.
@@ -379,10 +388,9 @@ impl ConsumerCore {
             self.metadata.want(&partition.topic);
         }
         let subscription = &self.subscription;
+        self.buffered
+            .retain(|partition| subscription.is_assigned(partition));
         let fetched = &mut self.fetched;
-        fetched
-            .records
-            .retain(|record| subscription.is_assigned(&record.topic_partition));
         fetched
             .resets
             .retain(|reset| subscription.is_assigned(&reset.partition));
@@ -394,9 +402,7 @@ impl ConsumerCore {
     fn on_seek(&mut self, partition: &TopicPartition, offset: i64) {
         self.subscription.seek(partition, offset);
         // Records and errors gathered before the seek are about the old position.
-        self.fetched
-            .records
-            .retain(|record| record.topic_partition != *partition);
+        self.buffered.retain(|held| held != partition);
         self.fetched
             .errors
             .retain(|error| error.partition != *partition);
@@ -645,7 +651,7 @@ impl ConsumerCore {
                 if !taken.records.is_empty() {
                     self.subscription.move_to_end(&partition);
                 }
-                self.fetched.records.extend(taken.records);
+                self.buffered.extend(taken.records);
                 if let Some(failure) = taken.failure {
                     let message = format!(
                         "the batch at offset {} did not validate or decode: {}",
@@ -829,10 +835,11 @@ impl ConsumerCore {
         let Some(deadline) = self.poll_deadline else {
             return;
         };
-        let news = !self.fetched.records.is_empty() || !self.fetched.errors.is_empty();
+        let news = !self.buffered.is_empty() || !self.fetched.errors.is_empty();
         if news || now >= deadline {
             self.poll_deadline = None;
-            let polled = std::mem::take(&mut self.fetched);
+            let mut polled = std::mem::take(&mut self.fetched);
+            polled.records = self.buffered.take(self.config.max_poll_records);
             out.push(ConsumerOutput::Polled(Ok(polled)));
         }
     }
@@ -863,6 +870,7 @@ impl ConsumerCore {
                 self.subscription
                     .fetchable()
                     .into_iter()
+                    .filter(|(partition, _)| !self.buffered.holds(partition))
                     .map(|(partition, _)| partition),
             );
         }
@@ -1068,6 +1076,8 @@ impl ConsumerCore {
             .fetchable()
             .into_iter()
             .filter(|(partition, _)| self.leader(partition) == Some(node))
+            // a partition with records still buffered is fetched once a poll took them all
+            .filter(|(partition, _)| !self.buffered.holds(partition))
             .map(|(partition, position)| {
                 let epoch = self
                     .metadata
@@ -1226,7 +1236,7 @@ impl ConsumerCore {
                 "a poll and an application ListOffsets never overlap"
             );
             assert!(
-                self.fetched.records.is_empty(),
+                self.buffered.is_empty(),
                 "an active poll with records has completed"
             );
             assert!(
@@ -1234,12 +1244,16 @@ impl ConsumerCore {
                 "an active poll with partition errors has completed"
             );
         }
+        assert!(
+            self.fetched.records.is_empty(),
+            "records wait in the buffer, not with the resets and errors"
+        );
+        self.buffered.check_invariants();
         debug_assert!(
-            self.fetched
-                .records
-                .iter()
+            self.buffered
+                .records()
                 .all(|record| self.subscription.is_assigned(&record.topic_partition)),
-            "gathered records belong to assigned partitions"
+            "buffered records belong to assigned partitions"
         );
     }
 }

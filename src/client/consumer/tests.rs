@@ -809,3 +809,57 @@ fn a_consumer_before_kip_320_keeps_its_position_across_a_leader_change() {
     assert_eq!(fetched_from(request), vec![(0, 7)]);
     assert_eq!(request.topics[0].partitions[0].current_leader_epoch, -1);
 }
+
+#[test]
+fn max_poll_records_holds_the_rest_for_the_next_polls_and_does_not_refetch_meanwhile() {
+    let mut core = polling(&[("max.poll.records", "2")], &[(0, 0), (1, 10)], 1000);
+    let out = step(&mut core, 0, connected());
+    assert_eq!(fetched_from(fetch(&out).0), vec![(0, 0), (1, 10)]);
+    let response = fetch_response(vec![
+        (0, ErrorCode::None, batch_at(0, &["a", "b", "c"])),
+        (1, ErrorCode::None, Vec::new()),
+    ]);
+    let first = polled(step(&mut core, 5, answer(response)))
+        .expect("the poll completes")
+        .expect("records");
+    assert_eq!(offsets(&first, 0), [0, 1]);
+    // the application has seen 0 and 1: position 2, though the fetcher has read up to 3
+    assert_eq!(core.position(&partition(0)), Some(2));
+    assert_eq!(core.position(&partition(1)), Some(10));
+    // the next poll answers from the buffer at once; partition 1 alone is fetched meanwhile
+    let out = step(
+        &mut core,
+        6,
+        ConsumerInput::Poll {
+            deadline: Millis(1000),
+        },
+    );
+    assert!(
+        !out.iter()
+            .any(|o| matches!(o, ConsumerOutput::Request { .. })),
+        "no request while a poll is answered from the buffer: {out:?}"
+    );
+    let second = polled(out)
+        .expect("answered from the buffer")
+        .expect("records");
+    assert_eq!(offsets(&second, 0), [2]);
+    assert_eq!(core.position(&partition(0)), Some(3));
+    // with the buffer drained, the next poll fetches partition 0 again, from offset 3
+    let out = step(
+        &mut core,
+        7,
+        ConsumerInput::Poll {
+            deadline: Millis(1000),
+        },
+    );
+    let (request, _) = fetch(&out);
+    assert!(fetched_from(request).contains(&(0, 3)), "{request:?}");
+    assert!(polled(out).is_none());
+}
+
+#[test]
+fn max_poll_records_must_be_at_least_one() {
+    let mut config = ConsumerConfig::default();
+    assert_eq!(config.max_poll_records, 500, "Kafka's default");
+    assert!(config.set("max.poll.records", "0").is_err());
+}
