@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use kafka_protocol::messages::ApiKey;
+use seedlog::broker::{offsets_partition_for, OFFSETS_TOPIC};
 use seedlog::client::producer::ProducerCore;
 use seedlog::config::{BrokerConfig, Configurable, ConsumerConfig, ProducerConfig, TopicConfig};
 use seedlog::protocol::ErrorCode;
@@ -691,9 +692,11 @@ fn build(loader: &Loader<'_>, raw: RawScenario) -> Result<Scenario, ScenarioErro
     let topics = build_topics(loader, &raw.topics, &broker_config, brokers)?;
     let (producers, consumers) = build_clients(loader, &raw, &topics, &mut nodes)?;
     let duration_ms = *raw.scenario.duration_ms.get_ref();
+    let offsets_partitions = broker_config.groups.offsets_topic_num_partitions;
     let partitions: BTreeSet<String> = topics
         .iter()
         .flat_map(|topic| (0..topic.partitions).map(|index| format!("{}-{index}", topic.name)))
+        .chain((0..offsets_partitions).map(|index| format!("{OFFSETS_TOPIC}-{index}")))
         .collect();
     let mut faults = Vec::new();
     for fault in &raw.faults {
@@ -701,7 +704,7 @@ fn build(loader: &Loader<'_>, raw: RawScenario) -> Result<Scenario, ScenarioErro
             loader,
             fault.get_ref(),
             &nodes,
-            &partitions,
+            (&partitions, offsets_partitions),
             duration_ms,
         )?);
     }
@@ -1046,8 +1049,11 @@ struct FaultBuilder<'a> {
     loader: &'a Loader<'a>,
     raw: &'a RawFault,
     nodes: &'a BTreeSet<String>,
-    /// Every declared partition (`topic-index`): what a selector may name.
+    /// Every declared partition (`topic-index`) and `__consumer_offsets`' partitions: what a
+    /// selector may name.
     partitions: &'a BTreeSet<String>,
+    /// `offsets.topic.num.partitions`: where `coordinator(G)` finds group G's coordinator.
+    offsets_partitions: i32,
     kind: &'a str,
 }
 
@@ -1143,6 +1149,17 @@ impl FaultBuilder<'_> {
             )
         })?;
         let name = value.get_ref();
+        if let Some(group) = name
+            .strip_prefix("coordinator(")
+            .and_then(|rest| rest.strip_suffix(')'))
+        {
+            // Kafka's coordinator of group G is the leader of its __consumer_offsets partition.
+            if group.is_empty() {
+                return Err(self.error(value.span(), "'coordinator()' names no group"));
+            }
+            let partition = offsets_partition_for(group, self.offsets_partitions);
+            return Ok(format!("leader({OFFSETS_TOPIC}-{partition})"));
+        }
         if let Some(selector) = Selector::parse(name) {
             return match selector.partition() {
                 Some(partition) if !self.partitions.contains(partition) => Err(self.error(
@@ -1162,7 +1179,7 @@ impl FaultBuilder<'_> {
                 value.span(),
                 format!(
                     "unknown node '{name}' (nodes: {known}; or a selector: leader(P), \
-                     followers(P), isr(P), controller-leader)"
+                     followers(P), isr(P), coordinator(G), controller-leader)"
                 ),
             ));
         }
@@ -1384,7 +1401,7 @@ fn build_fault(
     loader: &Loader<'_>,
     raw: &RawFault,
     nodes: &BTreeSet<String>,
-    partitions: &BTreeSet<String>,
+    (partitions, offsets_partitions): (&BTreeSet<String>, i32),
     duration_ms: u64,
 ) -> Result<Fault, ScenarioError> {
     let kind = raw.kind.get_ref().as_str();
@@ -1399,6 +1416,7 @@ fn build_fault(
         raw,
         nodes,
         partitions,
+        offsets_partitions,
         kind,
     };
     let at_ms = loader.time(Some(&raw.at_ms))?.expect("at_ms is required");

@@ -953,17 +953,22 @@ fn positions_after(records: &[ConsumerRecord]) -> BTreeMap<TopicPartition, i64> 
     positions
 }
 
-/// Joins (or rejoins) and positions the consumer at the committed offsets of the new
-/// assignment; false when the member must try again.
-async fn take_assignment(
-    recorder: &Member,
-    member: &mut GroupMember,
-    consumer: &mut Consumer,
-) -> bool {
+/// What a (re)join gave.
+enum Joined {
+    /// The member was already in a generation.
+    Already,
+    /// A new generation with this assignment, not positioned yet.
+    New(Vec<TopicPartition>),
+    /// The join failed: try again.
+    Failed,
+}
+
+/// Joins (or rejoins) the group, recording the assignment it got.
+async fn take_assignment(recorder: &Member, member: &mut GroupMember) -> Joined {
     let (generation, assignment) = match member.ensure_active().await {
         Ok(Some(joined)) => joined,
-        Ok(None) => return true,
-        Err(_) => return false,
+        Ok(None) => return Joined::Already,
+        Err(_) => return Joined::Failed,
     };
     let (process, node) = (recorder.process, Arc::clone(&recorder.node));
     let body = Body::Join {
@@ -974,8 +979,20 @@ async fn take_assignment(
     recorder
         .env
         .record(|history, now| history.client_event(now, process, &node, body));
-    consumer.assign(&assignment);
-    let Ok(committed) = member.committed(&assignment).await else {
+    Joined::New(assignment)
+}
+
+/// Positions the consumer at the committed offsets of `assignment` (`auto.offset.reset` where
+/// none is committed); false, with no partition assigned, when OffsetFetch failed. The member
+/// keeps its assignment and asks again, as Kafka's consumer refreshes committed offsets on every
+/// poll until it has them (the seedlog CLI's group loop does the same).
+async fn position(
+    member: &mut GroupMember,
+    consumer: &mut Consumer,
+    assignment: &[TopicPartition],
+) -> bool {
+    consumer.assign(assignment);
+    let Ok(committed) = member.committed(assignment).await else {
         consumer.assign(&[]);
         return false;
     };
@@ -1086,16 +1103,32 @@ async fn group_consumer_incarnation(env: Env, spec: ConsumerSpec, stop: Arc<Atom
         processed: BTreeMap::new(),
         commit_on_revoke: group_spec.commit_on_revoke,
     };
+    // A new assignment whose committed offsets are not known yet: nothing is polled until
+    // they are (a coordinator that died after the join answers OffsetFetch only once found
+    // again).
+    let mut unpositioned: Option<Vec<TopicPartition>> = None;
     while !stop.load(Ordering::SeqCst) {
         if member.needs_rejoin() {
             application.before_rejoin(&mut recorder, &mut member).await;
-            if !take_assignment(&recorder, &mut member, &mut consumer).await {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
+            match take_assignment(&recorder, &mut member).await {
+                Joined::Failed => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+                Joined::New(assignment) => unpositioned = Some(assignment),
+                Joined::Already => {}
             }
         }
         if member.heartbeat_if_due().await.is_err() || member.needs_rejoin() {
             continue;
+        }
+        if let Some(assignment) = &unpositioned {
+            if position(&mut member, &mut consumer, assignment).await {
+                unpositioned = None;
+            } else {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
         }
         let timeout = Duration::from_millis(spec.poll_timeout_ms).min(member.until_heartbeat());
         let Ok(polled) = consumer.poll(timeout.max(Duration::from_millis(1))).await else {

@@ -21,6 +21,7 @@ pub use checkpoint::{
     LOG_START_CHECKPOINT, LOG_START_CHECKPOINT_TMP, RECOVERY_POINT_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT_TMP,
 };
+pub use group::{partition_for as offsets_partition_for, OFFSETS_TOPIC};
 pub use handlers::produce_rejection;
 pub use replication::{PartitionState, REPLICA_FETCH_VERSION};
 pub use shutdown::CLEAN_SHUTDOWN_FILE;

@@ -255,3 +255,30 @@ fn a_corrupt_fault_selects_files_by_prefix_or_by_prefix_and_suffix() {
         FileSelector::Prefix("orders-".into()).matches("orders-0/00000000000000000012.snapshot")
     );
 }
+
+#[test]
+fn coordinator_of_a_group_is_the_leader_of_its_offsets_partition() {
+    // "g" hashes to 103 (Java's String.hashCode): partition 103 % 50 = 3 with the default 50
+    let text = GOOD.replace(
+        "target = \"broker-0\"\nlevel",
+        "target = \"coordinator(g)\"\nlevel",
+    );
+    let scenario = parse("t.toml", &text).expect("valid");
+    let FaultAction::Crash { target, .. } = &scenario.faults[0].action else {
+        panic!("a crash");
+    };
+    assert_eq!(target, "leader(__consumer_offsets-3)");
+    let text = GOOD.replace(
+        "target = \"broker-0\"\nlevel",
+        "target = \"leader(__consumer_offsets-49)\"\nlevel",
+    );
+    assert!(
+        parse("t.toml", &text).is_ok(),
+        "the offsets topic's partitions are selectable"
+    );
+    let text = GOOD.replace(
+        "target = \"broker-0\"\nlevel",
+        "target = \"coordinator()\"\nlevel",
+    );
+    assert!(error_of(&text).contains("'coordinator()' names no group"));
+}

@@ -20,7 +20,7 @@ use self::state::{Effects, Group};
 use crate::types::Millis;
 
 /// The internal topic of committed offsets and group state.
-pub(crate) const OFFSETS_TOPIC: &str = "__consumer_offsets";
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
 /// Kafka's `String.hashCode` over UTF-16 code units.
 fn java_string_hash(text: &str) -> i32 {
@@ -31,7 +31,7 @@ fn java_string_hash(text: &str) -> i32 {
 
 /// The `__consumer_offsets` partition of `group_id` (Kafka's
 /// `Utils.abs(groupId.hashCode) % groupMetadataTopicPartitionCount`).
-pub(crate) fn partition_for(group_id: &str, partitions: i32) -> i32 {
+pub fn partition_for(group_id: &str, partitions: i32) -> i32 {
     let hash = java_string_hash(group_id);
     let positive = if hash == i32::MIN { 0 } else { hash.abs() };
     positive % partitions.max(1)

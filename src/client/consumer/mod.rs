@@ -729,6 +729,17 @@ impl ConsumerCore {
                 }
                 outcome => {
                     tracing::debug!(%partition, ?outcome, "offset reset failed; retrying");
+                    // As Kafka's OffsetFetcher: a leader that moved (NOT_LEADER_OR_FOLLOWER and
+                    // the like) or a partition missing from the answer asks for fresh metadata,
+                    // or every retry goes to the same stale leader.
+                    let stale = match outcome {
+                        Some(Err(error)) => refreshes_metadata(*error),
+                        Some(Ok(_)) => false,
+                        None => true,
+                    };
+                    if stale {
+                        self.metadata.request_update();
+                    }
                     let until = now.plus(self.config.retry_backoff_ms);
                     self.subscription.pause(partition, until);
                 }

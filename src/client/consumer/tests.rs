@@ -863,3 +863,29 @@ fn max_poll_records_must_be_at_least_one() {
     assert_eq!(config.max_poll_records, 500, "Kafka's default");
     assert!(config.set("max.poll.records", "0").is_err());
 }
+
+#[test]
+fn a_reset_answered_by_a_former_leader_asks_for_fresh_metadata() {
+    // Found by groups/coordinator-failover-mid-rebalance.toml (seed 0): a member assigned a
+    // partition whose leader had moved retried its ListOffsets at the old leader for ever.
+    let mut core = core(&[]);
+    let partitions = vec![partition(0)];
+    step(&mut core, 0, ConsumerInput::Assign { partitions });
+    let deadline = Millis(5000);
+    step(&mut core, 0, ConsumerInput::Poll { deadline });
+    let out = step(&mut core, 1, connected());
+    assert!(list_offsets(&out).is_some(), "reset first");
+    assert!(!core.metadata.update_requested());
+    let response = list_offsets_response(&[(0, ErrorCode::NotLeaderOrFollower, -1)]);
+    let out = step(&mut core, 2, answer(response));
+    assert!(
+        out.iter().any(|o| matches!(
+            o,
+            ConsumerOutput::Request {
+                body: RequestKind::Metadata(_),
+                ..
+            }
+        )),
+        "NOT_LEADER_OR_FOLLOWER on a reset asks for metadata: {out:?}"
+    );
+}
