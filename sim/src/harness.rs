@@ -175,6 +175,8 @@ struct Cluster {
     /// still holds its port).
     stopped: Mutex<BTreeSet<String>>,
     clogged: Mutex<BTreeSet<(NodeId, NodeId)>>,
+    /// Nodes paused and not resumed since.
+    paused: Mutex<BTreeSet<String>>,
     /// The safety phase is over: timers started by faults do nothing more.
     healed: AtomicBool,
 }
@@ -386,6 +388,7 @@ impl Cluster {
                 self.env.nemesis("isolate", &json!({"node": target}));
                 return links;
             }
+            FaultAction::Pause { target, .. } => self.pause(target),
             FaultAction::Clog { from, to, .. } => {
                 let link = (self.id(from), self.id(to));
                 self.clog(link.0, link.1);
@@ -491,10 +494,44 @@ impl Cluster {
         self.env.nemesis("heal", &json!({"links": links.len()}));
     }
 
-    /// End of the safety phase: heal the network, disarm faults, restart every node still down.
+    /// Freezes `target`'s tasks (a pause on a paused node does nothing more).
+    fn pause(&self, target: &str) {
+        self.handle.pause(self.id(target));
+        self.paused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(target.to_owned());
+        self.env.nemesis("pause", &json!({"node": target}));
+    }
+
+    /// Lets a paused `target` run again; a node no longer paused is left alone.
+    fn resume(&self, target: &str) {
+        let was_paused = self
+            .paused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(target);
+        if was_paused {
+            self.handle.resume(self.id(target));
+            self.env.nemesis("resume", &json!({"node": target}));
+        }
+    }
+
+    /// End of the safety phase: heal the network, disarm faults, resume paused nodes, restart
+    /// every node still down.
     fn heal_all(&self) {
         self.healed.store(true, Ordering::SeqCst);
         self.heal_network();
+        let paused: Vec<String> = self
+            .paused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect();
+        for node in paused {
+            self.resume(&node);
+        }
         let down: Vec<String> = self
             .down
             .lock()
@@ -818,6 +855,7 @@ async fn supervise(scenario: &Scenario) -> (History, Duration) {
         down: Mutex::default(),
         stopped: Mutex::default(),
         clogged: Mutex::default(),
+        paused: Mutex::default(),
         healed: AtomicBool::new(false),
     });
     let nemesis = tokio::spawn(run_nemesis(
@@ -881,6 +919,7 @@ fn schedule(faults: Vec<crate::scenario::Fault>) -> Vec<Scheduled> {
                 } => (restart_after_ms.map(draw), None, None),
                 FaultAction::Partition { heal_after_ms, .. }
                 | FaultAction::Isolate { heal_after_ms, .. }
+                | FaultAction::Pause { heal_after_ms, .. }
                 | FaultAction::Clog { heal_after_ms, .. } => (None, heal_after_ms.map(draw), None),
                 _ => (None, None, None),
             };
@@ -928,6 +967,15 @@ async fn run_nemesis(
                     after,
                     fault.recrash,
                 )));
+            }
+            (FaultAction::Pause { target, .. }, _, Some(after)) => {
+                let target = target.clone();
+                timers.push(tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(after)).await;
+                    if !cluster.healed.load(Ordering::SeqCst) {
+                        cluster.resume(&target);
+                    }
+                }));
             }
             (_, _, Some(after)) => timers.push(tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_millis(after)).await;

@@ -173,7 +173,7 @@ pub struct FinalRead {
 }
 
 /// Nemesis functions.
-pub const NEMESIS_FUNCTIONS: [&str; 16] = [
+pub const NEMESIS_FUNCTIONS: [&str; 18] = [
     "crash",
     "restart",
     "stop",
@@ -190,6 +190,8 @@ pub const NEMESIS_FUNCTIONS: [&str; 16] = [
     "producers-unfinished",
     "schedule",
     "resolve",
+    "pause",
+    "resume",
 ];
 
 /// What an operation is about.

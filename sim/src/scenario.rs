@@ -391,6 +391,14 @@ pub enum FaultAction {
         target: String,
         heal_after_ms: Option<TimeSpec>,
     },
+    /// Freeze one node (SIGSTOP: a GC pause, a hung VM): its tasks stop running, its state,
+    /// connections and disk stay as they are, and timers that came due run in a burst when it
+    /// resumes after `heal_after_ms` (or at the end of the safety phase). The target may be a
+    /// selector.
+    Pause {
+        target: String,
+        heal_after_ms: Option<TimeSpec>,
+    },
     /// Hold traffic from one node to another (one way).
     Clog {
         from: String,
@@ -429,7 +437,8 @@ impl FaultAction {
             | FaultAction::Connection { target, .. }
             | FaultAction::Disk { target, .. }
             | FaultAction::Corrupt { target, .. }
-            | FaultAction::Isolate { target, .. } => Some(target),
+            | FaultAction::Isolate { target, .. }
+            | FaultAction::Pause { target, .. } => Some(target),
             FaultAction::Partition { .. } | FaultAction::Clog { .. } | FaultAction::Heal => None,
         }
     }
@@ -1031,7 +1040,7 @@ fn fields_of(kind: &str) -> Option<&'static [&'static str]> {
         "restart" => &["target"],
         "stop" => &["target", "restart_after_ms"],
         "partition" => &["groups", "heal_after_ms"],
-        "isolate" => &["target", "heal_after_ms"],
+        "isolate" | "pause" => &["target", "heal_after_ms"],
         "clog" => &["from", "to", "heal_after_ms"],
         "drop_request" | "drop_response" | "reset_mid_response" => {
             &["target", "api", "count", "probability"]
@@ -1382,6 +1391,10 @@ impl FaultBuilder<'_> {
                 target: self.node(raw.target.as_ref(), "target")?,
                 heal_after_ms: self.loader.time(raw.heal_after_ms.as_ref())?,
             },
+            "pause" => FaultAction::Pause {
+                target: self.node(raw.target.as_ref(), "target")?,
+                heal_after_ms: self.loader.time(raw.heal_after_ms.as_ref())?,
+            },
             "clog" => FaultAction::Clog {
                 from: self.node(raw.from.as_ref(), "from")?,
                 to: self.node(raw.to.as_ref(), "to")?,
@@ -1407,7 +1420,7 @@ fn build_fault(
     let kind = raw.kind.get_ref().as_str();
     let Some(allowed) = fields_of(kind) else {
         let message = format!(
-            "unknown fault kind '{kind}' (crash, restart, stop, partition, isolate, clog, drop_request, drop_response, reset_mid_response, reject_request, disk_fault, corrupt, heal)"
+            "unknown fault kind '{kind}' (crash, restart, stop, partition, isolate, pause, clog, drop_request, drop_response, reset_mid_response, reject_request, disk_fault, corrupt, heal)"
         );
         return Err(loader.error_at(raw.kind.span(), message));
     };

@@ -54,6 +54,11 @@ pub struct GroupMember {
     generation: i32,
     /// The assignment of the current generation; `None` while the member must (re)join.
     assignment: Option<Vec<TopicPartition>>,
+    /// The member belongs to a live generation and heartbeats, also while a rejoin is pending
+    /// after REBALANCE_IN_PROGRESS: as Kafka's heartbeat thread, it keeps the session alive
+    /// until the application comes back to rejoin (within the rebalance timeout). A fenced
+    /// generation or member id stops it.
+    in_generation: bool,
     next_heartbeat: tokio::time::Instant,
 }
 
@@ -88,6 +93,7 @@ impl GroupMember {
             member_id: String::new(),
             generation: -1,
             assignment: None,
+            in_generation: false,
             next_heartbeat: tokio::time::Instant::now(),
         }
     }
@@ -157,8 +163,16 @@ impl GroupMember {
             Recovery::RejoinAsNew => {
                 self.member_id.clear();
                 self.assignment = None;
+                self.in_generation = false;
             }
-            Recovery::Rejoin => self.assignment = None,
+            Recovery::Rejoin => {
+                self.assignment = None;
+                // A rebalance under way leaves the generation live until the member rejoins;
+                // ILLEGAL_GENERATION ends it.
+                if error != ErrorCode::RebalanceInProgress {
+                    self.in_generation = false;
+                }
+            }
             Recovery::Retry => {}
             Recovery::Fatal => return Err(kafka(error, what)),
         }
@@ -173,6 +187,9 @@ impl GroupMember {
         if self.assignment.is_some() {
             return Ok(None);
         }
+        // Joining: no heartbeats until the member is in a generation again (Kafka's
+        // PREPARING_REBALANCE); the JoinGroup itself keeps the member known.
+        self.in_generation = false;
         let mut last = None;
         for _ in 0..JOIN_ATTEMPTS {
             match self.join_and_sync().await {
@@ -253,6 +270,7 @@ impl GroupMember {
             .ok_or_else(|| ClientError::Protocol("an assignment that does not decode".into()))?;
         self.generation = joined.generation_id;
         self.assignment = Some(assignment.clone());
+        self.in_generation = true;
         self.next_heartbeat = tokio::time::Instant::now() + self.heartbeat_interval;
         Ok(Some((self.generation, assignment)))
     }
@@ -302,9 +320,10 @@ impl GroupMember {
             .collect())
     }
 
-    /// Heartbeats if one is due; a rebalance or fencing marks the member for rejoining.
+    /// Heartbeats if one is due while the member belongs to a live generation (a pending
+    /// rejoin included); a rebalance or fencing marks the member for rejoining.
     pub async fn heartbeat_if_due(&mut self) -> Result<(), ClientError> {
-        if self.assignment.is_none() || tokio::time::Instant::now() < self.next_heartbeat {
+        if !self.in_generation || tokio::time::Instant::now() < self.next_heartbeat {
             return Ok(());
         }
         self.next_heartbeat = tokio::time::Instant::now() + self.heartbeat_interval;
@@ -427,6 +446,7 @@ impl GroupMember {
             .with_member_id(text(&self.member_id));
         let _ = self.call(1, RequestKind::LeaveGroup(body)).await;
         self.assignment = None;
+        self.in_generation = false;
         self.member_id.clear();
     }
 }
