@@ -12,6 +12,8 @@
  * Needs librdkafka's headers (Debian: librdkafka-dev). Exit status 1 when fewer than N records
  * arrived before the timeout, 2 on a usage or client error.
  */
+#include "rdk_common.h"
+
 #include <librdkafka/rdkafka.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,22 +21,8 @@
 #include <time.h>
 
 #define BATCH 10000
-#define MB (1024.0 * 1024.0)
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
-static int set(rd_kafka_conf_t *conf, const char *key, const char *value) {
-    char err[512];
-    if (rd_kafka_conf_set(conf, key, value, err, sizeof err) != RD_KAFKA_CONF_OK) {
-        fprintf(stderr, "rdk_consume: %s=%s: %s\n", key, value, err);
-        return -1;
-    }
-    return 0;
-}
 
 static int usage(void) {
     fprintf(stderr, "usage: rdk_consume --bootstrap HOST:PORT --topic T --num-records N "
@@ -49,8 +37,9 @@ int main(int argc, char **argv) {
     char err[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     /* the same settings as rdk_perf.py's consumer */
-    if (set(conf, "group.id", "rdk-perf-assign") || set(conf, "enable.auto.commit", "false") ||
-        set(conf, "enable.auto.offset.store", "false"))
+    if (set("rdk_consume", conf, "group.id", "rdk-perf-assign") ||
+        set("rdk_consume", conf, "enable.auto.commit", "false") ||
+        set("rdk_consume", conf, "enable.auto.offset.store", "false"))
         return 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -66,15 +55,7 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--timeout")) {
             timeout = atof(v);
         } else if (!strcmp(a, "-X")) {
-            char key[256];
-            const char *eq = strchr(v, '=');
-            if (!eq || (size_t)(eq - v) >= sizeof key) {
-                fprintf(stderr, "rdk_consume: -X %s: want key=value\n", v);
-                return 2;
-            }
-            memcpy(key, v, (size_t)(eq - v));
-            key[eq - v] = '\0';
-            if (set(conf, key, eq + 1))
+            if (set_pair("rdk_consume", conf, v))
                 return 2;
         } else {
             return usage();
@@ -82,7 +63,7 @@ int main(int argc, char **argv) {
     }
     if (!bootstrap || !topic || want < 0)
         return usage();
-    if (set(conf, "bootstrap.servers", bootstrap))
+    if (set("rdk_consume", conf, "bootstrap.servers", bootstrap))
         return 2;
 
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);

@@ -16,6 +16,8 @@
  * every record. Needs librdkafka's headers (Debian: librdkafka-dev). Exit status 1 when a record
  * failed or was still undelivered at the timeout, 2 on a usage or client error.
  */
+#include "rdk_common.h"
+
 #include <librdkafka/rdkafka.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,26 +25,12 @@
 #include <string.h>
 #include <time.h>
 
-#define MB (1024.0 * 1024.0)
 
 static double *latencies_ms;
 static long long delivered, failed;
 static char first_error[512];
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
-static int set(rd_kafka_conf_t *conf, const char *key, const char *value) {
-    char err[512];
-    if (rd_kafka_conf_set(conf, key, value, err, sizeof err) != RD_KAFKA_CONF_OK) {
-        fprintf(stderr, "rdk_produce: %s=%s: %s\n", key, value, err);
-        return -1;
-    }
-    return 0;
-}
 
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
     (void)rk;
@@ -99,15 +87,7 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--timeout")) {
             timeout = atof(v);
         } else if (!strcmp(a, "-X")) {
-            char key[256];
-            const char *eq = strchr(v, '=');
-            if (!eq || (size_t)(eq - v) >= sizeof key) {
-                fprintf(stderr, "rdk_produce: -X %s: want key=value\n", v);
-                return 2;
-            }
-            memcpy(key, v, (size_t)(eq - v));
-            key[eq - v] = '\0';
-            if (set(conf, key, eq + 1))
+            if (set_pair("rdk_produce", conf, v))
                 return 2;
         } else {
             return usage();
@@ -115,7 +95,7 @@ int main(int argc, char **argv) {
     }
     if (!bootstrap || !topic || want < 0 || size < 0)
         return usage();
-    if (set(conf, "bootstrap.servers", bootstrap) || set(conf, "acks", acks))
+    if (set("rdk_produce", conf, "bootstrap.servers", bootstrap) || set("rdk_produce", conf, "acks", acks))
         return 2;
     rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
 

@@ -185,14 +185,16 @@ def seedlog_bin() -> str:
 
 
 def rdk_bin(name: str) -> Path:
-    """bench/perf/NAME.c (rdk_consume, rdk_produce), compiled once into bench/.cache (needs
+    """bench/perf/NAME.c (rdk_consume, rdk_produce, both including rdk_common.h), compiled once
+    into bench/.cache (rebuilt when either file is newer; needs
     librdkafka's headers: Debian's librdkafka-dev); an OSError says why it could not be built."""
     import shutil
     import subprocess
 
     src = Path(__file__).resolve().parent / f"{name}.c"
+    header = src.with_name("rdk_common.h")
     out = Path(__file__).resolve().parents[1] / ".cache" / name
-    if out.exists() and out.stat().st_mtime >= src.stat().st_mtime:
+    if out.exists() and out.stat().st_mtime >= max(src.stat().st_mtime, header.stat().st_mtime):
         return out
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
