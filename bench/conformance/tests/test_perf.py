@@ -66,6 +66,9 @@ def test_workload_keys_and_commands(tmp_path) -> None:  # type: ignore[no-untype
     assert "enable.idempotence=false" not in tools.produce_cmd(idem, "b", "t", 1, 1, tmp_path, tmp_path, tmp_path)
     rdk = tools.produce_cmd(Workload("produce", "rdkafka", 1, "1"), "b", "t", 5, 9, tmp_path, tmp_path / "py", tmp_path / "r")
     assert rdk[-2:] == ["--acks", "1"]
+    native = Workload("produce", "rdkafka", 6, "all", native=True)
+    assert native.key == "produce-rdkafka-p6-acksall-c"
+    assert native.label == "produce · librdkafka producer in C · 6p · acks=all"
 
 
 def cell(broker: str, rps: float | None, p99: float | None = None, key: str = "produce-java-p1-acks1") -> report.Cell:
