@@ -12,6 +12,7 @@ from typing import Callable
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
+from kafka.errors import KafkaError
 
 from conftest import Broker, free_port
 
@@ -104,7 +105,13 @@ def assert_all_read_back(acknowledged: list[str], brokers: list[Broker]) -> None
 def leader_of_live(admin: KafkaAdminClient, topic: str, dead: int) -> int:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        described = admin.describe_topics([topic])
+        try:
+            described = admin.describe_topics([topic])
+        except KafkaError:
+            # Right after the kills every connection of the admin client may be in its
+            # reconnect backoff (kafka-python: NodeNotReadyError "No node_id provided").
+            time.sleep(0.2)
+            continue
         leader = described[0]["partitions"][0]["leader_id"]
         if leader >= 0 and leader != dead:
             return leader
