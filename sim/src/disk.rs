@@ -19,6 +19,8 @@ use seedlog::storage::memory::{CrashLevel, DiskFaults, FsyncFailure, MemoryStora
 struct Disk {
     storage: MemoryStorage,
     next_crash: CrashLevel,
+    /// A `slow_disk` fault's fsync latency (µs, drawn per fsync), while it lasts.
+    slow: Option<(u64, u64)>,
 }
 
 /// One simulated disk per node.
@@ -48,6 +50,7 @@ impl Simulator for SimDisks {
             Disk {
                 storage,
                 next_crash: CrashLevel::Process,
+                slow: None,
             },
         );
     }
@@ -82,6 +85,19 @@ impl SimDisks {
         if let Some(disk) = self.lock().get_mut(&node) {
             disk.next_crash = level;
         }
+    }
+
+    /// Makes `node`'s fsyncs take `latency` (µs, drawn per fsync) until set back to `None`;
+    /// restarts keep it (the disk is the same).
+    pub fn set_slow(&self, node: NodeId, latency: Option<(u64, u64)>) {
+        if let Some(disk) = self.lock().get_mut(&node) {
+            disk.slow = latency;
+        }
+    }
+
+    /// The slow-disk latency of `node`, if a `slow_disk` fault holds.
+    pub fn slow(&self, node: NodeId) -> Option<(u64, u64)> {
+        self.lock().get(&node).and_then(|disk| disk.slow)
     }
 
     /// Arms EIO faults on `node`'s disk, with what a failed fsync does to dirty pages.

@@ -389,6 +389,11 @@ impl Cluster {
                 return links;
             }
             FaultAction::Pause { target, .. } => self.pause(target),
+            FaultAction::SlowDisk {
+                target,
+                fsync_latency_us,
+                ..
+            } => self.slow_disk(target, Some(*fsync_latency_us)),
             FaultAction::Clog { from, to, .. } => {
                 let link = (self.id(from), self.id(to));
                 self.clog(link.0, link.1);
@@ -504,6 +509,18 @@ impl Cluster {
         self.env.nemesis("pause", &json!({"node": target}));
     }
 
+    /// Makes `target`'s fsyncs slow (`Some` latency range in µs) or normal again (`None`).
+    fn slow_disk(&self, target: &str, latency: Option<(u64, u64)>) {
+        madsim::plugin::simulator::<SimDisks>().set_slow(self.id(target), latency);
+        match latency {
+            Some((low, high)) => self.env.nemesis(
+                "slow-disk",
+                &json!({"node": target, "fsync_latency_us": [low, high]}),
+            ),
+            None => self.env.nemesis("slow-disk-end", &json!({"node": target})),
+        }
+    }
+
     /// Lets a paused `target` run again; a node no longer paused is left alone.
     fn resume(&self, target: &str) {
         let was_paused = self
@@ -531,6 +548,19 @@ impl Cluster {
             .collect();
         for node in paused {
             self.resume(&node);
+        }
+        let slow: Vec<String> = self
+            .nodes
+            .keys()
+            .filter(|name| {
+                madsim::plugin::simulator::<SimDisks>()
+                    .slow(self.id(name))
+                    .is_some()
+            })
+            .cloned()
+            .collect();
+        for node in slow {
+            self.slow_disk(&node, None);
         }
         let down: Vec<String> = self
             .down
@@ -665,10 +695,14 @@ fn start_brokers(handle: &Handle, env: &Env, scenario: &Scenario) -> Brokers {
                 let shutdown = Arc::new(Notify::new());
                 *stop.lock().unwrap_or_else(PoisonError::into_inner) = Arc::clone(&shutdown);
                 async move {
-                    let storage =
-                        madsim::plugin::simulator::<SimDisks>().storage(madsim::plugin::node());
+                    let node = madsim::plugin::node();
+                    let storage = madsim::plugin::simulator::<SimDisks>().storage(node);
                     storage.set_sync_latency(move || {
-                        let micros = madsim::rand::thread_rng().gen_range(fsync_low..=fsync_high);
+                        // a `slow_disk` fault's latency while it holds, else the scenario's
+                        let (low, high) = madsim::plugin::simulator::<SimDisks>()
+                            .slow(node)
+                            .unwrap_or((fsync_low, fsync_high));
+                        let micros = madsim::rand::thread_rng().gen_range(low..=high);
                         Duration::from_micros(micros)
                     });
                     let options = ServerOptions {
@@ -920,6 +954,7 @@ fn schedule(faults: Vec<crate::scenario::Fault>) -> Vec<Scheduled> {
                 FaultAction::Partition { heal_after_ms, .. }
                 | FaultAction::Isolate { heal_after_ms, .. }
                 | FaultAction::Pause { heal_after_ms, .. }
+                | FaultAction::SlowDisk { heal_after_ms, .. }
                 | FaultAction::Clog { heal_after_ms, .. } => (None, heal_after_ms.map(draw), None),
                 _ => (None, None, None),
             };
@@ -967,6 +1002,15 @@ async fn run_nemesis(
                     after,
                     fault.recrash,
                 )));
+            }
+            (FaultAction::SlowDisk { target, .. }, _, Some(after)) => {
+                let target = target.clone();
+                timers.push(tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(after)).await;
+                    if !cluster.healed.load(Ordering::SeqCst) {
+                        cluster.slow_disk(&target, None);
+                    }
+                }));
             }
             (FaultAction::Pause { target, .. }, _, Some(after)) => {
                 let target = target.clone();

@@ -173,7 +173,7 @@ pub struct FinalRead {
 }
 
 /// Nemesis functions.
-pub const NEMESIS_FUNCTIONS: [&str; 18] = [
+pub const NEMESIS_FUNCTIONS: [&str; 20] = [
     "crash",
     "restart",
     "stop",
@@ -192,6 +192,8 @@ pub const NEMESIS_FUNCTIONS: [&str; 18] = [
     "resolve",
     "pause",
     "resume",
+    "slow-disk",
+    "slow-disk-end",
 ];
 
 /// What an operation is about.

@@ -171,6 +171,7 @@ struct RawFault {
     error: Option<Spanned<String>>,
     fail_writes: Option<Spanned<u32>>,
     fail_syncs: Option<Spanned<u32>>,
+    fsync_latency_us: Option<Spanned<[u64; 2]>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -421,6 +422,14 @@ pub enum FaultAction {
         fail_syncs: u32,
         on_fsync_failure: FsyncFailure,
     },
+    /// A slow disk on a broker: every fsync takes `fsync_latency_us` (drawn per
+    /// fsync) instead of the scenario's `[disk]` latency, until `heal_after_ms` or the end of
+    /// the safety phase.
+    SlowDisk {
+        target: String,
+        fsync_latency_us: (u64, u64),
+        heal_after_ms: Option<TimeSpec>,
+    },
     /// Flip a byte of a durable sector of one of a broker's files (a latent sector error).
     Corrupt { target: String, files: FileSelector },
     /// Heal every network and connection fault.
@@ -438,7 +447,8 @@ impl FaultAction {
             | FaultAction::Disk { target, .. }
             | FaultAction::Corrupt { target, .. }
             | FaultAction::Isolate { target, .. }
-            | FaultAction::Pause { target, .. } => Some(target),
+            | FaultAction::Pause { target, .. }
+            | FaultAction::SlowDisk { target, .. } => Some(target),
             FaultAction::Partition { .. } | FaultAction::Clog { .. } | FaultAction::Heal => None,
         }
     }
@@ -1047,6 +1057,7 @@ fn fields_of(kind: &str) -> Option<&'static [&'static str]> {
         }
         "reject_request" => &["target", "count", "probability", "error"],
         "disk_fault" => &["target", "fail_writes", "fail_syncs", "on_fsync_failure"],
+        "slow_disk" => &["target", "fsync_latency_us", "heal_after_ms"],
         "corrupt" => &["target", "files"],
         "heal" => &[],
         _ => return None,
@@ -1136,6 +1147,7 @@ impl FaultBuilder<'_> {
             ("error", span_of(raw.error.as_ref())),
             ("fail_writes", span_of(raw.fail_writes.as_ref())),
             ("fail_syncs", span_of(raw.fail_syncs.as_ref())),
+            ("fsync_latency_us", span_of(raw.fsync_latency_us.as_ref())),
         ];
         for (field, span) in present {
             if let Some(span) = span.filter(|_| !allowed.contains(&field)) {
@@ -1294,6 +1306,27 @@ impl FaultBuilder<'_> {
         })
     }
 
+    fn slow_disk(&self) -> Result<FaultAction, ScenarioError> {
+        let latency = self.raw.fsync_latency_us.as_ref().ok_or_else(|| {
+            self.error(
+                self.raw.kind.span(),
+                "a 'slow_disk' fault needs 'fsync_latency_us = [min, max]'",
+            )
+        })?;
+        let [low, high] = *latency.get_ref();
+        if low > high {
+            return Err(self.error(
+                latency.span(),
+                "fsync_latency_us = [min, max] with min <= max",
+            ));
+        }
+        Ok(FaultAction::SlowDisk {
+            target: self.broker()?,
+            fsync_latency_us: (low, high),
+            heal_after_ms: self.loader.time(self.raw.heal_after_ms.as_ref())?,
+        })
+    }
+
     fn partition(&self) -> Result<FaultAction, ScenarioError> {
         let groups = self.raw.groups.as_ref().ok_or_else(|| {
             self.error(self.raw.kind.span(), "a 'partition' fault needs 'groups'")
@@ -1404,6 +1437,7 @@ impl FaultBuilder<'_> {
                 self.connection()?
             }
             "disk_fault" => self.disk()?,
+            "slow_disk" => self.slow_disk()?,
             "corrupt" => self.corrupt()?,
             _ => FaultAction::Heal,
         })
@@ -1420,7 +1454,7 @@ fn build_fault(
     let kind = raw.kind.get_ref().as_str();
     let Some(allowed) = fields_of(kind) else {
         let message = format!(
-            "unknown fault kind '{kind}' (crash, restart, stop, partition, isolate, pause, clog, drop_request, drop_response, reset_mid_response, reject_request, disk_fault, corrupt, heal)"
+            "unknown fault kind '{kind}' (crash, restart, stop, partition, isolate, pause, clog, drop_request, drop_response, reset_mid_response, reject_request, disk_fault, slow_disk, corrupt, heal)"
         );
         return Err(loader.error_at(raw.kind.span(), message));
     };

@@ -282,3 +282,33 @@ fn coordinator_of_a_group_is_the_leader_of_its_offsets_partition() {
     );
     assert!(error_of(&text).contains("'coordinator()' names no group"));
 }
+
+#[test]
+fn a_slow_disk_needs_an_ordered_latency_range_and_a_broker() {
+    let crash =
+        "kind = \"crash\"\ntarget = \"broker-0\"\nlevel = \"power-loss\"\nrestart_after_ms = 500";
+    let slow = |fields: &str| GOOD.replacen(crash, &format!("kind = \"slow_disk\"\n{fields}"), 1);
+    let scenario = parse(
+        "t.toml",
+        &slow("target = \"broker-0\"\nfsync_latency_us = [10, 20]\nheal_after_ms = 300"),
+    )
+    .expect("valid");
+    assert!(matches!(
+        &scenario.faults[0].action,
+        FaultAction::SlowDisk { target, fsync_latency_us: (10, 20), heal_after_ms: Some(_) }
+            if target == "broker-0"
+    ));
+    assert!(error_of(&slow("target = \"broker-0\"")).contains("needs 'fsync_latency_us"));
+    assert!(
+        error_of(&slow("target = \"broker-0\"\nfsync_latency_us = [20, 10]"))
+            .contains("min <= max")
+    );
+    assert!(
+        error_of(&slow("target = \"c1\"\nfsync_latency_us = [10, 20]"))
+            .contains("targets a broker")
+    );
+    assert!(error_of(&slow(
+        "target = \"broker-0\"\nfsync_latency_us = [1, 2]\nlevel = \"process\""
+    ))
+    .contains("'level' does not apply"));
+}
