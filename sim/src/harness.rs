@@ -114,8 +114,7 @@ fn run_on_this_thread(scenario: &Scenario, seed: u64, log: bool) -> RunOutcome {
         tracing::subscriber::set_default(subscriber)
     });
     let mut config = madsim::Config::default();
-    config.net.send_latency = Duration::from_millis(scenario.latency_ms.0)
-        ..Duration::from_millis(scenario.latency_ms.1.max(scenario.latency_ms.0 + 1));
+    config.net.send_latency = send_latency(scenario.latency_ms);
     config.net.packet_loss_rate = scenario.packet_loss_rate;
     let mut runtime = Runtime::with_seed_and_config(seed, config);
     runtime.add_simulator::<SimDisks>();
@@ -177,6 +176,10 @@ struct Cluster {
     clogged: Mutex<BTreeSet<(NodeId, NodeId)>>,
     /// Nodes paused and not resumed since.
     paused: Mutex<BTreeSet<String>>,
+    /// The scenario's `[network]` latency, which a `delay` fault's end restores.
+    base_latency: std::ops::Range<Duration>,
+    /// A `delay` fault holds.
+    delayed: AtomicBool,
     /// The safety phase is over: timers started by faults do nothing more.
     healed: AtomicBool,
 }
@@ -389,6 +392,7 @@ impl Cluster {
                 return links;
             }
             FaultAction::Pause { target, .. } => self.pause(target),
+            FaultAction::Delay { latency_ms, .. } => self.delay(Some(*latency_ms)),
             FaultAction::SlowDisk {
                 target,
                 fsync_latency_us,
@@ -493,6 +497,7 @@ impl Cluster {
             .copied()
             .collect();
         self.unclog(&links);
+        self.delay(None);
         for rules in self.rules.values() {
             rules.clear();
         }
@@ -507,6 +512,27 @@ impl Cluster {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(target.to_owned());
         self.env.nemesis("pause", &json!({"node": target}));
+    }
+
+    /// Sets every message's latency to `latency_ms` (a delay spike), or back to the scenario's
+    /// (`None`; nothing happens when no spike holds).
+    fn delay(&self, latency_ms: Option<(u64, u64)>) {
+        match latency_ms {
+            Some((low, high)) => {
+                self.delayed.store(true, Ordering::SeqCst);
+                self.net
+                    .update_config(|config| config.send_latency = send_latency((low, high)));
+                self.env
+                    .nemesis("delay", &json!({"latency_ms": [low, high]}));
+            }
+            None => {
+                if self.delayed.swap(false, Ordering::SeqCst) {
+                    let base = self.base_latency.clone();
+                    self.net.update_config(|config| config.send_latency = base);
+                    self.env.nemesis("delay-end", &json!({}));
+                }
+            }
+        }
     }
 
     /// Makes `target`'s fsyncs slow (`Some` latency range in µs) or normal again (`None`).
@@ -890,6 +916,8 @@ async fn supervise(scenario: &Scenario) -> (History, Duration) {
         stopped: Mutex::default(),
         clogged: Mutex::default(),
         paused: Mutex::default(),
+        base_latency: send_latency(scenario.latency_ms),
+        delayed: AtomicBool::new(false),
         healed: AtomicBool::new(false),
     });
     let nemesis = tokio::spawn(run_nemesis(
@@ -955,6 +983,7 @@ fn schedule(faults: Vec<crate::scenario::Fault>) -> Vec<Scheduled> {
                 | FaultAction::Isolate { heal_after_ms, .. }
                 | FaultAction::Pause { heal_after_ms, .. }
                 | FaultAction::SlowDisk { heal_after_ms, .. }
+                | FaultAction::Delay { heal_after_ms, .. }
                 | FaultAction::Clog { heal_after_ms, .. } => (None, heal_after_ms.map(draw), None),
                 _ => (None, None, None),
             };
@@ -1003,6 +1032,12 @@ async fn run_nemesis(
                     fault.recrash,
                 )));
             }
+            (FaultAction::Delay { .. }, _, Some(after)) => timers.push(tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(after)).await;
+                if !cluster.healed.load(Ordering::SeqCst) {
+                    cluster.delay(None);
+                }
+            })),
             (FaultAction::SlowDisk { target, .. }, _, Some(after)) => {
                 let target = target.clone();
                 timers.push(tokio::spawn(async move {
@@ -1056,4 +1091,9 @@ async fn restart_later(
     cluster.crash(&target, level);
     tokio::time::sleep(Duration::from_millis(after_ms)).await;
     cluster.restart_if_down(&target);
+}
+
+/// The network latency range for `[low, high]` ms (madsim wants a non-empty range).
+fn send_latency((low, high): (u64, u64)) -> std::ops::Range<Duration> {
+    Duration::from_millis(low)..Duration::from_millis(high.max(low + 1))
 }

@@ -173,7 +173,7 @@ pub struct FinalRead {
 }
 
 /// Nemesis functions.
-pub const NEMESIS_FUNCTIONS: [&str; 20] = [
+pub const NEMESIS_FUNCTIONS: [&str; 22] = [
     "crash",
     "restart",
     "stop",
@@ -194,6 +194,8 @@ pub const NEMESIS_FUNCTIONS: [&str; 20] = [
     "resume",
     "slow-disk",
     "slow-disk-end",
+    "delay",
+    "delay-end",
 ];
 
 /// What an operation is about.

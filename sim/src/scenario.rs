@@ -172,6 +172,7 @@ struct RawFault {
     fail_writes: Option<Spanned<u32>>,
     fail_syncs: Option<Spanned<u32>>,
     fsync_latency_us: Option<Spanned<[u64; 2]>>,
+    latency_ms: Option<Spanned<[u64; 2]>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -400,6 +401,13 @@ pub enum FaultAction {
         target: String,
         heal_after_ms: Option<TimeSpec>,
     },
+    /// A packet delay spike: every message on the network takes `latency_ms` (drawn per
+    /// message) instead of the `[network]` latency, until `heal_after_ms`, a `heal` or the end
+    /// of the safety phase.
+    Delay {
+        latency_ms: (u64, u64),
+        heal_after_ms: Option<TimeSpec>,
+    },
     /// Hold traffic from one node to another (one way).
     Clog {
         from: String,
@@ -449,7 +457,10 @@ impl FaultAction {
             | FaultAction::Isolate { target, .. }
             | FaultAction::Pause { target, .. }
             | FaultAction::SlowDisk { target, .. } => Some(target),
-            FaultAction::Partition { .. } | FaultAction::Clog { .. } | FaultAction::Heal => None,
+            FaultAction::Partition { .. }
+            | FaultAction::Clog { .. }
+            | FaultAction::Delay { .. }
+            | FaultAction::Heal => None,
         }
     }
 }
@@ -1058,6 +1069,7 @@ fn fields_of(kind: &str) -> Option<&'static [&'static str]> {
         "reject_request" => &["target", "count", "probability", "error"],
         "disk_fault" => &["target", "fail_writes", "fail_syncs", "on_fsync_failure"],
         "slow_disk" => &["target", "fsync_latency_us", "heal_after_ms"],
+        "delay" => &["latency_ms", "heal_after_ms"],
         "corrupt" => &["target", "files"],
         "heal" => &[],
         _ => return None,
@@ -1148,6 +1160,7 @@ impl FaultBuilder<'_> {
             ("fail_writes", span_of(raw.fail_writes.as_ref())),
             ("fail_syncs", span_of(raw.fail_syncs.as_ref())),
             ("fsync_latency_us", span_of(raw.fsync_latency_us.as_ref())),
+            ("latency_ms", span_of(raw.latency_ms.as_ref())),
         ];
         for (field, span) in present {
             if let Some(span) = span.filter(|_| !allowed.contains(&field)) {
@@ -1327,6 +1340,23 @@ impl FaultBuilder<'_> {
         })
     }
 
+    fn delay(&self) -> Result<FaultAction, ScenarioError> {
+        let latency = self.raw.latency_ms.as_ref().ok_or_else(|| {
+            self.error(
+                self.raw.kind.span(),
+                "a 'delay' fault needs 'latency_ms = [min, max]'",
+            )
+        })?;
+        let [low, high] = *latency.get_ref();
+        if low > high {
+            return Err(self.error(latency.span(), "latency_ms = [min, max] with min <= max"));
+        }
+        Ok(FaultAction::Delay {
+            latency_ms: (low, high),
+            heal_after_ms: self.loader.time(self.raw.heal_after_ms.as_ref())?,
+        })
+    }
+
     fn partition(&self) -> Result<FaultAction, ScenarioError> {
         let groups = self.raw.groups.as_ref().ok_or_else(|| {
             self.error(self.raw.kind.span(), "a 'partition' fault needs 'groups'")
@@ -1438,6 +1468,7 @@ impl FaultBuilder<'_> {
             }
             "disk_fault" => self.disk()?,
             "slow_disk" => self.slow_disk()?,
+            "delay" => self.delay()?,
             "corrupt" => self.corrupt()?,
             _ => FaultAction::Heal,
         })
@@ -1454,7 +1485,7 @@ fn build_fault(
     let kind = raw.kind.get_ref().as_str();
     let Some(allowed) = fields_of(kind) else {
         let message = format!(
-            "unknown fault kind '{kind}' (crash, restart, stop, partition, isolate, pause, clog, drop_request, drop_response, reset_mid_response, reject_request, disk_fault, slow_disk, corrupt, heal)"
+            "unknown fault kind '{kind}' (crash, restart, stop, partition, isolate, pause, clog, drop_request, drop_response, reset_mid_response, reject_request, disk_fault, slow_disk, delay, corrupt, heal)"
         );
         return Err(loader.error_at(raw.kind.span(), message));
     };

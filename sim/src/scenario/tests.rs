@@ -312,3 +312,28 @@ fn a_slow_disk_needs_an_ordered_latency_range_and_a_broker() {
     ))
     .contains("'level' does not apply"));
 }
+
+#[test]
+fn a_delay_spike_takes_an_ordered_latency_range_and_no_target() {
+    let crash =
+        "kind = \"crash\"\ntarget = \"broker-0\"\nlevel = \"power-loss\"\nrestart_after_ms = 500";
+    let delay = |fields: &str| GOOD.replacen(crash, &format!("kind = \"delay\"\n{fields}"), 1);
+    let scenario = parse(
+        "t.toml",
+        &delay("latency_ms = [100, 900]\nheal_after_ms = [1, 2]"),
+    )
+    .expect("valid");
+    assert!(matches!(
+        scenario.faults[0].action,
+        FaultAction::Delay {
+            latency_ms: (100, 900),
+            heal_after_ms: Some(_)
+        }
+    ));
+    assert!(error_of(&delay("heal_after_ms = 5")).contains("needs 'latency_ms"));
+    assert!(error_of(&delay("latency_ms = [9, 1]")).contains("min <= max"));
+    assert!(
+        error_of(&delay("latency_ms = [1, 9]\ntarget = \"broker-0\""))
+            .contains("'target' does not apply")
+    );
+}
