@@ -547,6 +547,17 @@ impl Cluster {
         }
     }
 
+    /// Ends a fault that holds until its `heal_after_ms` and has no links to unclog: a pause,
+    /// a slow disk, a delay spike.
+    fn end(&self, action: &FaultAction) {
+        match action {
+            FaultAction::Pause { target, .. } => self.resume(target),
+            FaultAction::SlowDisk { target, .. } => self.slow_disk(target, None),
+            FaultAction::Delay { .. } => self.delay(None),
+            other => unreachable!("{other:?} ends by unclogging its links"),
+        }
+    }
+
     /// Lets a paused `target` run again; a node no longer paused is left alone.
     fn resume(&self, target: &str) {
         let was_paused = self
@@ -1032,27 +1043,18 @@ async fn run_nemesis(
                     fault.recrash,
                 )));
             }
-            (FaultAction::Delay { .. }, _, Some(after)) => timers.push(tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(after)).await;
-                if !cluster.healed.load(Ordering::SeqCst) {
-                    cluster.delay(None);
-                }
-            })),
-            (FaultAction::SlowDisk { target, .. }, _, Some(after)) => {
-                let target = target.clone();
+            (
+                FaultAction::Pause { .. }
+                | FaultAction::SlowDisk { .. }
+                | FaultAction::Delay { .. },
+                _,
+                Some(after),
+            ) => {
+                let action = action.clone();
                 timers.push(tokio::spawn(async move {
                     tokio::time::sleep(Duration::from_millis(after)).await;
                     if !cluster.healed.load(Ordering::SeqCst) {
-                        cluster.slow_disk(&target, None);
-                    }
-                }));
-            }
-            (FaultAction::Pause { target, .. }, _, Some(after)) => {
-                let target = target.clone();
-                timers.push(tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_millis(after)).await;
-                    if !cluster.healed.load(Ordering::SeqCst) {
-                        cluster.resume(&target);
+                        cluster.end(&action);
                     }
                 }));
             }

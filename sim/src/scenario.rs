@@ -559,6 +559,14 @@ impl Loader<'_> {
         }
     }
 
+    /// A `name = [min, max]` range, refused unless min <= max.
+    fn min_max(&self, field: &Spanned<[u64; 2]>, name: &str) -> Result<(u64, u64), ScenarioError> {
+        match *field.get_ref() {
+            [low, high] if low <= high => Ok((low, high)),
+            _ => Err(self.error_at(field.span(), format!("{name} = [min, max] with min <= max"))),
+        }
+    }
+
     fn error_at(&self, span: std::ops::Range<usize>, message: impl Into<String>) -> ScenarioError {
         let line = self.source[..span.start.min(self.source.len())]
             .matches('\n')
@@ -1319,40 +1327,32 @@ impl FaultBuilder<'_> {
         })
     }
 
-    fn slow_disk(&self) -> Result<FaultAction, ScenarioError> {
-        let latency = self.raw.fsync_latency_us.as_ref().ok_or_else(|| {
+    /// A required `name = [min, max]` range.
+    fn range(
+        &self,
+        field: Option<&Spanned<[u64; 2]>>,
+        name: &str,
+    ) -> Result<(u64, u64), ScenarioError> {
+        let field = field.ok_or_else(|| {
             self.error(
                 self.raw.kind.span(),
-                "a 'slow_disk' fault needs 'fsync_latency_us = [min, max]'",
+                format!("a '{}' fault needs '{name} = [min, max]'", self.kind),
             )
         })?;
-        let [low, high] = *latency.get_ref();
-        if low > high {
-            return Err(self.error(
-                latency.span(),
-                "fsync_latency_us = [min, max] with min <= max",
-            ));
-        }
+        self.loader.min_max(field, name)
+    }
+
+    fn slow_disk(&self) -> Result<FaultAction, ScenarioError> {
         Ok(FaultAction::SlowDisk {
+            fsync_latency_us: self.range(self.raw.fsync_latency_us.as_ref(), "fsync_latency_us")?,
             target: self.broker()?,
-            fsync_latency_us: (low, high),
             heal_after_ms: self.loader.time(self.raw.heal_after_ms.as_ref())?,
         })
     }
 
     fn delay(&self) -> Result<FaultAction, ScenarioError> {
-        let latency = self.raw.latency_ms.as_ref().ok_or_else(|| {
-            self.error(
-                self.raw.kind.span(),
-                "a 'delay' fault needs 'latency_ms = [min, max]'",
-            )
-        })?;
-        let [low, high] = *latency.get_ref();
-        if low > high {
-            return Err(self.error(latency.span(), "latency_ms = [min, max] with min <= max"));
-        }
         Ok(FaultAction::Delay {
-            latency_ms: (low, high),
+            latency_ms: self.range(self.raw.latency_ms.as_ref(), "latency_ms")?,
             heal_after_ms: self.loader.time(self.raw.heal_after_ms.as_ref())?,
         })
     }
@@ -1525,12 +1525,7 @@ fn build_network(
         .latency_ms
         .as_ref()
         .map_or(Ok(LATENCY_MS_DEFAULT), |latency| {
-            let [low, high] = *latency.get_ref();
-            if low > high {
-                Err(loader.error_at(latency.span(), "latency_ms = [min, max] with min <= max"))
-            } else {
-                Ok((low, high))
-            }
+            loader.min_max(latency, "latency_ms")
         })?;
     let loss = network
         .packet_loss_rate
@@ -1556,13 +1551,7 @@ fn build_disk(
     let Some(latency) = raw.and_then(|raw| raw.get_ref().fsync_latency_us.as_ref()) else {
         return Ok(FSYNC_LATENCY_US_DEFAULT);
     };
-    match *latency.get_ref() {
-        [low, high] if low <= high => Ok((low, high)),
-        _ => Err(loader.error_at(
-            latency.span(),
-            "fsync_latency_us = [min, max] with min <= max",
-        )),
-    }
+    loader.min_max(latency, "fsync_latency_us")
 }
 
 fn build_expect(

@@ -855,6 +855,15 @@ impl ConsumerCore {
         }
     }
 
+    /// The partitions to fetch and their positions: the subscription's fetchable ones, less
+    /// those with records still buffered (fetched again once a poll took them all).
+    fn fetchable(&self) -> impl Iterator<Item = (TopicPartition, i64)> + '_ {
+        self.subscription
+            .fetchable()
+            .into_iter()
+            .filter(|(partition, _)| !self.buffered.holds(partition))
+    }
+
     /// The leader of `partition` as the metadata cache knows it.
     fn leader(&self, partition: &TopicPartition) -> Option<NodeId> {
         self.metadata.leader(&partition.topic, partition.partition)
@@ -877,13 +886,7 @@ impl ConsumerCore {
                 .map(|(partition, _, _)| partition),
         );
         if self.fetch_paused_until.is_none() {
-            partitions.extend(
-                self.subscription
-                    .fetchable()
-                    .into_iter()
-                    .filter(|(partition, _)| !self.buffered.holds(partition))
-                    .map(|(partition, _)| partition),
-            );
+            partitions.extend(self.fetchable().map(|(partition, _)| partition));
         }
         partitions
     }
@@ -1083,12 +1086,8 @@ impl ConsumerCore {
         }
         let fenced = self.config.truncation_detection;
         let ordered: Vec<(TopicPartition, i64, i32)> = self
-            .subscription
             .fetchable()
-            .into_iter()
             .filter(|(partition, _)| self.leader(partition) == Some(node))
-            // a partition with records still buffered is fetched once a poll took them all
-            .filter(|(partition, _)| !self.buffered.holds(partition))
             .map(|(partition, position)| {
                 let epoch = self
                     .metadata
