@@ -180,7 +180,26 @@ impl Connection {
 
     /// Writes a response made of chunks: bytes directly, file ranges with sendfile (production)
     /// or by copying (simulation). Then flushes (madsim delivers only on flush).
+    ///
+    /// In production a response that mixes byte chunks and file ranges is written corked
+    /// (`TCP_CORK`): the small partition headers between the sendfile ranges then share full
+    /// segments with the records instead of leaving as segments of their own (with
+    /// `TCP_NODELAY` each would wake the reader for a few dozen bytes). Uncorking sends the rest.
     pub async fn write_chunks<F: DurableFile>(&mut self, chunks: &[Chunk<F>]) -> io::Result<()> {
+        #[cfg(not(madsim))]
+        if chunks.len() > 1 && chunks.iter().any(|c| matches!(c, Chunk::File { .. })) {
+            // Best effort: a socket that refuses the option is written uncorked.
+            let corked = rustix::net::sockopt::set_tcp_cork(&self.stream, true).is_ok();
+            let written = self.write_chunks_plain(chunks).await;
+            if corked {
+                rustix::net::sockopt::set_tcp_cork(&self.stream, false)?;
+            }
+            return written;
+        }
+        self.write_chunks_plain(chunks).await
+    }
+
+    async fn write_chunks_plain<F: DurableFile>(&mut self, chunks: &[Chunk<F>]) -> io::Result<()> {
         for chunk in chunks {
             match chunk {
                 Chunk::Bytes(bytes) => self.stream.write_all(bytes).await?,
