@@ -38,6 +38,8 @@ pub(super) enum GroupWrite {
     },
     /// The tombstones of a deleted group: result `index` of DeleteGroups `deletion`.
     Delete { deletion: u64, index: usize },
+    /// The tombstones of a group's expired offsets (and of the group, if it went with them).
+    Expire { group_id: String },
 }
 
 /// A DeleteGroups waiting for its groups' tombstones.
@@ -122,6 +124,10 @@ impl<S: Storage> Broker<S> {
         if !self.groups.loaded.contains_key(&partition) {
             self.load_offsets_partition(now, partition)?;
             self.groups.loaded.insert(partition, epoch);
+            if self.groups.next_retention_check.is_none() {
+                let interval = self.config.groups.offsets_retention_check_interval_ms;
+                self.groups.next_retention_check = Some(now.plus(interval));
+            }
         }
         Ok(())
     }
@@ -198,8 +204,9 @@ impl<S: Storage> Broker<S> {
                 offsets,
                 mut response,
             } => {
-                if error == ErrorCode::None {
-                    if let Some(group) = self.groups.groups.get_mut(&group_id) {
+                if let Some(group) = self.groups.groups.get_mut(&group_id) {
+                    group.pending_commits = group.pending_commits.saturating_sub(1);
+                    if error == ErrorCode::None {
                         group.offsets.extend(offsets);
                     }
                 }
@@ -235,6 +242,11 @@ impl<S: Storage> Broker<S> {
                     tracing::warn!(?error, "storing an empty generation failed");
                 }
             }
+            GroupWrite::Expire { group_id } => {
+                if error != ErrorCode::None {
+                    tracing::warn!(group = %group_id, ?error, "storing expired offsets' tombstones failed");
+                }
+            }
             GroupWrite::Delete { deletion, index } => {
                 let Some(pending) = self.groups.deletions.get_mut(&deletion) else {
                     return;
@@ -260,7 +272,13 @@ impl<S: Storage> Broker<S> {
         out: &mut Vec<Output<S::File>>,
     ) {
         Self::send_group_replies(fx.replies, out);
-        for (stored, generation) in fx.store {
+        let wall = self.wall_clock(now);
+        let state_timestamp = self.groups.groups.get_mut(group_id).and_then(|group| {
+            group.stamp(wall);
+            group.state_timestamp()
+        });
+        for (mut stored, generation) in fx.store {
+            stored.state_timestamp = state_timestamp.unwrap_or(-1);
             let record = OffsetsRecord::Group {
                 group: group_id.to_owned(),
                 value: Some(stored),
@@ -334,9 +352,17 @@ impl<S: Storage> Broker<S> {
         }
     }
 
-    /// Session expiries and join deadlines due at `now`, and groups whose partition moved.
+    /// Session expiries and join deadlines due at `now`, groups whose partition moved, and the
+    /// offset retention check when it is due.
     pub(super) fn on_groups_tick(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
         self.sync_group_ownership(out);
+        if self
+            .groups
+            .next_retention_check
+            .is_some_and(|due| due <= now)
+        {
+            self.expire_offsets(now, out);
+        }
         let limits = self.group_limits();
         let due: Vec<String> = self
             .groups
@@ -355,6 +381,61 @@ impl<S: Storage> Broker<S> {
                 group.on_tick(now, limits, &mut fx);
             }
             self.apply_group_effects(now, &id, fx, out);
+        }
+    }
+
+    /// Kafka's `cleanupGroupMetadata`: removes every loaded group's expired offsets
+    /// ([`Group::expired_offsets`]) and the groups left empty without offsets, and appends their
+    /// tombstones to `__consumer_offsets`. They are gone from memory at once, as in Kafka; a
+    /// tombstone that fails to append leaves the offset to come back when the partition is
+    /// loaded again.
+    fn expire_offsets(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+        let groups = &self.config.groups;
+        self.groups.next_retention_check =
+            Some(now.plus(groups.offsets_retention_check_interval_ms));
+        let retention_ms = groups.offsets_retention_minutes.saturating_mul(60_000);
+        let wall = self.wall_clock(now);
+        let mut writes = Vec::new();
+        let mut expired_total = 0;
+        self.groups.groups.retain(|id, group| {
+            let expired = group.expired_offsets(wall, retention_ms);
+            let mut records: Vec<OffsetsRecord> = expired
+                .into_iter()
+                .filter_map(|partition| {
+                    group.offsets.remove(&partition)?;
+                    Some(OffsetsRecord::Offset {
+                        group: id.clone(),
+                        partition,
+                        value: None,
+                    })
+                })
+                .collect();
+            expired_total += records.len();
+            let gone = group.remove_if_unused();
+            if gone {
+                records.push(OffsetsRecord::Group {
+                    group: id.clone(),
+                    value: None,
+                });
+            }
+            if !records.is_empty() {
+                writes.push((id.clone(), records));
+            }
+            !gone
+        });
+        if writes.is_empty() {
+            return;
+        }
+        tracing::info!(
+            offsets = expired_total,
+            groups = writes.len(),
+            "removed expired offsets"
+        );
+        for (group_id, records) in writes {
+            let write = GroupWrite::Expire {
+                group_id: group_id.clone(),
+            };
+            self.write_group_records(now, &group_id, &records, write, out);
         }
     }
 

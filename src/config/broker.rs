@@ -161,6 +161,13 @@ pub struct GroupConfig {
     pub max_session_timeout_ms: i32,
     /// `group.max.size` (default unlimited).
     pub max_size: i32,
+    /// `offsets.retention.minutes` (default 10080, seven days): how long the committed offsets
+    /// of a group stay after it became empty (of a simple consumer's commits: after the commit;
+    /// of a stable group: after the commit, for topics no member subscribes to any more).
+    pub offsets_retention_minutes: i64,
+    /// `offsets.retention.check.interval.ms` (default 600000): how often expired offsets are
+    /// looked for.
+    pub offsets_retention_check_interval_ms: u64,
 }
 
 impl Default for GroupConfig {
@@ -175,6 +182,8 @@ impl Default for GroupConfig {
             min_session_timeout_ms: 6_000,
             max_session_timeout_ms: 1_800_000,
             max_size: i32::MAX,
+            offsets_retention_minutes: 10_080,
+            offsets_retention_check_interval_ms: 600_000,
         }
     }
 }
@@ -534,11 +543,11 @@ impl BrokerConfig {
                 groups.max_session_timeout_ms = parse_at_least(key, value, 1)?
             }
             "group.max.size" => groups.max_size = parse_at_least(key, value, 1)?,
-            "offsets.retention.minutes" | "offsets.retention.check.interval.ms" => {
-                return Err(ConfigError::not_implemented(
-                    key,
-                    "committed offsets are kept for ever (no offset expiry yet)",
-                ));
+            "offsets.retention.minutes" => {
+                groups.offsets_retention_minutes = parse_at_least(key, value, 1)?
+            }
+            "offsets.retention.check.interval.ms" => {
+                groups.offsets_retention_check_interval_ms = parse_at_least(key, value, 1)?
             }
             _ => return Err(ConfigError::unknown(key)),
         }

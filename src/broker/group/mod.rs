@@ -54,6 +54,9 @@ pub(crate) struct Groups {
     pub(crate) deletions: BTreeMap<u64, crate::broker::coordinator::PendingDeletion>,
     /// The last deletion number handed out.
     pub(crate) next_deletion: u64,
+    /// When expired offsets are next looked for (`offsets.retention.check.interval.ms` after
+    /// the first partition was loaded, then after each check).
+    pub(crate) next_retention_check: Option<Millis>,
 }
 
 impl Groups {
@@ -112,7 +115,11 @@ impl Groups {
 
     /// The earliest deadline of any group.
     pub(crate) fn next_deadline(&self) -> Option<Millis> {
-        self.groups.values().filter_map(Group::next_deadline).min()
+        self.groups
+            .values()
+            .filter_map(Group::next_deadline)
+            .chain(self.next_retention_check)
+            .min()
     }
 
     /// Every group's invariants.

@@ -239,6 +239,14 @@ pub(crate) struct Group {
     storing: Option<(i32, BTreeMap<String, Bytes>)>,
     /// Committed offsets.
     pub(crate) offsets: BTreeMap<TopicPartition, CommittedOffset>,
+    /// OffsetCommits being stored (their offsets do not expire meanwhile: Kafka's
+    /// `pendingOffsetCommits`).
+    pub(crate) pending_commits: u32,
+    /// Wall-clock milliseconds when the group entered `stamped_state` (Kafka's
+    /// `currentStateTimestamp`); `None` until stamped.
+    state_timestamp: Option<i64>,
+    /// The state `state_timestamp` belongs to.
+    stamped_state: GroupState,
 }
 
 impl Group {
@@ -257,6 +265,9 @@ impl Group {
             initial_delay: None,
             storing: None,
             offsets: BTreeMap::new(),
+            pending_commits: 0,
+            state_timestamp: None,
+            stamped_state: GroupState::Empty,
         }
     }
 
@@ -295,6 +306,8 @@ impl Group {
         } else {
             GroupState::Stable
         };
+        self.stamped_state = self.state;
+        self.state_timestamp = Some(stored.state_timestamp).filter(|stamp| *stamp >= 0);
         if self
             .leader
             .as_ref()
@@ -322,6 +335,82 @@ impl Group {
     /// Its members by id.
     pub(crate) fn members(&self) -> &BTreeMap<String, Member> {
         &self.members
+    }
+
+    /// Records `wall_ms` as the time the group entered its state, if the state changed since
+    /// the last stamp (the coordinator stamps after every operation on the group).
+    pub(crate) fn stamp(&mut self, wall_ms: i64) {
+        if self.state_timestamp.is_none() || self.stamped_state != self.state {
+            self.state_timestamp = Some(wall_ms);
+            self.stamped_state = self.state;
+        }
+    }
+
+    /// When the group entered its current state (wall-clock milliseconds), if known.
+    pub(crate) fn state_timestamp(&self) -> Option<i64> {
+        self.state_timestamp
+            .filter(|_| self.stamped_state == self.state)
+    }
+
+    /// The committed offsets that have expired at `wall_ms` after `retention_ms`, by Kafka's
+    /// rules (`GroupMetadata.removeExpiredOffsets`, KIP-211): in an empty group, every offset
+    /// once the retention has passed since the group became empty (or since the commit, when
+    /// that time is unknown); in a stable consumer group, the offsets of topics no member
+    /// subscribes to, once the retention has passed since their commit; a simple consumer's
+    /// offsets (no protocol type) once it has passed since their commit. Nothing while a
+    /// commit is being stored.
+    pub(crate) fn expired_offsets(&self, wall_ms: i64, retention_ms: i64) -> Vec<TopicPartition> {
+        if self.pending_commits > 0 {
+            return Vec::new();
+        }
+        let expired = |base: i64| wall_ms.saturating_sub(base) >= retention_ms;
+        let since_commit = |offset: &CommittedOffset| expired(offset.commit_timestamp);
+        let pick = |keep: &dyn Fn(&TopicPartition, &CommittedOffset) -> bool| {
+            self.offsets
+                .iter()
+                .filter(|(partition, offset)| keep(partition, offset))
+                .map(|(partition, _)| partition.clone())
+                .collect()
+        };
+        match (self.protocol_type.as_deref(), self.state) {
+            (Some(_), GroupState::Empty) => match self.state_timestamp() {
+                Some(empty_since) if expired(empty_since) => pick(&|_, _| true),
+                Some(_) => Vec::new(),
+                None => pick(&|_, offset| since_commit(offset)),
+            },
+            (Some(crate::client::group::PROTOCOL_TYPE), GroupState::Stable) => {
+                // Kafka's `computeSubscribedTopics`: unknown when any subscription does not
+                // decode, and then nothing expires.
+                let protocol = self.protocol.clone().unwrap_or_default();
+                let Some(subscribed) = self
+                    .members
+                    .values()
+                    .map(|member| {
+                        crate::client::group::decode_subscription(&member.metadata(&protocol))
+                    })
+                    .collect::<Option<Vec<Vec<String>>>>()
+                else {
+                    return Vec::new();
+                };
+                let subscribed: std::collections::BTreeSet<String> =
+                    subscribed.into_iter().flatten().collect();
+                pick(&|partition, offset| {
+                    !subscribed.contains(&partition.topic) && since_commit(offset)
+                })
+            }
+            (None, _) => pick(&|_, offset| since_commit(offset)),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Removes the group once it is empty and has no offsets left (Kafka turns it Dead and
+    /// writes its tombstone): whether it is gone.
+    pub(crate) fn remove_if_unused(&mut self) -> bool {
+        if self.state == GroupState::Empty && self.offsets.is_empty() && self.pending_commits == 0 {
+            self.transition(GroupState::Dead);
+            return true;
+        }
+        false
     }
 
     fn transition(&mut self, to: GroupState) {

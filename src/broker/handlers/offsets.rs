@@ -91,6 +91,9 @@ impl<S: Storage> Broker<S> {
             out.push(reply_to.respond(ResponseBody::message(ResponseKind::OffsetCommit(response))));
             return;
         }
+        if let Some(group) = self.groups.groups.get_mut(group_id) {
+            group.pending_commits += 1;
+        }
         let write = GroupWrite::Commit {
             reply_to,
             group_id: group_id.to_owned(),

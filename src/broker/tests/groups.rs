@@ -382,3 +382,161 @@ fn a_static_member_that_restarts_takes_its_old_place_and_fences_its_old_id() {
     assert_eq!(response.error_code, ErrorCode::FencedInstanceId.code());
     assert_eq!(harness.heartbeat(&new_id, generation), 0);
 }
+
+fn retention_config() -> BrokerConfig {
+    let mut config = group_config();
+    config
+        .apply([
+            ("offsets.retention.minutes", "1"),
+            ("offsets.retention.check.interval.ms", "1000"),
+        ])
+        .expect("valid");
+    config
+}
+
+impl Harness {
+    /// Moves the clock on by `ms` and runs what falls due (the retention check among it).
+    fn wait(&mut self, ms: u64) {
+        self.now = self.now.plus(ms);
+        let outputs = self.input(Input::Tick);
+        self.flush_all(outputs, true);
+    }
+
+    /// An OffsetCommit of `offset` for partition 0 of `topic` by a simple consumer.
+    fn commit_simple(&mut self, topic: &str, offset: i64) -> i16 {
+        let body = OffsetCommitRequest::default()
+            .with_group_id(group_id())
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(topic_name(topic))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(offset)])]);
+        let ResponseKind::OffsetCommit(response) = self.ask(7, RequestKind::OffsetCommit(body))
+        else {
+            panic!("not an OffsetCommit response")
+        };
+        response.topics[0].partitions[0].error_code
+    }
+
+    /// The committed offset of partition 0 of `topic` (-1: none).
+    fn committed_of(&mut self, topic: &str) -> i64 {
+        let body = OffsetFetchRequest::default()
+            .with_group_id(group_id())
+            .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                .with_name(topic_name(topic))
+                .with_partition_indexes(vec![0])]));
+        let ResponseKind::OffsetFetch(response) = self.ask(5, RequestKind::OffsetFetch(body))
+        else {
+            panic!("not an OffsetFetch response")
+        };
+        response.topics[0].partitions[0].committed_offset
+    }
+}
+
+#[test]
+fn an_empty_groups_offsets_expire_a_retention_after_it_emptied_and_stay_expired_after_a_crash() {
+    let storage = MemoryStorage::new();
+    let mut harness = Harness::with_config(storage.clone(), retention_config());
+    harness.create_topic("t", 1, &[]);
+    harness.find_coordinator();
+    let (member_id, generation) = harness.lone_member();
+    assert_eq!(harness.commit(&member_id, generation, 7), 0);
+    harness.wait(5_000);
+    assert_eq!(harness.heartbeat(&member_id, generation), 0);
+    harness.wait(5_000);
+    assert_eq!(leave(&mut harness, &member_id), 0);
+    harness.wait(50_000);
+    assert_eq!(
+        harness.committed(),
+        7,
+        "the retention runs from when the group emptied, not from the commit"
+    );
+    harness.wait(11_000);
+    assert_eq!(
+        harness.committed(),
+        -1,
+        "expired a minute after the group emptied"
+    );
+    assert_eq!(
+        delete_group(&mut harness),
+        ErrorCode::GroupIdNotFound.code(),
+        "an empty group without offsets is removed with them"
+    );
+
+    storage.crash(CrashLevel::Process, &mut |_| 0);
+    let mut harness = Harness::with_config(storage, retention_config());
+    assert_eq!(harness.committed(), -1, "the tombstones are in the log");
+}
+
+#[test]
+fn a_simple_consumers_offset_expires_a_retention_after_its_last_commit() {
+    let mut harness = Harness::with_config(MemoryStorage::new(), retention_config());
+    harness.create_topic("t", 1, &[]);
+    harness.find_coordinator();
+    assert_eq!(harness.commit_simple("t", 3), 0);
+    harness.wait(40_000);
+    assert_eq!(
+        harness.commit_simple("t", 4),
+        0,
+        "a new commit starts the retention again"
+    );
+    harness.wait(40_000);
+    assert_eq!(harness.committed(), 4);
+    harness.wait(21_000);
+    assert_eq!(harness.committed(), -1);
+}
+
+#[test]
+fn a_stable_group_keeps_its_subscribed_offsets_and_loses_the_others_after_the_retention() {
+    let mut harness = Harness::with_config(MemoryStorage::new(), retention_config());
+    harness.create_topic("t", 1, &[]);
+    harness.create_topic("u", 1, &[]);
+    harness.find_coordinator();
+    let join = |harness: &mut Harness, member_id: &str| {
+        let body = JoinGroupRequest::default()
+            .with_group_id(group_id())
+            .with_session_timeout_ms(10_000)
+            .with_rebalance_timeout_ms(30_000)
+            .with_member_id(text(member_id))
+            .with_protocol_type(text("consumer"))
+            .with_protocols(vec![JoinGroupRequestProtocol::default()
+                .with_name(text("range"))
+                .with_metadata(crate::client::group::encode_subscription(&[
+                    "t".to_owned()
+                ]))]);
+        join_answer(harness.ask(5, RequestKind::JoinGroup(body)))
+    };
+    let (_, member_id, ..) = join(&mut harness, "");
+    let (error, _, generation, ..) = join(&mut harness, &member_id);
+    assert_eq!(error, 0);
+    assert_eq!(harness.sync_group(&member_id, generation, true).0, 0);
+    assert_eq!(harness.commit(&member_id, generation, 5), 0);
+    let body = OffsetCommitRequest::default()
+        .with_group_id(group_id())
+        .with_generation_id_or_member_epoch(generation)
+        .with_member_id(text(&member_id))
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(topic_name("u"))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(9)])]);
+    let ResponseKind::OffsetCommit(_) = harness.ask(7, RequestKind::OffsetCommit(body)) else {
+        panic!("not an OffsetCommit response")
+    };
+    assert_eq!(harness.committed_of("u"), 9);
+    for _ in 0..13 {
+        harness.wait(5_000);
+        assert_eq!(harness.heartbeat(&member_id, generation), 0);
+    }
+    assert_eq!(
+        harness.committed_of("t"),
+        5,
+        "a subscribed topic's offset stays"
+    );
+    assert_eq!(
+        harness.committed_of("u"),
+        -1,
+        "a topic no member subscribes to loses its offset"
+    );
+}
