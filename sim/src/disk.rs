@@ -80,6 +80,11 @@ impl SimDisks {
             .expect("every node has a disk")
     }
 
+    /// `node`'s disk, if it has one (client nodes have none).
+    pub fn try_storage(&self, node: NodeId) -> Option<MemoryStorage> {
+        self.lock().get(&node).map(|disk| disk.storage.clone())
+    }
+
     /// The level the next kill of `node` applies.
     pub fn set_next_crash(&self, node: NodeId, level: CrashLevel) {
         if let Some(disk) = self.lock().get_mut(&node) {

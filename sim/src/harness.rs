@@ -398,6 +398,14 @@ impl Cluster {
                 fsync_latency_us,
                 ..
             } => self.slow_disk(target, Some(*fsync_latency_us)),
+            FaultAction::DiskFull {
+                target,
+                free_bytes: (low, high),
+                ..
+            } => self.disk_full(
+                target,
+                Some(madsim::rand::thread_rng().gen_range(*low..=*high)),
+            ),
             FaultAction::Clog { from, to, .. } => {
                 let link = (self.id(from), self.id(to));
                 self.clog(link.0, link.1);
@@ -547,12 +555,30 @@ impl Cluster {
         }
     }
 
+    /// Fills `target`'s disk, leaving `free` more bytes for its files (`Some`), or frees it
+    /// (`None`).
+    fn disk_full(&self, target: &str, free: Option<u64>) {
+        let storage = madsim::plugin::simulator::<SimDisks>().storage(self.id(target));
+        if let Some(free) = free {
+            let used = storage.used_bytes();
+            storage.set_capacity(Some(used + free));
+            self.env.nemesis(
+                "disk-full",
+                &json!({"node": target, "used_bytes": used, "free_bytes": free}),
+            );
+        } else {
+            storage.set_capacity(None);
+            self.env.nemesis("disk-full-end", &json!({"node": target}));
+        }
+    }
+
     /// Ends a fault that holds until its `heal_after_ms` and has no links to unclog: a pause,
-    /// a slow disk, a delay spike.
+    /// a slow disk, a full disk, a delay spike.
     fn end(&self, action: &FaultAction) {
         match action {
             FaultAction::Pause { target, .. } => self.resume(target),
             FaultAction::SlowDisk { target, .. } => self.slow_disk(target, None),
+            FaultAction::DiskFull { target, .. } => self.disk_full(target, None),
             FaultAction::Delay { .. } => self.delay(None),
             other => unreachable!("{other:?} ends by unclogging its links"),
         }
@@ -598,6 +624,19 @@ impl Cluster {
             .collect();
         for node in slow {
             self.slow_disk(&node, None);
+        }
+        let full: Vec<String> = self
+            .nodes
+            .keys()
+            .filter(|name| {
+                madsim::plugin::simulator::<SimDisks>()
+                    .try_storage(self.id(name))
+                    .is_some_and(|storage| storage.capacity().is_some())
+            })
+            .cloned()
+            .collect();
+        for node in full {
+            self.disk_full(&node, None);
         }
         let down: Vec<String> = self
             .down
@@ -994,6 +1033,7 @@ fn schedule(faults: Vec<crate::scenario::Fault>) -> Vec<Scheduled> {
                 | FaultAction::Isolate { heal_after_ms, .. }
                 | FaultAction::Pause { heal_after_ms, .. }
                 | FaultAction::SlowDisk { heal_after_ms, .. }
+                | FaultAction::DiskFull { heal_after_ms, .. }
                 | FaultAction::Delay { heal_after_ms, .. }
                 | FaultAction::Clog { heal_after_ms, .. } => (None, heal_after_ms.map(draw), None),
                 _ => (None, None, None),
@@ -1046,6 +1086,7 @@ async fn run_nemesis(
             (
                 FaultAction::Pause { .. }
                 | FaultAction::SlowDisk { .. }
+                | FaultAction::DiskFull { .. }
                 | FaultAction::Delay { .. },
                 _,
                 Some(after),

@@ -173,7 +173,7 @@ pub struct FinalRead {
 }
 
 /// Nemesis functions.
-pub const NEMESIS_FUNCTIONS: [&str; 22] = [
+pub const NEMESIS_FUNCTIONS: [&str; 24] = [
     "crash",
     "restart",
     "stop",
@@ -186,6 +186,8 @@ pub const NEMESIS_FUNCTIONS: [&str; 22] = [
     "reset-mid-response",
     "reject-request",
     "disk-fault",
+    "disk-full",
+    "disk-full-end",
     "corrupt",
     "producers-unfinished",
     "schedule",

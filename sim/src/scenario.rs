@@ -173,6 +173,7 @@ struct RawFault {
     fail_syncs: Option<Spanned<u32>>,
     fsync_latency_us: Option<Spanned<[u64; 2]>>,
     latency_ms: Option<Spanned<[u64; 2]>>,
+    free_bytes: Option<Spanned<[u64; 2]>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -438,6 +439,14 @@ pub enum FaultAction {
         fsync_latency_us: (u64, u64),
         heal_after_ms: Option<TimeSpec>,
     },
+    /// A full disk on a broker: its files may grow by `free_bytes` more (drawn when the fault
+    /// fires), then writes fail with ENOSPC after writing what fits, until `heal_after_ms` (the
+    /// operator freed space) or the end of the safety phase.
+    DiskFull {
+        target: String,
+        free_bytes: (u64, u64),
+        heal_after_ms: Option<TimeSpec>,
+    },
     /// Flip a byte of a durable sector of one of a broker's files (a latent sector error).
     Corrupt { target: String, files: FileSelector },
     /// Heal every network and connection fault.
@@ -456,7 +465,8 @@ impl FaultAction {
             | FaultAction::Corrupt { target, .. }
             | FaultAction::Isolate { target, .. }
             | FaultAction::Pause { target, .. }
-            | FaultAction::SlowDisk { target, .. } => Some(target),
+            | FaultAction::SlowDisk { target, .. }
+            | FaultAction::DiskFull { target, .. } => Some(target),
             FaultAction::Partition { .. }
             | FaultAction::Clog { .. }
             | FaultAction::Delay { .. }
@@ -1077,6 +1087,7 @@ fn fields_of(kind: &str) -> Option<&'static [&'static str]> {
         "reject_request" => &["target", "count", "probability", "error"],
         "disk_fault" => &["target", "fail_writes", "fail_syncs", "on_fsync_failure"],
         "slow_disk" => &["target", "fsync_latency_us", "heal_after_ms"],
+        "disk_full" => &["target", "free_bytes", "heal_after_ms"],
         "delay" => &["latency_ms", "heal_after_ms"],
         "corrupt" => &["target", "files"],
         "heal" => &[],
@@ -1169,6 +1180,7 @@ impl FaultBuilder<'_> {
             ("fail_syncs", span_of(raw.fail_syncs.as_ref())),
             ("fsync_latency_us", span_of(raw.fsync_latency_us.as_ref())),
             ("latency_ms", span_of(raw.latency_ms.as_ref())),
+            ("free_bytes", span_of(raw.free_bytes.as_ref())),
         ];
         for (field, span) in present {
             if let Some(span) = span.filter(|_| !allowed.contains(&field)) {
@@ -1350,6 +1362,14 @@ impl FaultBuilder<'_> {
         })
     }
 
+    fn disk_full(&self) -> Result<FaultAction, ScenarioError> {
+        Ok(FaultAction::DiskFull {
+            free_bytes: self.range(self.raw.free_bytes.as_ref(), "free_bytes")?,
+            target: self.broker()?,
+            heal_after_ms: self.loader.time(self.raw.heal_after_ms.as_ref())?,
+        })
+    }
+
     fn delay(&self) -> Result<FaultAction, ScenarioError> {
         Ok(FaultAction::Delay {
             latency_ms: self.range(self.raw.latency_ms.as_ref(), "latency_ms")?,
@@ -1468,6 +1488,7 @@ impl FaultBuilder<'_> {
             }
             "disk_fault" => self.disk()?,
             "slow_disk" => self.slow_disk()?,
+            "disk_full" => self.disk_full()?,
             "delay" => self.delay()?,
             "corrupt" => self.corrupt()?,
             _ => FaultAction::Heal,
@@ -1485,7 +1506,7 @@ fn build_fault(
     let kind = raw.kind.get_ref().as_str();
     let Some(allowed) = fields_of(kind) else {
         let message = format!(
-            "unknown fault kind '{kind}' (crash, restart, stop, partition, isolate, pause, clog, drop_request, drop_response, reset_mid_response, reject_request, disk_fault, slow_disk, delay, corrupt, heal)"
+            "unknown fault kind '{kind}' (crash, restart, stop, partition, isolate, pause, clog, drop_request, drop_response, reset_mid_response, reject_request, disk_fault, slow_disk, disk_full, delay, corrupt, heal)"
         );
         return Err(loader.error_at(raw.kind.span(), message));
     };

@@ -30,6 +30,11 @@
 //!
 //! [`MemoryStorage::corrupt`] flips a byte in a durable, clean sector (a latent sector error that
 //! the CRCs must catch).
+//!
+//! [`MemoryStorage::set_capacity`] fills the disk: a write that would grow the files past the
+//! capacity writes what fits (a short write) and fails with `ENOSPC`, as `write(2)` on a full
+//! ext4 does for `write_all`; overwriting bytes in place still works. Lifting the capacity (the
+//! operator freed space) makes writes work again.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -261,6 +266,8 @@ struct Shared {
     faults: DiskFaults,
     fsync_failure: FsyncFailure,
     sync_latency: Option<SyncLatency>,
+    /// Bytes the files may hold in all (`None`: no limit); writes past it fail with ENOSPC.
+    capacity: Option<u64>,
 }
 
 /// An in-memory disk. Clones share the same disk.
@@ -293,6 +300,14 @@ fn ancestors(name: &str) -> impl Iterator<Item = &str> {
 }
 
 impl Shared {
+    /// The live bytes of every file in the namespace.
+    fn used_bytes(&self) -> u64 {
+        self.files
+            .values()
+            .map(|file| lock(file).live.len() as u64)
+            .sum()
+    }
+
     /// Whether `name`'s directory chain survives a power loss.
     fn directories_durable(&self, name: &str) -> bool {
         ancestors(name).all(|directory| self.durable_directories.contains(directory))
@@ -376,6 +391,7 @@ impl MemoryStorage {
                 faults: DiskFaults::default(),
                 fsync_failure: FsyncFailure::default(),
                 sync_latency: None,
+                capacity: None,
             })),
         }
     }
@@ -390,6 +406,22 @@ impl MemoryStorage {
     /// What a failed fsync does to dirty pages.
     pub fn set_fsync_failure(&self, policy: FsyncFailure) {
         lock(&self.shared).fsync_failure = policy;
+    }
+
+    /// Limits the bytes all files may hold together (`None`: no limit): a write growing them past
+    /// it writes what fits and fails with ENOSPC. A crash keeps the limit (the disk stays full).
+    pub fn set_capacity(&self, capacity: Option<u64>) {
+        lock(&self.shared).capacity = capacity;
+    }
+
+    /// The capacity [`set_capacity`](Self::set_capacity) set, if any.
+    pub fn capacity(&self) -> Option<u64> {
+        lock(&self.shared).capacity
+    }
+
+    /// The bytes the files hold, as the running process sees them.
+    pub fn used_bytes(&self) -> u64 {
+        lock(&self.shared).used_bytes()
     }
 
     /// Arms faults (added to any already armed).
@@ -582,22 +614,32 @@ impl StorageFile for MemoryFile {
     }
 
     fn write_all_at(&self, data: &[u8], position: u64) -> io::Result<()> {
-        {
+        let room = {
             let mut shared = lock(&self.storage.shared);
             if shared.faults.fail_writes > 0 {
                 shared.faults.fail_writes -= 1;
                 return Err(eio("write", &self.name));
             }
+            shared
+                .capacity
+                .map(|capacity| capacity.saturating_sub(shared.used_bytes()))
+        };
+        if let Some(room) = room {
+            let len = lock(&self.state).live.len() as u64;
+            let growth = (position + data.len() as u64).saturating_sub(len);
+            if growth > room {
+                // A short write: what fits (up to the old end, then `room` new bytes), then ENOSPC.
+                let fits = (len + room).saturating_sub(position).min(data.len() as u64) as usize;
+                if fits > 0 && position <= len {
+                    self.write_unchecked(&data[..fits], position);
+                }
+                return Err(io::Error::new(
+                    io::ErrorKind::StorageFull,
+                    format!("injected ENOSPC on write of {}", self.name),
+                ));
+            }
         }
-        let mut state = lock(&self.state);
-        let start = position as usize;
-        let end = start + data.len();
-        let old_len = state.live.len() as u64;
-        state.touch(sector_range(position.min(old_len), end as u64));
-        if state.live.len() < end {
-            state.live.resize(end, 0);
-        }
-        state.live[start..end].copy_from_slice(data);
+        self.write_unchecked(data, position);
         Ok(())
     }
 
@@ -607,6 +649,21 @@ impl StorageFile for MemoryFile {
         state.touch(sector_range(len.min(old_len), len.max(old_len)));
         state.live.resize(len as usize, 0);
         Ok(())
+    }
+}
+
+impl MemoryFile {
+    /// Writes `data` at `position` into the page cache, growing the file if needed.
+    fn write_unchecked(&self, data: &[u8], position: u64) {
+        let mut state = lock(&self.state);
+        let start = position as usize;
+        let end = start + data.len();
+        let old_len = state.live.len() as u64;
+        state.touch(sector_range(position.min(old_len), end as u64));
+        if state.live.len() < end {
+            state.live.resize(end, 0);
+        }
+        state.live[start..end].copy_from_slice(data);
     }
 }
 

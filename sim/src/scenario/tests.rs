@@ -314,6 +314,30 @@ fn a_slow_disk_needs_an_ordered_latency_range_and_a_broker() {
 }
 
 #[test]
+fn a_full_disk_needs_a_free_bytes_range_and_a_broker() {
+    let crash =
+        "kind = \"crash\"\ntarget = \"broker-0\"\nlevel = \"power-loss\"\nrestart_after_ms = 500";
+    let full = |fields: &str| GOOD.replacen(crash, &format!("kind = \"disk_full\"\n{fields}"), 1);
+    let scenario = parse(
+        "t.toml",
+        &full("target = \"broker-0\"\nfree_bytes = [0, 4096]\nheal_after_ms = 300"),
+    )
+    .expect("valid");
+    assert!(matches!(
+        &scenario.faults[0].action,
+        FaultAction::DiskFull { target, free_bytes: (0, 4096), heal_after_ms: Some(_) }
+            if target == "broker-0"
+    ));
+    assert!(error_of(&full("target = \"broker-0\"")).contains("needs 'free_bytes"));
+    assert!(error_of(&full("target = \"broker-0\"\nfree_bytes = [9, 1]")).contains("min <= max"));
+    assert!(error_of(&full("target = \"c1\"\nfree_bytes = [0, 1]")).contains("targets a broker"));
+    assert!(error_of(&full(
+        "target = \"broker-0\"\nfree_bytes = [0, 1]\nfail_writes = 1"
+    ))
+    .contains("'fail_writes' does not apply"));
+}
+
+#[test]
 fn a_delay_spike_takes_an_ordered_latency_range_and_no_target() {
     let crash =
         "kind = \"crash\"\ntarget = \"broker-0\"\nlevel = \"power-loss\"\nrestart_after_ms = 500";

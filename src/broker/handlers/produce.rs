@@ -299,7 +299,7 @@ impl<S: Storage> Broker<S> {
             for (partition_index, data) in topic.partition_data.into_iter().enumerate() {
                 let topic_partition = TopicPartition::new(topic.name.to_string(), data.index);
                 let outcome = if matches!(acks, -1..=1) {
-                    self.append_produced(&topic_partition, data.records, acks)
+                    self.append_produced(&topic_partition, data.records, acks, out)
                 } else {
                     Err((
                         ErrorCode::InvalidRequiredAcks,
@@ -367,7 +367,7 @@ impl<S: Storage> Broker<S> {
     ) {
         let mut progress = ProduceProgress::default();
         let mut entry = PartitionProduceResponse::default().with_index(topic_partition.partition);
-        match self.append_produced(topic_partition, Some(batch), -1) {
+        match self.append_produced(topic_partition, Some(batch), -1, out) {
             Ok(appended) => {
                 entry.base_offset = appended.base_offset;
                 let slot = Slot {
@@ -497,7 +497,39 @@ impl<S: Storage> Broker<S> {
         }
     }
 
+    /// [`append_checked`](Self::append_checked), recording in the history a partition that the
+    /// append took offline (a failed write: EIO, ENOSPC).
     fn append_produced(
+        &mut self,
+        topic_partition: &TopicPartition,
+        records: Option<Bytes>,
+        acks: i16,
+        out: &mut Vec<Output<S::File>>,
+    ) -> Result<Appended, Rejection> {
+        let online = |broker: &Self| {
+            broker
+                .replicas
+                .get(topic_partition)
+                .is_some_and(|partition| partition.offline().is_none())
+        };
+        let was_online = online(self);
+        let result = self.append_checked(topic_partition, records, acks);
+        if was_online && !online(self) {
+            if let Some(reason) = self
+                .replicas
+                .get(topic_partition)
+                .and_then(|partition| partition.offline())
+            {
+                out.push(Output::Event(BrokerEvent::Offline {
+                    partition: topic_partition.clone(),
+                    reason: reason.to_owned(),
+                }));
+            }
+        }
+        result
+    }
+
+    fn append_checked(
         &mut self,
         topic_partition: &TopicPartition,
         records: Option<Bytes>,

@@ -258,3 +258,31 @@ fn injected_write_faults_fail_the_next_writes() {
     file.write_all_at(b"a", 0).expect("second write works");
     assert_eq!(contents(&disk, "x"), b"a");
 }
+
+#[test]
+fn a_full_disk_writes_what_fits_then_fails_with_enospc_until_space_is_freed() {
+    let disk = MemoryStorage::new();
+    let a = durable_file(&disk, "a", b"0123");
+    let b = disk.open("b").expect("open");
+    b.write_all_at(b"xy", 0).expect("write");
+    assert_eq!(disk.used_bytes(), 6);
+    disk.set_capacity(Some(9));
+    let error = b.write_all_at(b"ABCDEF", 1).expect_err("past the capacity");
+    assert_eq!(error.kind(), io::ErrorKind::StorageFull);
+    assert_eq!(
+        contents(&disk, "b"),
+        b"xABCD",
+        "a short write: the overwritten byte and the 3 bytes of room"
+    );
+    assert_eq!(disk.used_bytes(), 9);
+    a.write_all_at(b"ab", 1)
+        .expect("overwriting in place needs no room");
+    assert_eq!(contents(&disk, "a"), b"0ab3");
+    assert_eq!(
+        a.write_all_at(b"!", 4).expect_err("full").kind(),
+        io::ErrorKind::StorageFull
+    );
+    disk.set_capacity(None);
+    a.write_all_at(b"!", 4).expect("space was freed");
+    assert_eq!(contents(&disk, "a"), b"0ab3!");
+}
