@@ -84,7 +84,8 @@ pub struct ConsumerConfig {
     /// the next poll, and their partitions are not fetched meanwhile.
     pub max_poll_records: usize,
     /// `partition.assignment.strategy`: the assignors offered in JoinGroup, most preferred first
-    /// (default `range`; Kafka's default also offers `cooperative-sticky`, which seedlog lacks).
+    /// (default `range,cooperative-sticky`, Kafka's: the group picks range, and the eager
+    /// protocol holds while any offered assignor is eager).
     pub partition_assignment_strategy: Vec<Assignor>,
 }
 
@@ -112,7 +113,7 @@ impl Default for ConsumerConfig {
             max_poll_interval_ms: 300_000,
             auto_commit_interval_ms: 5_000,
             max_poll_records: 500,
-            partition_assignment_strategy: vec![Assignor::Range],
+            partition_assignment_strategy: vec![Assignor::Range, Assignor::CooperativeSticky],
         }
     }
 }
@@ -219,7 +220,7 @@ impl ConsumerConfig {
                         ConfigError::not_implemented(
                             key,
                             &format!(
-                                "{}: the seedlog consumer offers range and roundrobin",
+                                "{}: the seedlog consumer offers range, roundrobin and cooperative-sticky",
                                 entry.trim()
                             ),
                         )
@@ -244,17 +245,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn auto_commit_needs_a_group_and_range_and_roundrobin_are_the_assignors() {
+    fn auto_commit_needs_a_group_and_range_roundrobin_and_cooperative_sticky_are_the_assignors() {
         let mut config = ConsumerConfig::default();
         config
             .apply([("group.id", "g1"), ("enable.auto.commit", "true")])
             .expect("valid with a group");
         assert!(config.enable_auto_commit);
         let mut config = ConsumerConfig::default();
+        assert_eq!(
+            config.partition_assignment_strategy,
+            [Assignor::Range, Assignor::CooperativeSticky],
+            "Kafka's default"
+        );
         assert!(matches!(
-            config.set("partition.assignment.strategy", "range,cooperative-sticky"),
+            config.set("partition.assignment.strategy", "range,sticky"),
             Err(ConfigError::NotImplemented { .. })
         ));
+        config
+            .set(
+                "partition.assignment.strategy",
+                "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+            )
+            .expect("offered");
+        assert_eq!(
+            config.partition_assignment_strategy,
+            [Assignor::CooperativeSticky]
+        );
         config
             .set(
                 "partition.assignment.strategy",

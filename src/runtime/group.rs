@@ -22,7 +22,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use crate::client::group::{
-    by_topic, decode_subscription, encode_assignment, encode_subscription, recovery, Assignor,
+    by_topic, decode_full_subscription, encode_assignment, encode_subscription, recovery, Assignor,
     Recovery, PROTOCOL_TYPE,
 };
 use crate::config::ConsumerConfig;
@@ -54,6 +54,11 @@ pub struct GroupMember {
     generation: i32,
     /// The assignment of the current generation; `None` while the member must (re)join.
     assignment: Option<Vec<TopicPartition>>,
+    /// The partitions the member owns going into its next join: under the cooperative protocol
+    /// (every offered assignor cooperative) its assignment, kept through a rebalance; under the
+    /// eager one nothing (everything is given up before rejoining). A lost generation or member
+    /// id loses them (Kafka's `onPartitionsLost`).
+    owned: Vec<TopicPartition>,
     /// The member belongs to a live generation and heartbeats, also while a rejoin is pending
     /// after REBALANCE_IN_PROGRESS: as Kafka's heartbeat thread, it keeps the session alive
     /// until the application comes back to rejoin (within the rebalance timeout). A fenced
@@ -93,6 +98,7 @@ impl GroupMember {
             member_id: String::new(),
             generation: -1,
             assignment: None,
+            owned: Vec::new(),
             in_generation: false,
             next_heartbeat: tokio::time::Instant::now(),
         }
@@ -101,6 +107,16 @@ impl GroupMember {
     /// The generation the member belongs to (-1: none yet).
     pub fn generation(&self) -> i32 {
         self.generation
+    }
+
+    /// Whether the member follows the cooperative rebalance protocol (KIP-429): every assignor
+    /// it offers is cooperative, as Kafka's consumer decides.
+    pub fn is_cooperative(&self) -> bool {
+        !self.assignors.is_empty()
+            && self
+                .assignors
+                .iter()
+                .all(|assignor| assignor.is_cooperative())
     }
 
     /// Whether the member must rejoin before its assignment counts.
@@ -163,14 +179,17 @@ impl GroupMember {
             Recovery::RejoinAsNew => {
                 self.member_id.clear();
                 self.assignment = None;
+                self.owned.clear();
                 self.in_generation = false;
             }
             Recovery::Rejoin => {
                 self.assignment = None;
-                // A rebalance under way leaves the generation live until the member rejoins;
-                // ILLEGAL_GENERATION ends it.
+                // A rebalance under way leaves the generation live until the member rejoins
+                // (a cooperative member keeps its partitions through it); ILLEGAL_GENERATION
+                // ends it, and with it what the member owned.
                 if error != ErrorCode::RebalanceInProgress {
                     self.in_generation = false;
+                    self.owned.clear();
                 }
             }
             Recovery::Retry => {}
@@ -209,7 +228,10 @@ impl GroupMember {
     /// One JoinGroup and, if it succeeds, one SyncGroup; `Ok(None)` when it must be tried
     /// again (a retriable error, already acted upon).
     async fn join_and_sync(&mut self) -> Result<Option<(i32, Vec<TopicPartition>)>, ClientError> {
-        let subscription = encode_subscription(&self.topics);
+        if !self.is_cooperative() {
+            self.owned.clear(); // eager: everything is given up before the join
+        }
+        let subscription = encode_subscription(&self.topics, &self.owned);
         let protocols = self
             .assignors
             .iter()
@@ -268,11 +290,20 @@ impl GroupMember {
         }
         let assignment = consumer_assignment(&synced.assignment)
             .ok_or_else(|| ClientError::Protocol("an assignment that does not decode".into()))?;
-        self.generation = joined.generation_id;
-        self.assignment = Some(assignment.clone());
+        self.adopt(joined.generation_id, &assignment);
+        Ok(Some((self.generation, assignment)))
+    }
+
+    /// Takes a generation's assignment. Cooperative: partitions owned before and not assigned
+    /// now are revoked, and the member rejoins at once so that the next rebalance can hand them
+    /// to their new owner.
+    fn adopt(&mut self, generation: i32, assignment: &[TopicPartition]) {
+        self.generation = generation;
         self.in_generation = true;
         self.next_heartbeat = tokio::time::Instant::now() + self.heartbeat_interval;
-        Ok(Some((self.generation, assignment)))
+        let revoked = self.owned.iter().any(|owned| !assignment.contains(owned));
+        self.owned = assignment.to_vec();
+        self.assignment = (!revoked).then(|| assignment.to_vec());
     }
 
     /// The leader's part: every member's partitions, dealt by the assignor the group chose.
@@ -286,15 +317,18 @@ impl GroupMember {
             .ok_or_else(|| {
                 ClientError::Protocol(format!("the group chose assignor {chosen:?}, not offered"))
             })?;
-        let subscriptions: BTreeMap<String, Vec<String>> = joined
+        let subscriptions: BTreeMap<String, _> = joined
             .members
             .iter()
             .map(|member| {
-                let topics = decode_subscription(&member.metadata).unwrap_or_default();
-                (member.member_id.to_string(), topics)
+                let subscription = decode_full_subscription(&member.metadata).unwrap_or_default();
+                (member.member_id.to_string(), subscription)
             })
             .collect();
-        let mut topics: Vec<String> = subscriptions.values().flatten().cloned().collect();
+        let mut topics: Vec<String> = subscriptions
+            .values()
+            .flat_map(|subscription| subscription.topics.iter().cloned())
+            .collect();
         topics.sort();
         topics.dedup();
         let timeout = self.request_timeout;
@@ -446,6 +480,7 @@ impl GroupMember {
             .with_member_id(text(&self.member_id));
         let _ = self.call(1, RequestKind::LeaveGroup(body)).await;
         self.assignment = None;
+        self.owned.clear();
         self.in_generation = false;
         self.member_id.clear();
     }

@@ -502,9 +502,10 @@ fn a_stable_group_keeps_its_subscribed_offsets_and_loses_the_others_after_the_re
             .with_protocol_type(text("consumer"))
             .with_protocols(vec![JoinGroupRequestProtocol::default()
                 .with_name(text("range"))
-                .with_metadata(crate::client::group::encode_subscription(&[
-                    "t".to_owned()
-                ]))]);
+                .with_metadata(crate::client::group::encode_subscription(
+                    &["t".to_owned()],
+                    &[],
+                ))]);
         join_answer(harness.ask(5, RequestKind::JoinGroup(body)))
     };
     let (_, member_id, ..) = join(&mut harness, "");
