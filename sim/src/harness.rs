@@ -24,6 +24,7 @@ use serde_json::json;
 use tokio::sync::Notify;
 
 use crate::checker::FINAL_READER;
+use crate::clock::SimClocks;
 use crate::cluster_monitor::ClusterMonitor;
 use crate::connection_faults::ConnectionRules;
 use crate::disk::SimDisks;
@@ -118,6 +119,7 @@ fn run_on_this_thread(scenario: &Scenario, seed: u64, log: bool) -> RunOutcome {
     config.net.packet_loss_rate = scenario.packet_loss_rate;
     let mut runtime = Runtime::with_seed_and_config(seed, config);
     runtime.add_simulator::<SimDisks>();
+    runtime.add_simulator::<SimClocks>();
     runtime.set_time_limit(
         Duration::from_millis(scenario.duration_ms + 2 * scenario.liveness_ms) + SETUP_MARGIN,
     );
@@ -377,20 +379,7 @@ impl Cluster {
             FaultAction::Restart { target } => self.restart(target),
             FaultAction::Stop { target, .. } => self.stop(target),
             FaultAction::Partition { groups, .. } => return self.partition(groups),
-            FaultAction::Isolate { target, .. } => {
-                let node = self.id(target);
-                let links: Vec<(NodeId, NodeId)> = self
-                    .nodes
-                    .keys()
-                    .filter(|other| *other != target)
-                    .flat_map(|other| [(node, self.id(other)), (self.id(other), node)])
-                    .collect();
-                for (from, to) in &links {
-                    self.clog(*from, *to);
-                }
-                self.env.nemesis("isolate", &json!({"node": target}));
-                return links;
-            }
+            FaultAction::Isolate { target, .. } => return self.isolate(target),
             FaultAction::Pause { target, .. } => self.pause(target),
             FaultAction::Delay { latency_ms, .. } => self.delay(Some(*latency_ms)),
             FaultAction::SlowDisk {
@@ -398,6 +387,11 @@ impl Cluster {
                 fsync_latency_us,
                 ..
             } => self.slow_disk(target, Some(*fsync_latency_us)),
+            FaultAction::ClockSkew {
+                target,
+                offset_ms: (low, high),
+                ..
+            } => self.clock_skew(target, madsim::rand::thread_rng().gen_range(*low..=*high)),
             FaultAction::DiskFull {
                 target,
                 free_bytes: (low, high),
@@ -412,35 +406,54 @@ impl Cluster {
                 self.env.nemesis("clog", &json!({"from": from, "to": to}));
                 return vec![link];
             }
-            FaultAction::Connection {
-                target,
-                kind,
-                api,
-                count,
-                probability,
-            } => {
-                self.rules.get(target).expect("a broker target").arm(
-                    *kind,
-                    *api,
-                    *count,
-                    *probability,
-                );
-                let (f, error) = match kind {
-                    ConnectionFaultKind::DropRequest => ("drop-request", None),
-                    ConnectionFaultKind::DropResponse => ("drop-response", None),
-                    ConnectionFaultKind::ResetMidResponse => ("reset-mid-response", None),
-                    ConnectionFaultKind::RejectRequest(error) => {
-                        ("reject-request", Some(error.name()))
-                    }
-                };
-                let api = api.map(|api| format!("{api:?}"));
-                let value = json!({"node": target, "api": api, "count": count, "probability": probability, "error": error});
-                self.env.nemesis(f, &value);
-            }
+            FaultAction::Connection { .. } => self.arm_connection(action),
             FaultAction::Disk { .. } | FaultAction::Corrupt { .. } => self.disk_fault(action),
             FaultAction::Heal => self.heal_network(),
         }
         Vec::new()
+    }
+
+    /// Cuts `target` off from every other node; the links cut.
+    fn isolate(&self, target: &str) -> Vec<(NodeId, NodeId)> {
+        let node = self.id(target);
+        let links: Vec<(NodeId, NodeId)> = self
+            .nodes
+            .keys()
+            .filter(|other| *other != target)
+            .flat_map(|other| [(node, self.id(other)), (self.id(other), node)])
+            .collect();
+        for (from, to) in &links {
+            self.clog(*from, *to);
+        }
+        self.env.nemesis("isolate", &json!({"node": target}));
+        links
+    }
+
+    /// Arms a connection fault on a broker's connections.
+    fn arm_connection(&self, action: &FaultAction) {
+        let FaultAction::Connection {
+            target,
+            kind,
+            api,
+            count,
+            probability,
+        } = action
+        else {
+            unreachable!("a connection fault")
+        };
+        self.rules
+            .get(target)
+            .expect("a broker target")
+            .arm(*kind, *api, *count, *probability);
+        let (f, error) = match kind {
+            ConnectionFaultKind::DropRequest => ("drop-request", None),
+            ConnectionFaultKind::DropResponse => ("drop-response", None),
+            ConnectionFaultKind::ResetMidResponse => ("reset-mid-response", None),
+            ConnectionFaultKind::RejectRequest(error) => ("reject-request", Some(error.name())),
+        };
+        let api = api.map(|api| format!("{api:?}"));
+        let value = json!({"node": target, "api": api, "count": count, "probability": probability, "error": error});
+        self.env.nemesis(f, &value);
     }
 
     /// A fault of a broker's disk: EIO armed, or a byte flipped.
@@ -572,13 +585,25 @@ impl Cluster {
         }
     }
 
+    /// Skews `target`'s wall clock by `skew_ms` (0: back to the true time).
+    fn clock_skew(&self, target: &str, skew_ms: i64) {
+        madsim::plugin::simulator::<SimClocks>().set(self.id(target), skew_ms);
+        if skew_ms == 0 {
+            self.env.nemesis("clock-skew-end", &json!({"node": target}));
+        } else {
+            self.env
+                .nemesis("clock-skew", &json!({"node": target, "skew_ms": skew_ms}));
+        }
+    }
+
     /// Ends a fault that holds until its `heal_after_ms` and has no links to unclog: a pause,
-    /// a slow disk, a full disk, a delay spike.
+    /// a slow disk, a full disk, a clock skew, a delay spike.
     fn end(&self, action: &FaultAction) {
         match action {
             FaultAction::Pause { target, .. } => self.resume(target),
             FaultAction::SlowDisk { target, .. } => self.slow_disk(target, None),
             FaultAction::DiskFull { target, .. } => self.disk_full(target, None),
+            FaultAction::ClockSkew { target, .. } => self.clock_skew(target, 0),
             FaultAction::Delay { .. } => self.delay(None),
             other => unreachable!("{other:?} ends by unclogging its links"),
         }
@@ -786,6 +811,8 @@ fn start_brokers(handle: &Handle, env: &Env, scenario: &Scenario) -> Brokers {
                         faults: Some(Arc::new(faults)),
                         observer: Some(observer),
                         shutdown: Some(shutdown),
+                        // a `clock_skew` fault reaches a broker when it starts
+                        wall_clock_offset_ms: madsim::plugin::simulator::<SimClocks>().skew(node),
                     };
                     let result = match config.process_role {
                         ProcessRole::Broker => run_broker(config, storage, options).await,
@@ -1034,6 +1061,7 @@ fn schedule(faults: Vec<crate::scenario::Fault>) -> Vec<Scheduled> {
                 | FaultAction::Pause { heal_after_ms, .. }
                 | FaultAction::SlowDisk { heal_after_ms, .. }
                 | FaultAction::DiskFull { heal_after_ms, .. }
+                | FaultAction::ClockSkew { heal_after_ms, .. }
                 | FaultAction::Delay { heal_after_ms, .. }
                 | FaultAction::Clog { heal_after_ms, .. } => (None, heal_after_ms.map(draw), None),
                 _ => (None, None, None),
@@ -1087,6 +1115,7 @@ async fn run_nemesis(
                 FaultAction::Pause { .. }
                 | FaultAction::SlowDisk { .. }
                 | FaultAction::DiskFull { .. }
+                | FaultAction::ClockSkew { .. }
                 | FaultAction::Delay { .. },
                 _,
                 Some(after),

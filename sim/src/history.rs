@@ -173,7 +173,7 @@ pub struct FinalRead {
 }
 
 /// Nemesis functions.
-pub const NEMESIS_FUNCTIONS: [&str; 24] = [
+pub const NEMESIS_FUNCTIONS: [&str; 26] = [
     "crash",
     "restart",
     "stop",
@@ -188,6 +188,8 @@ pub const NEMESIS_FUNCTIONS: [&str; 24] = [
     "disk-fault",
     "disk-full",
     "disk-full-end",
+    "clock-skew",
+    "clock-skew-end",
     "corrupt",
     "producers-unfinished",
     "schedule",

@@ -5,6 +5,8 @@
 //! scenario loader, history and checkers are plain code and are tested in both worlds.
 
 pub mod checker;
+#[cfg(madsim)]
+pub mod clock;
 pub mod cluster_monitor;
 #[cfg(madsim)]
 pub mod connection_faults;

@@ -174,6 +174,7 @@ struct RawFault {
     fsync_latency_us: Option<Spanned<[u64; 2]>>,
     latency_ms: Option<Spanned<[u64; 2]>>,
     free_bytes: Option<Spanned<[u64; 2]>>,
+    offset_ms: Option<Spanned<[i64; 2]>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -447,6 +448,14 @@ pub enum FaultAction {
         free_bytes: (u64, u64),
         heal_after_ms: Option<TimeSpec>,
     },
+    /// A node's wall clock skewed by `offset_ms` (drawn when the fault fires; negative is
+    /// behind) until `heal_after_ms`. Clients see it at once (record CreateTime); a broker at
+    /// its next start.
+    ClockSkew {
+        target: String,
+        offset_ms: (i64, i64),
+        heal_after_ms: Option<TimeSpec>,
+    },
     /// Flip a byte of a durable sector of one of a broker's files (a latent sector error).
     Corrupt { target: String, files: FileSelector },
     /// Heal every network and connection fault.
@@ -466,7 +475,8 @@ impl FaultAction {
             | FaultAction::Isolate { target, .. }
             | FaultAction::Pause { target, .. }
             | FaultAction::SlowDisk { target, .. }
-            | FaultAction::DiskFull { target, .. } => Some(target),
+            | FaultAction::DiskFull { target, .. }
+            | FaultAction::ClockSkew { target, .. } => Some(target),
             FaultAction::Partition { .. }
             | FaultAction::Clog { .. }
             | FaultAction::Delay { .. }
@@ -1088,6 +1098,7 @@ fn fields_of(kind: &str) -> Option<&'static [&'static str]> {
         "disk_fault" => &["target", "fail_writes", "fail_syncs", "on_fsync_failure"],
         "slow_disk" => &["target", "fsync_latency_us", "heal_after_ms"],
         "disk_full" => &["target", "free_bytes", "heal_after_ms"],
+        "clock_skew" => &["target", "offset_ms", "heal_after_ms"],
         "delay" => &["latency_ms", "heal_after_ms"],
         "corrupt" => &["target", "files"],
         "heal" => &[],
@@ -1181,6 +1192,7 @@ impl FaultBuilder<'_> {
             ("fsync_latency_us", span_of(raw.fsync_latency_us.as_ref())),
             ("latency_ms", span_of(raw.latency_ms.as_ref())),
             ("free_bytes", span_of(raw.free_bytes.as_ref())),
+            ("offset_ms", span_of(raw.offset_ms.as_ref())),
         ];
         for (field, span) in present {
             if let Some(span) = span.filter(|_| !allowed.contains(&field)) {
@@ -1362,6 +1374,24 @@ impl FaultBuilder<'_> {
         })
     }
 
+    fn clock_skew(&self) -> Result<FaultAction, ScenarioError> {
+        let field = self.raw.offset_ms.as_ref().ok_or_else(|| {
+            self.error(
+                self.raw.kind.span(),
+                "a 'clock_skew' fault needs 'offset_ms = [min, max]' (milliseconds, negative: behind)",
+            )
+        })?;
+        let [low, high] = *field.get_ref();
+        if low > high {
+            return Err(self.error(field.span(), "offset_ms = [min, max] with min <= max"));
+        }
+        Ok(FaultAction::ClockSkew {
+            offset_ms: (low, high),
+            target: self.node(self.raw.target.as_ref(), "target")?,
+            heal_after_ms: self.loader.time(self.raw.heal_after_ms.as_ref())?,
+        })
+    }
+
     fn disk_full(&self) -> Result<FaultAction, ScenarioError> {
         Ok(FaultAction::DiskFull {
             free_bytes: self.range(self.raw.free_bytes.as_ref(), "free_bytes")?,
@@ -1489,6 +1519,7 @@ impl FaultBuilder<'_> {
             "disk_fault" => self.disk()?,
             "slow_disk" => self.slow_disk()?,
             "disk_full" => self.disk_full()?,
+            "clock_skew" => self.clock_skew()?,
             "delay" => self.delay()?,
             "corrupt" => self.corrupt()?,
             _ => FaultAction::Heal,
@@ -1506,7 +1537,7 @@ fn build_fault(
     let kind = raw.kind.get_ref().as_str();
     let Some(allowed) = fields_of(kind) else {
         let message = format!(
-            "unknown fault kind '{kind}' (crash, restart, stop, partition, isolate, pause, clog, drop_request, drop_response, reset_mid_response, reject_request, disk_fault, slow_disk, disk_full, delay, corrupt, heal)"
+            "unknown fault kind '{kind}' (crash, restart, stop, partition, isolate, pause, clog, drop_request, drop_response, reset_mid_response, reject_request, disk_fault, slow_disk, disk_full, clock_skew, delay, corrupt, heal)"
         );
         return Err(loader.error_at(raw.kind.span(), message));
     };

@@ -346,7 +346,7 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
             key: None,
             value: Some(Bytes::from(value.to_string())),
             // CreateTime from the (simulated) wall clock, as a Kafka producer stamps it.
-            timestamp_ms: seedlog::runtime::clock::wall_clock_ms(),
+            timestamp_ms: crate::clock::wall_clock_ms(),
         };
         let delivery = producer.send(record).await;
         let env = env.clone();

@@ -124,10 +124,6 @@ impl<S: Storage> Broker<S> {
         if !self.groups.loaded.contains_key(&partition) {
             self.load_offsets_partition(now, partition)?;
             self.groups.loaded.insert(partition, epoch);
-            if self.groups.next_retention_check.is_none() {
-                let interval = self.config.groups.offsets_retention_check_interval_ms;
-                self.groups.next_retention_check = Some(now.plus(interval));
-            }
         }
         Ok(())
     }
@@ -390,6 +386,18 @@ impl<S: Storage> Broker<S> {
     /// tombstone that fails to append leaves the offset to come back when the partition is
     /// loaded again.
     fn expire_offsets(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+        // Kafka loads a partition's groups when it becomes its leader; seedlog loads them when
+        // first asked, so the check loads those nobody asked for, or their offsets would never
+        // expire (after a restart, say).
+        for partition in 0..self.offsets_partitions() {
+            if let Some(epoch) = self.leads_offsets_partition(partition) {
+                if !self.groups.loaded.contains_key(&partition)
+                    && self.load_offsets_partition(now, partition).is_ok()
+                {
+                    self.groups.loaded.insert(partition, epoch);
+                }
+            }
+        }
         let groups = &self.config.groups;
         self.groups.next_retention_check =
             Some(now.plus(groups.offsets_retention_check_interval_ms));

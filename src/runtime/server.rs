@@ -79,6 +79,9 @@ pub struct ServerOptions {
     pub observer: Option<Arc<dyn BrokerObserver>>,
     /// Notified to shut down cleanly (the CLI does on SIGTERM and SIGINT).
     pub shutdown: Option<Arc<Notify>>,
+    /// Added to the wall clock read at start (a skewed clock; simulation only, 0 in
+    /// production). The broker counts monotonic time from that reading and never steps it.
+    pub wall_clock_offset_ms: i64,
 }
 
 /// How long a shutdown waits for in-flight requests before it flushes anyway.
@@ -153,7 +156,10 @@ pub async fn run_broker<S: DurableStorage>(
     let metrics_listener = config.metrics_listener.clone();
     let bind_address = config.listeners.bind_address();
     let (mut broker, report) = Broker::open(config, storage.clone(), options.seed, clock.now())?;
-    broker.set_wall_clock(clock.now(), crate::runtime::clock::wall_clock_ms());
+    broker.set_wall_clock(
+        clock.now(),
+        crate::runtime::clock::wall_clock_ms() + options.wall_clock_offset_ms,
+    );
     run_flush(&storage, report.to_sync)
         .await
         .map_err(std::io::Error::other)?;

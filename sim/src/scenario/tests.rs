@@ -338,6 +338,30 @@ fn a_full_disk_needs_a_free_bytes_range_and_a_broker() {
 }
 
 #[test]
+fn a_clock_skew_takes_a_signed_ordered_range_and_any_node() {
+    let crash =
+        "kind = \"crash\"\ntarget = \"broker-0\"\nlevel = \"power-loss\"\nrestart_after_ms = 500";
+    let skew = |fields: &str| GOOD.replacen(crash, &format!("kind = \"clock_skew\"\n{fields}"), 1);
+    let scenario = parse(
+        "t.toml",
+        &skew("target = \"c1\"\noffset_ms = [-5_000, 60_000]"),
+    )
+    .expect("valid");
+    assert!(matches!(
+        &scenario.faults[0].action,
+        FaultAction::ClockSkew { target, offset_ms: (-5_000, 60_000), heal_after_ms: None }
+            if target == "c1"
+    ));
+    assert!(error_of(&skew("target = \"c1\"")).contains("needs 'offset_ms"));
+    assert!(error_of(&skew("target = \"c1\"\noffset_ms = [10, -10]")).contains("min <= max"));
+    assert!(error_of(&skew("target = \"nobody\"\noffset_ms = [0, 1]")).contains("nobody"));
+    assert!(error_of(&skew(
+        "target = \"c1\"\noffset_ms = [0, 1]\nfree_bytes = [0, 1]"
+    ))
+    .contains("'free_bytes' does not apply"));
+}
+
+#[test]
 fn a_delay_spike_takes_an_ordered_latency_range_and_no_target() {
     let crash =
         "kind = \"crash\"\ntarget = \"broker-0\"\nlevel = \"power-loss\"\nrestart_after_ms = 500";

@@ -255,6 +255,7 @@ async fn broker(path: PathBuf) -> anyhow::Result<()> {
         faults: None,
         observer: None,
         shutdown: Some(shutdown),
+        wall_clock_offset_ms: 0,
     };
     match config.process_role {
         ProcessRole::Broker => run_broker(config, storage, options).await?,

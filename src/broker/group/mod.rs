@@ -55,7 +55,7 @@ pub(crate) struct Groups {
     /// The last deletion number handed out.
     pub(crate) next_deletion: u64,
     /// When expired offsets are next looked for (`offsets.retention.check.interval.ms` after
-    /// the first partition was loaded, then after each check).
+    /// the broker started, then after each check).
     pub(crate) next_retention_check: Option<Millis>,
 }
 

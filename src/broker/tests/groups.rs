@@ -541,3 +541,27 @@ fn a_stable_group_keeps_its_subscribed_offsets_and_loses_the_others_after_the_re
         "a topic no member subscribes to loses its offset"
     );
 }
+
+#[test]
+fn after_a_restart_the_retention_check_loads_idle_groups_and_expires_their_offsets() {
+    let storage = MemoryStorage::new();
+    let mut harness = Harness::with_config(storage.clone(), retention_config());
+    harness.create_topic("t", 1, &[]);
+    harness.find_coordinator();
+    let (member_id, generation) = harness.lone_member();
+    assert_eq!(harness.commit(&member_id, generation, 7), 0);
+    assert_eq!(leave(&mut harness, &member_id), 0);
+    harness.wait(1_000);
+
+    storage.crash(CrashLevel::Process, &mut |_| 0);
+    let mut harness = Harness::with_config(storage, retention_config());
+    harness.now = Millis(2_000); // the wall clock goes on from where the group emptied
+    for _ in 0..14 {
+        harness.wait(5_000); // no request: nobody asks for the group
+    }
+    assert_eq!(
+        harness.committed(),
+        -1,
+        "the check loaded the group it leads and expired its offsets"
+    );
+}
