@@ -23,9 +23,11 @@
 //! are judged while the run goes, by the monitor that mirrors every replica's log
 //! (`cluster_monitor`); the history carries each violation it saw as an `invariant` operation.
 //!
-//! And the cluster as a whole must make progress once it is healed: `stalled` fires when the
-//! harness recorded that producers were still sending three quarters of the way through the
-//! liveness phase. Safety checks alone pass a broker that acknowledges nothing.
+//! And the cluster as a whole must make progress once it is healed: `stalled` (the liveness
+//! check) fires when the harness recorded that producers were still sending three quarters of
+//! the way through the liveness phase, or when a consumer had not read an assigned partition to
+//! the end of the final log by the end of it. Safety checks alone pass a broker that
+//! acknowledges nothing.
 
 use std::fmt::Write as _;
 
@@ -55,20 +57,50 @@ pub(super) fn check(analysis: &Analysis) -> Vec<CheckResult> {
         invariant(analysis, Check::HwWithinIsr),
         invariant(analysis, Check::StrongIsr),
         invariant(analysis, Check::CommittedLost),
-        CheckResult::new(
-            Check::Stalled,
-            analysis
-                .unfinished_producers
-                .iter()
-                .map(|(index, producers)| {
-                    format!(
-                        "producers {producers} had not finished their sends three quarters of the \
-                         way through the liveness phase, with every fault healed (op {index})"
-                    )
-                })
-                .collect(),
-        ),
+        CheckResult::new(Check::Stalled, stalled(analysis)),
     ]
+}
+
+/// Who did not make progress once every fault was healed: producers still sending three
+/// quarters of the way through the liveness phase, and consumers that had not read their
+/// partitions to the end of the final log by the end of it (naming the partition, where the
+/// consumer stood and where the log ended).
+fn stalled(analysis: &Analysis) -> Vec<String> {
+    let mut stuck: Vec<String> = analysis
+        .unfinished_producers
+        .iter()
+        .map(|(index, producers)| {
+            format!(
+                "producers {producers} had not finished their sends three quarters of the way \
+                 through the liveness phase, with every fault healed (op {index})"
+            )
+        })
+        .collect();
+    let mut reached: std::collections::BTreeMap<(&str, &str), i64> =
+        std::collections::BTreeMap::new();
+    for poll in &analysis.polls {
+        let entry = reached.entry((&poll.node, &poll.partition)).or_insert(-1);
+        *entry = (*entry).max(poll.offset);
+    }
+    for (node, consumer) in &analysis.consumers {
+        for partition in &consumer.assigned {
+            let Some(last) = analysis
+                .final_logs
+                .get(partition)
+                .and_then(|log| log.keys().next_back())
+            else {
+                continue;
+            };
+            let at = reached.get(&(&**node, &**partition)).copied().unwrap_or(-1);
+            if at < *last {
+                stuck.push(format!(
+                    "consumer {node} had read {partition} only to offset {at} by the end of the \
+                     liveness phase; the log ends at {last}"
+                ));
+            }
+        }
+    }
+    stuck
 }
 
 /// A cluster invariant as the simulator's monitor judged it after every broker step.

@@ -485,11 +485,41 @@ fn an_acked_value_of_its_assignment_that_never_reached_a_consumer_breaks_at_leas
     b.final_read("t-0", &[(0, "1-1")], 1);
     b.final_read("t-1", &[(0, "1-2")], 1);
     let results = b.results();
-    assert_eq!(violated(&results), vec!["at-least-once", "exactly-once"]);
+    assert_eq!(
+        violated(&results),
+        vec!["at-least-once", "exactly-once", "stalled"]
+    );
     assert_eq!(
         results[&Check::AtLeastOnce].examples,
         vec!["c1 never consumed 1-1 (acknowledged at t-0@0)".to_owned()],
         "judged at the consumers: the final reader's read does not count"
+    );
+    assert_eq!(
+        results[&Check::Stalled].examples,
+        vec![
+            "consumer c1 had read t-0 only to offset -1 by the end of the liveness phase; the log ends at 0"
+                .to_owned()
+        ],
+        "liveness names the consumer that was stuck, and where"
+    );
+}
+
+#[test]
+fn a_consumer_that_caught_up_is_not_stalled_though_it_read_nothing_new() {
+    let mut b = Builder::new();
+    let p = b.process();
+    b.send(p, "t-0", "1-1", Some(0));
+    b.send(p, "t-0", "1-2", Some(1));
+    let c = b.process();
+    b.assign(c, "c1", &["t-0", "t-1"]);
+    b.poll(c, "c1", "t-0", &[(0, "1-1"), (1, "1-2")]);
+    b.final_read_start();
+    b.final_read("t-0", &[(0, "1-1"), (1, "1-2")], 2);
+    b.final_read("t-1", &[], 0);
+    assert_eq!(
+        violated(&b.results()),
+        NONE,
+        "t-1 is empty: nothing to catch up on"
     );
 }
 
