@@ -9,7 +9,9 @@
 #   determinism  seeds ${SEEDLOG_DETERMINISM:-0..20} run twice, histories byte-compared (and
 #             judged, so each scenario's verdicts cover seeds 0..60 in all; the sweep was 0..100
 #             until 2026-12-03, when it alone took 9 of the 30 minutes CI may use here)
-#   clients   kafka-python and kcat against the real broker; the client conformance suite
+#   clients   kafka-python and kcat against the real broker; the client conformance suite; a
+#             simulator timeline page rendered in headless Chromium (tests/python/test_timeline.py,
+#             after sim-build: it runs target/sim/release/seedlog-sim)
 # Sets up .venv (pip) on first use. Every step runs; the exit status is non-zero if any failed.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

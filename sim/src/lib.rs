@@ -12,6 +12,7 @@ pub mod cluster_monitor;
 pub mod connection_faults;
 #[cfg(madsim)]
 pub mod disk;
+pub mod export;
 #[cfg(madsim)]
 #[allow(
     clippy::disallowed_methods,
@@ -20,6 +21,7 @@ pub mod disk;
 pub mod harness;
 pub mod history;
 pub mod scenario;
+pub mod timeline;
 pub mod verdict;
 #[cfg(madsim)]
 #[allow(

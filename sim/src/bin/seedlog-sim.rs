@@ -1,15 +1,19 @@
 //! `seedlog-sim`: run scenarios in the simulator, sweep seeds in parallel, check determinism,
-//! re-check saved histories, and benchmark simulation speed.
+//! re-check saved histories, draw them as timelines, export them for Jepsen, and benchmark
+//! simulation speed.
 //!
 //! Every run prints one line that reproduces it: `(commit, scenario file, seed)`.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use seedlog_sim::checker::check_all;
+use seedlog_sim::export::{export, Format};
 use seedlog_sim::history::History;
+use seedlog_sim::timeline::{render, Page};
 
 /// Seeds run on short-lived threads that allocate and free millions of small objects; mimalloc
 /// keeps that cheaper than glibc's arenas (measured in docs/BENCHMARKS.md).
@@ -59,6 +63,30 @@ enum Command {
         #[arg(long)]
         scenario: Option<PathBuf>,
     },
+    /// Draw a saved history as one self-contained HTML page (a space-time diagram per node and
+    /// partition), the operations each violation names highlighted.
+    Timeline {
+        /// History file (JSON lines).
+        history: PathBuf,
+        /// The page to write (default: the history's path with `.html`).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Scenario the history came from: its name titles the page, its [expect] tags the
+        /// violations.
+        #[arg(long)]
+        scenario: Option<PathBuf>,
+    },
+    /// Write a saved history in another tool's format.
+    Export {
+        /// History file (JSON lines).
+        history: PathBuf,
+        /// `jepsen-edn`: Jepsen's Kafka workload (jepsen.tests.kafka), one EDN map a line.
+        #[arg(long)]
+        format: String,
+        /// Output file (default: standard output).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
     /// Measure simulation speed: seeds per second and simulated time per wall time.
     Bench {
         /// Scenario file.
@@ -86,6 +114,16 @@ fn main() -> ExitCode {
 fn run(command: Command) -> anyhow::Result<bool> {
     match command {
         Command::Check { history, scenario } => check(&history, scenario.as_deref()),
+        Command::Timeline {
+            history,
+            output,
+            scenario,
+        } => timeline(&history, output.as_deref(), scenario.as_deref()),
+        Command::Export {
+            history,
+            format,
+            output,
+        } => export_command(&history, &format, output.as_deref()),
         #[cfg(madsim)]
         Command::Run {
             paths,
@@ -113,11 +151,84 @@ fn run(command: Command) -> anyhow::Result<bool> {
     }
 }
 
-fn check(history_path: &Path, scenario: Option<&Path>) -> anyhow::Result<bool> {
+fn read_history(history_path: &Path) -> anyhow::Result<History> {
     let text = std::fs::read_to_string(history_path)
         .with_context(|| history_path.display().to_string())?;
-    let history = History::from_jsonl(&text)
+    History::from_jsonl(&text)
+        .map_err(|error| anyhow::anyhow!("{}: {error}", history_path.display()))
+}
+
+/// Where a history's timeline goes by default: next to it, with `.html`.
+fn timeline_path(history_path: &Path) -> PathBuf {
+    history_path.with_extension("html")
+}
+
+/// Renders `history` (saved at `history_path`) as a timeline page at `output`; returns the
+/// number of checks violated.
+fn write_timeline(
+    history: &History,
+    history_path: &Path,
+    output: &Path,
+    scenario: Option<&seedlog_sim::scenario::Scenario>,
+) -> anyhow::Result<usize> {
+    let checks = check_all(history);
+    let page = Page {
+        title: scenario.map_or_else(
+            || format!("timeline of {}", history_path.display()),
+            |scenario| scenario.name.clone(),
+        ),
+        subtitle: match scenario {
+            Some(scenario) => format!("{} · {}", scenario.path, history_path.display()),
+            None => history_path.display().to_string(),
+        },
+        expect: scenario.map(|scenario| scenario.expect.clone()),
+    };
+    std::fs::write(output, render(history, &checks, &page))
+        .with_context(|| output.display().to_string())?;
+    Ok(checks.iter().filter(|check| !check.holds()).count())
+}
+
+fn timeline(
+    history_path: &Path,
+    output: Option<&Path>,
+    scenario: Option<&Path>,
+) -> anyhow::Result<bool> {
+    let history = read_history(history_path)?;
+    let scenario = scenario.map(load).transpose()?;
+    let output = output.map_or_else(|| timeline_path(history_path), Path::to_path_buf);
+    let violated = write_timeline(&history, history_path, &output, scenario.as_ref())?;
+    println!(
+        "timeline written to {} ({} ops, {violated} checks violated)",
+        output.display(),
+        history.ops.len()
+    );
+    Ok(true)
+}
+
+fn export_command(
+    history_path: &Path,
+    format: &str,
+    output: Option<&Path>,
+) -> anyhow::Result<bool> {
+    let format = Format::parse(format).map_err(|error| anyhow::anyhow!(error))?;
+    let history = read_history(history_path)?;
+    let text = export(&history, format)
         .map_err(|error| anyhow::anyhow!("{}: {error}", history_path.display()))?;
+    if let Some(path) = output {
+        std::fs::write(path, text).with_context(|| path.display().to_string())?;
+        eprintln!("{} ops exported to {}", history.ops.len(), path.display());
+        return Ok(true);
+    }
+    let written = std::io::stdout().lock().write_all(text.as_bytes());
+    match written {
+        // A reader that stopped early (`| head`) is not an error.
+        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => Err(error.into()),
+        _ => Ok(true),
+    }
+}
+
+fn check(history_path: &Path, scenario: Option<&Path>) -> anyhow::Result<bool> {
+    let history = read_history(history_path)?;
     let checks = check_all(&history);
     let expect = match scenario {
         Some(path) => load(path)?.expect,
@@ -369,15 +480,21 @@ mod simulate {
                 }
             }
         }
-        if let Some(path) = history {
+        let saved = if let Some(path) = history {
             std::fs::write(path, report.outcome.history.to_jsonl())
                 .with_context(|| path.display().to_string())?;
             println!("history written to {}", path.display());
+            Some(path.to_path_buf())
         } else if !passed {
-            println!(
-                "history written to {}",
-                save_failure(scenario, &report.outcome)?
-            );
+            let path = save_failure(scenario, &report.outcome)?;
+            println!("history written to {path}");
+            Some(PathBuf::from(path))
+        } else {
+            None
+        };
+        if let Some(saved) = saved {
+            let violated = verdict.checks.iter().any(|check| !check.holds());
+            timeline_hint(scenario, &report.outcome.history, &saved, passed, violated)?;
         }
         let status = if passed { "PASS" } else { "FAIL" };
         println!("verdict: {status}: {}", verdict.reason());
@@ -388,6 +505,39 @@ mod simulate {
             verdict.reason()
         ));
         Ok(passed)
+    }
+
+    /// The command that draws a saved history's timeline next to it.
+    fn timeline_command(scenario: &Scenario, saved: &Path) -> String {
+        format!(
+            "cargo sim run --release -p seedlog-sim -- timeline {} -o {} --scenario {}",
+            saved.display(),
+            super::timeline_path(saved).display(),
+            scenario.path
+        )
+    }
+
+    /// A failing run writes its timeline next to its history (rendering takes milliseconds);
+    /// a run whose checks were violated as expected prints the command that draws it.
+    fn timeline_hint(
+        scenario: &Scenario,
+        history: &History,
+        saved: &Path,
+        passed: bool,
+        violated: bool,
+    ) -> anyhow::Result<()> {
+        let command = timeline_command(scenario, saved);
+        if !passed {
+            let output = super::timeline_path(saved);
+            super::write_timeline(history, saved, &output, Some(scenario))?;
+            println!(
+                "timeline written to {} (redraw: {command})",
+                output.display()
+            );
+        } else if violated {
+            println!("timeline: {command}");
+        }
+        Ok(())
     }
 
     fn save_failure(scenario: &Scenario, outcome: &RunOutcome) -> anyhow::Result<String> {
@@ -426,10 +576,11 @@ mod simulate {
             let saved =
                 save_failure(scenario, &report.outcome).unwrap_or_else(|error| error.to_string());
             eprintln!(
-                "\n   seed {} FAILED: {} (history {saved})\n   {}",
+                "\n   seed {} FAILED: {} (history {saved})\n   {}\n   timeline: {}",
                 verdict.seed,
                 verdict.reason(),
-                repro(scenario, verdict.seed)
+                repro(scenario, verdict.seed),
+                timeline_command(scenario, Path::new(&saved))
             );
         }
         if let Some(difference) = report.difference {
