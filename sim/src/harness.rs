@@ -956,10 +956,19 @@ async fn liveness_phase(
         ))
         .await
         .expect("final read task");
-    // Consumer groups process what was acknowledged before the run ends (or the liveness phase
-    // runs out and `group-at-least-once` tells).
+    // Consumer groups process what was acknowledged, and assigned consumers read to the end of
+    // the final log, before the run ends (or the liveness phase runs out and
+    // `group-at-least-once` or `stalled` tells).
     while !env.record(|recorder, _| crate::history::groups_caught_up(recorder.ops()))
         && tokio::time::Instant::now() < healed + liveness
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    while !env.record(|recorder, _| {
+        crate::checker::consumers_caught_up(&History {
+            ops: recorder.ops().to_vec(),
+        })
+    }) && tokio::time::Instant::now() < healed + liveness
     {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

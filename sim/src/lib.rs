@@ -12,6 +12,8 @@ pub mod cluster_monitor;
 pub mod connection_faults;
 #[cfg(madsim)]
 pub mod disk;
+#[cfg(madsim)]
+pub mod explore;
 pub mod export;
 #[cfg(madsim)]
 #[allow(
@@ -21,6 +23,7 @@ pub mod export;
 pub mod harness;
 pub mod history;
 pub mod scenario;
+pub mod shrink;
 pub mod timeline;
 pub mod verdict;
 #[cfg(madsim)]

@@ -22,6 +22,9 @@ use toml::Spanned;
 
 use crate::checker::Check;
 
+mod explore;
+pub use explore::{explored_source, DrawnFault, ExploreSpace, FieldDraw, KindSpace};
+
 /// A scenario that failed to load: where and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{file}:{line}: {message}")]
@@ -55,6 +58,8 @@ struct RawScenario {
     disk: Option<Spanned<RawDisk>>,
     #[serde(default)]
     expect: Option<Spanned<RawExpect>>,
+    #[serde(default)]
+    explore: Option<Spanned<explore::RawExplore>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -553,6 +558,8 @@ pub struct Scenario {
     pub fsync_latency_us: (u64, u64),
     /// Expectations.
     pub expect: Expect,
+    /// The fault space `seedlog-sim explore` draws from (`[explore]`; `run` ignores it).
+    pub explore: Option<ExploreSpace>,
 }
 
 /// Default safety-phase-to-end allowance for liveness.
@@ -767,6 +774,8 @@ fn build(loader: &Loader<'_>, raw: RawScenario) -> Result<Scenario, ScenarioErro
         )?);
     }
     faults.sort_by_key(|fault| fault.at_ms.min());
+    let context = explore::FaultContext::new(&nodes, &partitions, offsets_partitions, duration_ms);
+    let explore = explore::build_optional(loader, raw.explore.as_ref(), &context)?;
     let (latency_ms, packet_loss_rate) = build_network(loader, raw.network.as_ref())?;
     let fsync_latency_us = build_disk(loader, raw.disk.as_ref())?;
     let expect = build_expect(loader, raw.expect.as_ref())?;
@@ -788,6 +797,7 @@ fn build(loader: &Loader<'_>, raw: RawScenario) -> Result<Scenario, ScenarioErro
         packet_loss_rate,
         fsync_latency_us,
         expect,
+        explore,
     })
 }
 

@@ -98,6 +98,52 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         jobs: usize,
     },
+    /// Swarm exploration: each seed draws its own fault schedule from the scenario's [explore]
+    /// table; each failing seed is written as a self-contained scenario file.
+    Explore {
+        /// Scenario file with an [explore] table.
+        path: PathBuf,
+        /// Seeds, `A..B` (B exclusive); with --for alone, from 0 on.
+        #[arg(long)]
+        seeds: Option<String>,
+        /// Stop starting seeds after this long (`90s`, `10m`, `2h`).
+        #[arg(long = "for")]
+        budget: Option<String>,
+        /// Parallel seeds (default: available cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Go on after a failure (default: stop at the first).
+        #[arg(long)]
+        keep_going: bool,
+        /// Where failure files go.
+        #[arg(long, default_value = "target/sim-failures")]
+        out: PathBuf,
+    },
+    /// Run a failure file at its recorded seed with logs; write its history (and, if it fails,
+    /// its timeline) next to it.
+    Replay {
+        /// Failure file (or any scenario with a pinned seed).
+        file: PathBuf,
+        /// Another seed than the recorded one.
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// Delta debugging of a failure file: the smallest variant on which the same check still
+    /// fails at the same seed, written to FILE.min.toml.
+    Shrink {
+        /// Failure file (or any scenario with a pinned seed).
+        file: PathBuf,
+        /// The check that must keep failing (default: the first that fails; `crash`: the run
+        /// crashes).
+        #[arg(long)]
+        check: Option<String>,
+        /// Another seed than the recorded one.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Parallel runs (default: available cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -144,8 +190,37 @@ fn run(command: Command) -> anyhow::Result<bool> {
         ),
         #[cfg(madsim)]
         Command::Bench { path, seeds, jobs } => simulate::bench(&path, &seeds, jobs),
+        #[cfg(madsim)]
+        Command::Explore {
+            path,
+            seeds,
+            budget,
+            jobs,
+            keep_going,
+            out,
+        } => simulate::explore(
+            &path,
+            seeds.as_deref(),
+            budget.as_deref(),
+            jobs,
+            keep_going,
+            out,
+        ),
+        #[cfg(madsim)]
+        Command::Replay { file, seed } => simulate::replay(&file, seed),
+        #[cfg(madsim)]
+        Command::Shrink {
+            file,
+            check,
+            seed,
+            jobs,
+        } => seedlog_sim::explore::shrink(&file, check.as_deref(), seed, simulate::jobs(jobs)),
         #[cfg(not(madsim))]
-        Command::Run { .. } | Command::Bench { .. } => {
+        Command::Run { .. }
+        | Command::Bench { .. }
+        | Command::Explore { .. }
+        | Command::Replay { .. }
+        | Command::Shrink { .. } => {
             anyhow::bail!("the simulator needs the madsim build: cargo sim run --release -p seedlog-sim -- ...")
         }
     }
@@ -249,7 +324,7 @@ mod simulate {
     use std::time::{Duration, Instant};
 
     use anyhow::{bail, Context};
-    use seedlog_sim::checker::check_all;
+    use seedlog_sim::checker::{check_all, CheckResult};
     use seedlog_sim::harness::{install_quiet_panic_hook, run_seed, RunOutcome};
     use seedlog_sim::history::History;
     use seedlog_sim::scenario::{load, Scenario};
@@ -538,6 +613,66 @@ mod simulate {
             println!("timeline: {command}");
         }
         Ok(())
+    }
+
+    /// Parallel seeds: as asked, or one per core.
+    pub(super) fn jobs(jobs: Option<usize>) -> usize {
+        jobs.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+        })
+    }
+
+    pub(super) fn explore(
+        path: &Path,
+        seeds: Option<&str>,
+        budget: Option<&str>,
+        jobs: Option<usize>,
+        keep_going: bool,
+        out: PathBuf,
+    ) -> anyhow::Result<bool> {
+        use seedlog_sim::explore::{parse_budget, ExploreOptions};
+        let seeds = match (seeds, budget) {
+            (Some(range), _) => seedlog_sim::explore::parse_seeds(range)?,
+            (None, Some(_)) => 0..u64::MAX,
+            (None, None) => bail!("say how much to explore: --seeds A..B or --for 10m"),
+        };
+        let options = ExploreOptions {
+            seeds,
+            budget: budget.map(parse_budget).transpose()?,
+            jobs: self::jobs(jobs),
+            keep_going,
+            out,
+        };
+        seedlog_sim::explore::explore(path, &options)
+    }
+
+    /// `replay FILE`: `run FILE --seed <recorded> --log --history FILE.jsonl`.
+    pub(super) fn replay(file: &Path, seed: Option<u64>) -> anyhow::Result<bool> {
+        install_quiet_panic_hook();
+        let scenario = load(file)?;
+        let seed = seed.or(scenario.pinned_seed).with_context(|| {
+            format!(
+                "{} records no seed ([scenario] seed); pass --seed",
+                file.display()
+            )
+        })?;
+        let history = file.with_extension("jsonl");
+        let mut lines = Vec::new();
+        let passed = single(
+            &scenario,
+            seed,
+            false,
+            Some(&history),
+            true,
+            &commit(),
+            &mut lines,
+        )?;
+        // `single` drew the timeline of a failure, and named it for expected violations.
+        let saved = super::read_history(&history)?;
+        if passed && check_all(&saved).iter().all(CheckResult::holds) {
+            println!("timeline: {}", timeline_command(&scenario, &history));
+        }
+        Ok(passed)
     }
 
     fn save_failure(scenario: &Scenario, outcome: &RunOutcome) -> anyhow::Result<String> {

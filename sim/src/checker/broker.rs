@@ -76,12 +76,29 @@ fn stalled(analysis: &Analysis) -> Vec<String> {
             )
         })
         .collect();
+    stuck.extend(
+        lagging_consumers(analysis)
+            .into_iter()
+            .map(|(node, partition, at, last)| {
+                format!(
+                    "consumer {node} had read {partition} only to offset {at} by the end of the \
+                     liveness phase; the log ends at {last}"
+                )
+            }),
+    );
+    stuck
+}
+
+/// Each assigned consumer's partition whose last record in the final log it had not polled:
+/// `(consumer, partition, highest offset polled or -1, last offset of the final log)`.
+pub(super) fn lagging_consumers(analysis: &Analysis) -> Vec<(&str, &str, i64, i64)> {
     let mut reached: std::collections::BTreeMap<(&str, &str), i64> =
         std::collections::BTreeMap::new();
     for poll in &analysis.polls {
         let entry = reached.entry((&poll.node, &poll.partition)).or_insert(-1);
         *entry = (*entry).max(poll.offset);
     }
+    let mut lagging = Vec::new();
     for (node, consumer) in &analysis.consumers {
         for partition in &consumer.assigned {
             let Some(last) = analysis
@@ -93,14 +110,11 @@ fn stalled(analysis: &Analysis) -> Vec<String> {
             };
             let at = reached.get(&(&**node, &**partition)).copied().unwrap_or(-1);
             if at < *last {
-                stuck.push(format!(
-                    "consumer {node} had read {partition} only to offset {at} by the end of the \
-                     liveness phase; the log ends at {last}"
-                ));
+                lagging.push((&**node, &**partition, at, *last));
             }
         }
     }
-    stuck
+    lagging
 }
 
 /// A cluster invariant as the simulator's monitor judged it after every broker step.

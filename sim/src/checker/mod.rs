@@ -560,6 +560,13 @@ pub(crate) enum Coverage {
     Unknown,
 }
 
+/// Whether every assigned consumer has polled, in every partition it is assigned, the last
+/// record the final read found (the liveness phase waits for it before the run ends, as it waits
+/// for consumer groups; `stalled` names those that never get there).
+pub fn consumers_caught_up(history: &History) -> bool {
+    broker::lagging_consumers(&Analysis::new(history)).is_empty()
+}
+
 /// Runs every check.
 pub fn check_all(history: &History) -> Vec<CheckResult> {
     let analysis = Analysis::new(history);
