@@ -116,6 +116,11 @@ impl Harness {
     }
 
     fn commit(&mut self, member_id: &str, generation: i32, offset: i64) -> i16 {
+        self.commit_to("t", member_id, generation, offset)
+    }
+
+    /// An OffsetCommit of `offset` for partition 0 of `topic`; its error code.
+    fn commit_to(&mut self, topic: &str, member_id: &str, generation: i32, offset: i64) -> i16 {
         let partition = OffsetCommitRequestPartition::default()
             .with_partition_index(0)
             .with_committed_offset(offset);
@@ -124,7 +129,7 @@ impl Harness {
             .with_generation_id_or_member_epoch(generation)
             .with_member_id(text(member_id))
             .with_topics(vec![OffsetCommitRequestTopic::default()
-                .with_name(topic_name("t"))
+                .with_name(topic_name(topic))
                 .with_partitions(vec![partition])]);
         let ResponseKind::OffsetCommit(response) = self.ask(7, RequestKind::OffsetCommit(body))
         else {
@@ -134,10 +139,15 @@ impl Harness {
     }
 
     fn committed(&mut self) -> i64 {
+        self.committed_of("t")
+    }
+
+    /// The committed offset of partition 0 of `topic` (-1: none).
+    fn committed_of(&mut self, topic: &str) -> i64 {
         let body = OffsetFetchRequest::default()
             .with_group_id(group_id())
             .with_topics(Some(vec![OffsetFetchRequestTopic::default()
-                .with_name(topic_name("t"))
+                .with_name(topic_name(topic))
                 .with_partition_indexes(vec![0])]));
         let ResponseKind::OffsetFetch(response) = self.ask(5, RequestKind::OffsetFetch(body))
         else {
@@ -404,33 +414,7 @@ impl Harness {
 
     /// An OffsetCommit of `offset` for partition 0 of `topic` by a simple consumer.
     fn commit_simple(&mut self, topic: &str, offset: i64) -> i16 {
-        let body = OffsetCommitRequest::default()
-            .with_group_id(group_id())
-            .with_generation_id_or_member_epoch(-1)
-            .with_topics(vec![OffsetCommitRequestTopic::default()
-                .with_name(topic_name(topic))
-                .with_partitions(vec![OffsetCommitRequestPartition::default()
-                    .with_partition_index(0)
-                    .with_committed_offset(offset)])]);
-        let ResponseKind::OffsetCommit(response) = self.ask(7, RequestKind::OffsetCommit(body))
-        else {
-            panic!("not an OffsetCommit response")
-        };
-        response.topics[0].partitions[0].error_code
-    }
-
-    /// The committed offset of partition 0 of `topic` (-1: none).
-    fn committed_of(&mut self, topic: &str) -> i64 {
-        let body = OffsetFetchRequest::default()
-            .with_group_id(group_id())
-            .with_topics(Some(vec![OffsetFetchRequestTopic::default()
-                .with_name(topic_name(topic))
-                .with_partition_indexes(vec![0])]));
-        let ResponseKind::OffsetFetch(response) = self.ask(5, RequestKind::OffsetFetch(body))
-        else {
-            panic!("not an OffsetFetch response")
-        };
-        response.topics[0].partitions[0].committed_offset
+        self.commit_to(topic, "", -1, offset)
     }
 }
 
@@ -513,18 +497,7 @@ fn a_stable_group_keeps_its_subscribed_offsets_and_loses_the_others_after_the_re
     assert_eq!(error, 0);
     assert_eq!(harness.sync_group(&member_id, generation, true).0, 0);
     assert_eq!(harness.commit(&member_id, generation, 5), 0);
-    let body = OffsetCommitRequest::default()
-        .with_group_id(group_id())
-        .with_generation_id_or_member_epoch(generation)
-        .with_member_id(text(&member_id))
-        .with_topics(vec![OffsetCommitRequestTopic::default()
-            .with_name(topic_name("u"))
-            .with_partitions(vec![OffsetCommitRequestPartition::default()
-                .with_partition_index(0)
-                .with_committed_offset(9)])]);
-    let ResponseKind::OffsetCommit(_) = harness.ask(7, RequestKind::OffsetCommit(body)) else {
-        panic!("not an OffsetCommit response")
-    };
+    assert_eq!(harness.commit_to("u", &member_id, generation, 9), 0);
     assert_eq!(harness.committed_of("u"), 9);
     for _ in 0..13 {
         harness.wait(5_000);
