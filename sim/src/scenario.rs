@@ -268,6 +268,9 @@ pub enum Processing {
     CommitBefore,
     /// Process, then commit: at-least-once (a crash in between processes again).
     CommitAfter,
+    /// Process, then commit without waiting (`commitAsync`), and synchronously on revocation
+    /// (unless `on_revoke = "none"`): at-least-once.
+    CommitAsync,
     /// Process; commit every `auto.commit.interval.ms` whatever was polled (both can happen).
     AutoCommit,
 }
@@ -1038,18 +1041,19 @@ fn group_spec(
     let Some(processing) = &raw.processing else {
         return Err(loader.error_at(
             subscribe.span(),
-            "a group member needs processing = { mode = \"commit-before\" | \"commit-after\" | \"auto-commit\" }",
+            "a group member needs processing = { mode = \"commit-before\" | \"commit-after\" | \"commit-async\" | \"auto-commit\" }",
         ));
     };
     let mode = processing.get_ref().mode.get_ref();
     let processing_mode = match mode.as_str() {
         "commit-before" => Processing::CommitBefore,
         "commit-after" => Processing::CommitAfter,
+        "commit-async" => Processing::CommitAsync,
         "auto-commit" => Processing::AutoCommit,
         other => {
             return Err(loader.error_at(
                 processing.get_ref().mode.span(),
-                format!("unknown processing mode '{other}': expected commit-before, commit-after or auto-commit"),
+                format!("unknown processing mode '{other}': expected commit-before, commit-after, commit-async or auto-commit"),
             ))
         }
     };
@@ -1062,9 +1066,9 @@ fn group_spec(
     let commit_on_revoke = match processing.get_ref().on_revoke.as_ref() {
         None => true,
         Some(on_revoke) => match (on_revoke.get_ref().as_str(), processing_mode) {
-            ("commit", Processing::AutoCommit) => true,
-            ("none", Processing::AutoCommit) => false,
-            (_, Processing::AutoCommit) => {
+            ("commit", Processing::AutoCommit | Processing::CommitAsync) => true,
+            ("none", Processing::AutoCommit | Processing::CommitAsync) => false,
+            (_, Processing::AutoCommit | Processing::CommitAsync) => {
                 return Err(loader.error_at(
                     on_revoke.span(),
                     "on_revoke is \"commit\" (Kafka's consumer) or \"none\"",
@@ -1073,7 +1077,7 @@ fn group_spec(
             _ => {
                 return Err(loader.error_at(
                     on_revoke.span(),
-                    "on_revoke applies to auto-commit (the other modes commit every poll)",
+                    "on_revoke applies to auto-commit and commit-async (the other modes commit every poll synchronously)",
                 ))
             }
         },
@@ -1444,7 +1448,7 @@ impl FaultBuilder<'_> {
             None => None,
             Some(name) => Some(api_by_name(name.get_ref()).ok_or_else(|| {
                 let message = format!(
-                    "unknown api '{}' (produce, fetch, list_offsets, metadata, api_versions, create_topics)",
+                    "unknown api '{}' (produce, fetch, list_offsets, metadata, api_versions, create_topics, delete_records, init_producer_id, find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch)",
                     name.get_ref()
                 );
                 self.error(name.span(), message)

@@ -3,7 +3,7 @@
 //! reader reads every partition from the start to its end after faults heal. Every operation
 //! goes into the history, and so does every event a broker reports.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -12,13 +12,14 @@ use bytes::Bytes;
 use madsim::rand::Rng;
 use seedlog::broker::BrokerEvent;
 use seedlog::client::consumer::{ConsumerRecord, PartitionError, Polled, ResetReason};
+use seedlog::client::group::{recovery, Recovery};
 use seedlog::client::producer::{ProduceError, ProducerRecord};
 use seedlog::config::{Configurable, ConsumerConfig};
 use seedlog::protocol::ErrorCode;
 use seedlog::runtime::admin::{create_topics, NewTopic};
 use seedlog::runtime::client::{ClientConnection, ClientError};
 use seedlog::runtime::consumer::Consumer;
-use seedlog::runtime::group::GroupMember;
+use seedlog::runtime::group::{GroupMember, RebalanceListener};
 use seedlog::runtime::producer::Producer;
 use seedlog::runtime::server::BrokerObserver;
 use seedlog::types::TopicPartition;
@@ -26,7 +27,7 @@ use seedlog::types::TopicPartition;
 use crate::checker::FINAL_READER;
 use crate::cluster_monitor::ClusterMonitor;
 use crate::history::{self, Body, Completion, FinalRead, Partition, Recorder, Records, Value};
-use crate::scenario::{ConsumerSpec, OnRestart, Processing, ProducerSpec};
+use crate::scenario::{ConsumerSpec, GroupSpec, OnRestart, Processing, ProducerSpec};
 
 /// The actor of the cluster monitor's records.
 pub const INVARIANTS: &str = "invariants";
@@ -883,39 +884,94 @@ struct Member {
     node: Arc<str>,
     group: Arc<str>,
     names: BTreeMap<TopicPartition, Partition>,
+    /// The asynchronous commits invoked and not yet answered, oldest first.
+    async_commits: VecDeque<(u64, Body)>,
 }
 
 impl Member {
-    /// Commits `offsets` in the member's generation, recorded as a `commit` operation.
-    async fn commit(
-        &self,
-        member: &mut GroupMember,
-        offsets: &BTreeMap<TopicPartition, i64>,
-    ) -> bool {
-        if offsets.is_empty() {
-            return true;
-        }
-        let body = Body::Commit {
+    /// A `commit` operation's body.
+    fn commit_body(&self, generation: i32, offsets: &BTreeMap<TopicPartition, i64>) -> Body {
+        Body::Commit {
             group: Arc::clone(&self.group),
-            generation: member.generation(),
+            generation,
             offsets: offsets
                 .iter()
                 .map(|(partition, offset)| (partition.to_string().into(), *offset))
                 .collect(),
-        };
+        }
+    }
+
+    /// Records a commit's invocation.
+    fn invoke_commit(&self, body: Body) -> u64 {
         let (process, node) = (self.process, Arc::clone(&self.node));
-        let invoke = self
-            .env
-            .record(|recorder, now| recorder.invoke(now, process, &node, body.clone()));
-        let outcome = member.commit(offsets).await;
-        let completion = match &outcome {
+        self.env
+            .record(|recorder, now| recorder.invoke(now, process, &node, body))
+    }
+
+    /// Records how a commit ended.
+    fn complete_commit(&self, invoke: u64, body: Body, outcome: &Result<(), ClientError>) {
+        let completion = match outcome {
             Ok(()) => Completion::Ok(body),
             Err(ClientError::Kafka { error, .. }) => Completion::Fail(error.name().to_uppercase()),
             Err(other) => Completion::Info(other.to_string()),
         };
         self.env
             .record(|recorder, now| recorder.complete(now, invoke, completion));
-        outcome.is_ok()
+    }
+
+    /// Commits `offsets` in the member's generation, recorded as a `commit` operation.
+    async fn commit(
+        &mut self,
+        member: &mut GroupMember,
+        offsets: &BTreeMap<TopicPartition, i64>,
+    ) -> bool {
+        self.try_commit(member, offsets).await.is_ok()
+    }
+
+    /// [`commit`](Self::commit), answering how it ended.
+    async fn try_commit(
+        &mut self,
+        member: &mut GroupMember,
+        offsets: &BTreeMap<TopicPartition, i64>,
+    ) -> Result<(), ClientError> {
+        if offsets.is_empty() {
+            return Ok(());
+        }
+        // Asynchronous commits still in flight are answered first (the member reads them
+        // before its next call).
+        let body = self.commit_body(member.generation(), offsets);
+        let invoke = self.invoke_commit(body.clone());
+        let outcome = member.commit(offsets).await;
+        self.settle_async_commits(member);
+        self.complete_commit(invoke, body, &outcome);
+        outcome
+    }
+
+    /// Commits `offsets` without waiting (`commitAsync`): the operation is invoked now and
+    /// completes when the member reports its answer.
+    async fn commit_async(
+        &mut self,
+        member: &mut GroupMember,
+        offsets: BTreeMap<TopicPartition, i64>,
+    ) {
+        if offsets.is_empty() {
+            return;
+        }
+        let body = self.commit_body(member.generation(), &offsets);
+        let invoke = self.invoke_commit(body.clone());
+        self.async_commits.push_back((invoke, body));
+        member.commit_async(offsets).await;
+        self.settle_async_commits(member);
+    }
+
+    /// Completes the asynchronous commits the member has answered (they answer in order).
+    fn settle_async_commits(&mut self, member: &mut GroupMember) {
+        for outcome in member.take_commit_outcomes() {
+            let Some((invoke, body)) = self.async_commits.pop_front() else {
+                break;
+            };
+            self.complete_commit(invoke, body, &outcome.result);
+        }
     }
 
     /// Processes a poll's records one at a time: each takes `processing_ms`, then counts as
@@ -963,9 +1019,20 @@ enum Joined {
     Failed,
 }
 
-/// Joins (or rejoins) the group, recording the assignment it got.
-async fn take_assignment(recorder: &Member, member: &mut GroupMember) -> Joined {
-    let (generation, assignment) = match member.ensure_active().await {
+/// Joins (or rejoins) the group, recording the assignment it got; `listener` hears of the
+/// partitions that move.
+async fn take_assignment(
+    recorder: &mut Member,
+    member: &mut GroupMember,
+    application: &mut Application,
+) -> Joined {
+    let mut listener = RevokeCommit {
+        recorder: &mut *recorder,
+        positions: &mut application.positions,
+        commit: application.processing == Processing::CommitAsync && application.commit_on_revoke,
+    };
+    let joined = member.ensure_active(&mut listener).await;
+    let (generation, assignment) = match joined {
         Ok(Some(joined)) => joined,
         Ok(None) => return Joined::Already,
         Err(_) => return Joined::Failed,
@@ -1002,6 +1069,9 @@ async fn position(
     true
 }
 
+/// Attempts of a `commit-async` member's synchronous commit on revocation.
+const REVOKE_COMMIT_ATTEMPTS: usize = 10;
+
 /// A group member's application: what it processed since its last auto-commit.
 struct Application {
     processing: Processing,
@@ -1010,9 +1080,71 @@ struct Application {
     next_auto_commit: tokio::time::Instant,
     processed: BTreeMap<TopicPartition, i64>,
     commit_on_revoke: bool,
+    /// Under `commit-async`: the position after the last processed record of each held
+    /// partition, which the revocation hook commits synchronously.
+    positions: BTreeMap<TopicPartition, i64>,
+}
+
+/// The rebalance listener of a `commit-async` member (Kafka's advice for `commitAsync`
+/// users): the positions of revoked partitions are committed synchronously (`commit`;
+/// `on_revoke = "none"` leaves that out), those of lost partitions dropped.
+struct RevokeCommit<'a> {
+    recorder: &'a mut Member,
+    positions: &'a mut BTreeMap<TopicPartition, i64>,
+    commit: bool,
+}
+
+impl RebalanceListener for RevokeCommit<'_> {
+    async fn on_partitions_revoked(
+        &mut self,
+        member: &mut GroupMember,
+        partitions: &[TopicPartition],
+    ) {
+        let offsets: BTreeMap<TopicPartition, i64> = partitions
+            .iter()
+            .filter_map(|partition| Some((partition.clone(), self.positions.remove(partition)?)))
+            .collect();
+        if !self.commit {
+            return;
+        }
+        // Kafka's commitSync retries what it may (a lost connection, a moved coordinator)
+        // until its timeout; a refusal (a fenced generation) ends it.
+        for _ in 0..REVOKE_COMMIT_ATTEMPTS {
+            match self.recorder.try_commit(member, &offsets).await {
+                Err(ClientError::Kafka { error, .. })
+                    if recovery(error) != Recovery::Rediscover =>
+                {
+                    break
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                Ok(()) => break,
+            }
+        }
+    }
+
+    async fn on_partitions_assigned(&mut self, _: &mut GroupMember, _: &[TopicPartition]) {}
+
+    async fn on_partitions_lost(&mut self, _: &mut GroupMember, partitions: &[TopicPartition]) {
+        for partition in partitions {
+            self.positions.remove(partition);
+        }
+    }
 }
 
 impl Application {
+    fn new(group_spec: &GroupSpec, config: &ConsumerConfig) -> Application {
+        let auto_commit = Duration::from_millis(config.auto_commit_interval_ms);
+        Application {
+            processing: group_spec.processing,
+            processing_ms: group_spec.processing_ms,
+            auto_commit,
+            next_auto_commit: tokio::time::Instant::now() + auto_commit,
+            processed: BTreeMap::new(),
+            commit_on_revoke: group_spec.commit_on_revoke,
+            positions: BTreeMap::new(),
+        }
+    }
+
     /// Processes and commits one poll's records as `processing` says.
     async fn handle(
         &mut self,
@@ -1036,6 +1168,11 @@ impl Application {
             Processing::CommitAfter if !records.is_empty() => {
                 recorder.process(member, records, self.processing_ms).await;
                 recorder.commit(member, &positions).await;
+            }
+            Processing::CommitAsync if !records.is_empty() => {
+                recorder.process(member, records, self.processing_ms).await;
+                self.positions.extend(positions.clone());
+                recorder.commit_async(member, positions).await;
             }
             Processing::AutoCommit => {
                 if !records.is_empty() {
@@ -1083,6 +1220,7 @@ async fn group_consumer_incarnation(env: Env, spec: ConsumerSpec, stop: Arc<Atom
         node: spec.id.as_str().into(),
         group,
         names: BTreeMap::new(),
+        async_commits: VecDeque::new(),
     };
     let body = Body::Subscribe {
         group: Arc::clone(&recorder.group),
@@ -1094,15 +1232,7 @@ async fn group_consumer_incarnation(env: Env, spec: ConsumerSpec, stop: Arc<Atom
     };
     let node = Arc::clone(&recorder.node);
     env.record(|history, now| history.client_event(now, process, &node, body));
-    let auto_commit = Duration::from_millis(config.auto_commit_interval_ms);
-    let mut application = Application {
-        processing: group_spec.processing,
-        processing_ms: group_spec.processing_ms,
-        auto_commit,
-        next_auto_commit: tokio::time::Instant::now() + auto_commit,
-        processed: BTreeMap::new(),
-        commit_on_revoke: group_spec.commit_on_revoke,
-    };
+    let mut application = Application::new(&group_spec, &config);
     // A new assignment whose committed offsets are not known yet: nothing is polled until
     // they are (a coordinator that died after the join answers OffsetFetch only once found
     // again).
@@ -1110,7 +1240,7 @@ async fn group_consumer_incarnation(env: Env, spec: ConsumerSpec, stop: Arc<Atom
     while !stop.load(Ordering::SeqCst) {
         if member.needs_rejoin() {
             application.before_rejoin(&mut recorder, &mut member).await;
-            match take_assignment(&recorder, &mut member).await {
+            match take_assignment(&mut recorder, &mut member, &mut application).await {
                 Joined::Failed => {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
@@ -1119,7 +1249,9 @@ async fn group_consumer_incarnation(env: Env, spec: ConsumerSpec, stop: Arc<Atom
                 Joined::Already => {}
             }
         }
-        if member.heartbeat_if_due().await.is_err() || member.needs_rejoin() {
+        let beat = member.heartbeat_if_due().await;
+        recorder.settle_async_commits(&mut member);
+        if beat.is_err() || member.needs_rejoin() {
             continue;
         }
         if let Some(assignment) = &unpositioned {

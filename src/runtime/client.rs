@@ -218,6 +218,16 @@ impl ClientConnection {
         Ok(())
     }
 
+    /// Sends a request at `api_version` without waiting for its response (read it later with
+    /// [`receive`](Self::receive)).
+    pub async fn send_at_version(
+        &mut self,
+        api_version: i16,
+        body: &RequestKind,
+    ) -> Result<(), ClientError> {
+        self.send_at(api_version, body).await
+    }
+
     /// Sends a request at the negotiated version without waiting for its response.
     pub async fn send(&mut self, body: &RequestKind) -> Result<(), ClientError> {
         let version = self.version(body.api_key())?;

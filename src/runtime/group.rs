@@ -4,8 +4,18 @@
 //! for is `client::group::recovery`; this shell only does the calls. Like kafka-python's
 //! consumer (and unlike the Java client's heartbeat thread) it heartbeats from the poll loop: a
 //! member that processes longer than `session.timeout.ms` is removed from the group.
+//!
+//! The application hears of partitions moving through a [`RebalanceListener`] (Kafka's
+//! `ConsumerRebalanceListener`), and commits either synchronously ([`GroupMember::commit`],
+//! Kafka's `commitSync`) or without waiting ([`GroupMember::commit_async`], `commitAsync`): an
+//! asynchronous commit is written to the coordinator's connection at once and its answer read
+//! later, in order, before any other call on that connection, so commits complete in the order
+//! they were made and a failed one is reported, never retried (a retry could land after a later
+//! commit and move the group's offset back).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
@@ -16,8 +26,8 @@ use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
     FindCoordinatorRequest, GroupId, HeartbeatRequest, JoinGroupRequest, JoinGroupResponse,
-    LeaveGroupRequest, OffsetCommitRequest, OffsetFetchRequest, RequestKind, ResponseKind,
-    SyncGroupRequest, TopicName,
+    LeaveGroupRequest, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, RequestKind,
+    ResponseKind, SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -33,6 +43,73 @@ use crate::types::TopicPartition;
 
 /// Attempts of one join before `ensure_active` gives up (the caller polls and tries again).
 const JOIN_ATTEMPTS: usize = 10;
+
+/// The OffsetCommit version the member sends.
+const OFFSET_COMMIT_VERSION: i16 = 7;
+
+/// Kafka's `ConsumerRebalanceListener`: what the application does when its partitions move.
+/// Each hook gets the member, so that it can commit; a revocation runs while the member still
+/// belongs to a live generation, so a commit made there is accepted.
+pub trait RebalanceListener {
+    /// `partitions` are given up in a rebalance: under the eager protocol every partition the
+    /// member held, before it rejoins; under the cooperative one those the new assignment moved
+    /// to another member, before they are released.
+    fn on_partitions_revoked(
+        &mut self,
+        member: &mut GroupMember,
+        partitions: &[TopicPartition],
+    ) -> impl Future<Output = ()>;
+
+    /// `partitions` were added to the member's assignment (under the eager protocol, all of
+    /// it). Called after every join that succeeded, possibly with none.
+    fn on_partitions_assigned(
+        &mut self,
+        member: &mut GroupMember,
+        partitions: &[TopicPartition],
+    ) -> impl Future<Output = ()>;
+
+    /// The member lost its generation (fenced, removed, its session expired) and with it
+    /// `partitions`: another member may own them already and a commit would be refused. As in
+    /// Kafka, the default treats them as revoked.
+    fn on_partitions_lost(
+        &mut self,
+        member: &mut GroupMember,
+        partitions: &[TopicPartition],
+    ) -> impl Future<Output = ()> {
+        self.on_partitions_revoked(member, partitions)
+    }
+}
+
+/// A listener that does nothing (Kafka's `NoOpConsumerRebalanceListener`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoListener;
+
+impl RebalanceListener for NoListener {
+    async fn on_partitions_revoked(&mut self, _: &mut GroupMember, _: &[TopicPartition]) {}
+
+    async fn on_partitions_assigned(&mut self, _: &mut GroupMember, _: &[TopicPartition]) {}
+
+    async fn on_partitions_lost(&mut self, _: &mut GroupMember, _: &[TopicPartition]) {}
+}
+
+/// How an asynchronous commit ended (what Kafka's `OffsetCommitCallback` is given).
+#[derive(Debug)]
+pub struct CommitOutcome {
+    /// The offsets it committed.
+    pub offsets: BTreeMap<TopicPartition, i64>,
+    /// The generation it was made in.
+    pub generation: i32,
+    /// `Err(Kafka)` when the coordinator refused it, another error when its answer was lost.
+    pub result: Result<(), ClientError>,
+}
+
+/// An asynchronous commit written to the coordinator's connection, its answer not read yet.
+#[derive(Debug)]
+struct PendingCommit {
+    offsets: BTreeMap<TopicPartition, i64>,
+    generation: i32,
+    deadline: tokio::time::Instant,
+}
 
 /// A group member.
 #[derive(Debug)]
@@ -65,6 +142,13 @@ pub struct GroupMember {
     /// generation or member id stops it.
     in_generation: bool,
     next_heartbeat: tokio::time::Instant,
+    /// The partitions the application holds: announced by `on_partitions_assigned`, not yet
+    /// revoked or lost.
+    held: Vec<TopicPartition>,
+    /// Asynchronous commits in flight on the coordinator's connection, oldest first.
+    pending_commits: VecDeque<PendingCommit>,
+    /// Asynchronous commits whose answer was read, for `take_commit_outcomes`.
+    commit_outcomes: Vec<CommitOutcome>,
 }
 
 fn text(value: &str) -> StrBytes {
@@ -101,7 +185,15 @@ impl GroupMember {
             owned: Vec::new(),
             in_generation: false,
             next_heartbeat: tokio::time::Instant::now(),
+            held: Vec::new(),
+            pending_commits: VecDeque::new(),
+            commit_outcomes: Vec::new(),
         }
+    }
+
+    /// The partitions the application holds (assigned and not yet revoked or lost).
+    pub fn held(&self) -> &[TopicPartition] {
+        &self.held
     }
 
     /// The generation the member belongs to (-1: none yet).
@@ -131,6 +223,8 @@ impl GroupMember {
     }
 
     async fn call(&mut self, version: i16, body: RequestKind) -> Result<ResponseKind, ClientError> {
+        // Answers come in order: the asynchronous commits' are read first.
+        self.finish_commits().await;
         let timeout = connection_timeout(&body, self.request_timeout, self.rebalance_timeout_ms);
         let connection = self.coordinator().await?;
         let outcome = tokio::time::timeout(timeout, connection.call_at_version(version, body))
@@ -138,9 +232,24 @@ impl GroupMember {
             .map_err(|_| ClientError::Timeout(timeout))
             .and_then(|answer| answer);
         if outcome.is_err() {
-            self.coordinator = None;
+            self.drop_coordinator();
         }
         outcome
+    }
+
+    /// Forgets the coordinator's connection; the asynchronous commits in flight on it fail
+    /// (their answers are lost with it; Kafka's callback gets a retriable error).
+    fn drop_coordinator(&mut self) {
+        self.coordinator = None;
+        while let Some(pending) = self.pending_commits.pop_front() {
+            self.commit_outcomes.push(CommitOutcome {
+                offsets: pending.offsets,
+                generation: pending.generation,
+                result: Err(ClientError::Protocol(
+                    "the coordinator's connection was lost before the commit was answered".into(),
+                )),
+            });
+        }
     }
 
     /// The coordinator's connection, found through a bootstrap server if needed.
@@ -175,7 +284,7 @@ impl GroupMember {
     /// What an error answer asks for; `Err` when it is fatal.
     fn recover(&mut self, error: ErrorCode, what: &str) -> Result<(), ClientError> {
         match recovery(error) {
-            Recovery::Rediscover => self.coordinator = None,
+            Recovery::Rediscover => self.drop_coordinator(),
             Recovery::RejoinAsNew => {
                 self.member_id.clear();
                 self.assignment = None;
@@ -199,30 +308,80 @@ impl GroupMember {
     }
 
     /// Makes sure the member belongs to a generation, joining if it must: `Some((generation,
-    /// assignment))` when it joined one now.
-    pub async fn ensure_active(
+    /// assignment))` when it joined one now. `listener` hears of the partitions that move
+    /// (Kafka's `onJoinPrepare` and `onJoinComplete`): before the join, the partitions held
+    /// are revoked (eager protocol) or, when the generation was lost, lost; after it, those the
+    /// cooperative protocol moved away are revoked and the new ones assigned.
+    pub async fn ensure_active<L: RebalanceListener>(
         &mut self,
+        listener: &mut L,
     ) -> Result<Option<(i32, Vec<TopicPartition>)>, ClientError> {
         if self.assignment.is_some() {
             return Ok(None);
         }
+        self.prepare_join(listener).await;
         // Joining: no heartbeats until the member is in a generation again (Kafka's
         // PREPARING_REBALANCE); the JoinGroup itself keeps the member known.
         self.in_generation = false;
         let mut last = None;
         for _ in 0..JOIN_ATTEMPTS {
             match self.join_and_sync().await {
-                Ok(Some(joined)) => return Ok(Some(joined)),
+                Ok(Some((generation, assignment))) => {
+                    self.complete_join(listener, &assignment).await;
+                    return Ok(Some((generation, assignment)));
+                }
                 Ok(None) => {}
                 Err(error @ ClientError::Kafka { .. }) => return Err(error),
                 Err(error) => {
-                    self.coordinator = None;
+                    self.drop_coordinator();
                     last = Some(error);
                     tokio::time::sleep(self.retry_backoff).await;
                 }
             }
         }
         Err(last.unwrap_or_else(|| ClientError::Protocol("the join did not settle".into())))
+    }
+
+    /// Before a join: a member that lost its generation loses what it held; an eager member
+    /// in a live generation revokes all of it (a cooperative one keeps it through the join).
+    async fn prepare_join<L: RebalanceListener>(&mut self, listener: &mut L) {
+        if self.held.is_empty() {
+            return;
+        }
+        if !self.in_generation {
+            let lost = std::mem::take(&mut self.held);
+            listener.on_partitions_lost(self, &lost).await;
+        } else if !self.is_cooperative() {
+            let revoked = self.held.clone();
+            listener.on_partitions_revoked(self, &revoked).await;
+            self.held.clear();
+        }
+    }
+
+    /// After a join: the partitions held and no longer assigned are revoked (cooperative
+    /// protocol), then those newly assigned are announced.
+    async fn complete_join<L: RebalanceListener>(
+        &mut self,
+        listener: &mut L,
+        assignment: &[TopicPartition],
+    ) {
+        let revoked: Vec<TopicPartition> = self
+            .held
+            .iter()
+            .filter(|held| !assignment.contains(held))
+            .cloned()
+            .collect();
+        if !revoked.is_empty() {
+            listener.on_partitions_revoked(self, &revoked).await;
+            self.held.retain(|held| assignment.contains(held));
+        }
+        let added: Vec<TopicPartition> = assignment
+            .iter()
+            .filter(|partition| !self.held.contains(partition))
+            .cloned()
+            .collect();
+        self.held.extend(added.iter().cloned());
+        listener.on_partitions_assigned(self, &added).await;
     }
 
     /// One JoinGroup and, if it succeeds, one SyncGroup; `Ok(None)` when it must be tried
@@ -357,6 +516,7 @@ impl GroupMember {
     /// Heartbeats if one is due while the member belongs to a live generation (a pending
     /// rejoin included); a rebalance or fencing marks the member for rejoining.
     pub async fn heartbeat_if_due(&mut self) -> Result<(), ClientError> {
+        self.read_ready_commits();
         if !self.in_generation || tokio::time::Instant::now() < self.next_heartbeat {
             return Ok(());
         }
@@ -420,12 +580,180 @@ impl GroupMember {
         Ok(offsets)
     }
 
-    /// Commits `offsets` in the member's generation: `Err(Kafka)` with the first partition's
-    /// error when the coordinator refused (a fenced generation among them).
+    /// Commits `offsets` in the member's generation (Kafka's `commitSync`), after the
+    /// asynchronous commits still in flight: `Err(Kafka)` with the first partition's error
+    /// when the coordinator refused (a fenced generation among them).
     pub async fn commit(
         &mut self,
         offsets: &BTreeMap<TopicPartition, i64>,
     ) -> Result<(), ClientError> {
+        let body = self.commit_request(offsets);
+        let ResponseKind::OffsetCommit(answer) = self
+            .call(OFFSET_COMMIT_VERSION, RequestKind::OffsetCommit(body))
+            .await?
+        else {
+            return Err(ClientError::Protocol(
+                "OffsetCommit answered with another API".into(),
+            ));
+        };
+        self.commit_answered(&answer)
+    }
+
+    /// Commits `offsets` without waiting for the answer (Kafka's `commitAsync`): the request
+    /// is written now and its answer read, in order, by a later call of the member (or by
+    /// [`flush_commits`](Self::flush_commits)); [`take_commit_outcomes`] then reports it. A
+    /// commit that could not be sent is reported the same way. Never retried.
+    ///
+    /// [`take_commit_outcomes`]: Self::take_commit_outcomes
+    pub async fn commit_async(&mut self, offsets: BTreeMap<TopicPartition, i64>) {
+        if offsets.is_empty() {
+            return;
+        }
+        let generation = self.generation;
+        let body = RequestKind::OffsetCommit(self.commit_request(&offsets));
+        let sent = match self.coordinator().await {
+            Ok(connection) => {
+                connection
+                    .send_at_version(OFFSET_COMMIT_VERSION, &body)
+                    .await
+            }
+            Err(error) => Err(error),
+        };
+        match sent {
+            Ok(()) => self.pending_commits.push_back(PendingCommit {
+                offsets,
+                generation,
+                deadline: tokio::time::Instant::now() + self.request_timeout,
+            }),
+            Err(error) => {
+                self.drop_coordinator();
+                self.commit_outcomes.push(CommitOutcome {
+                    offsets,
+                    generation,
+                    result: Err(error),
+                });
+            }
+        }
+    }
+
+    /// How many asynchronous commits await their answer.
+    pub fn commits_in_flight(&self) -> usize {
+        self.pending_commits.len()
+    }
+
+    /// The asynchronous commits answered since the last call, oldest first; answers already
+    /// on the connection are read first, without waiting.
+    pub fn take_commit_outcomes(&mut self) -> Vec<CommitOutcome> {
+        self.read_ready_commits();
+        std::mem::take(&mut self.commit_outcomes)
+    }
+
+    /// Waits for every asynchronous commit in flight to be answered (or to time out), then
+    /// reports them all (Kafka's `commitSync()` after `commitAsync`s, as in a `finally`).
+    pub async fn flush_commits(&mut self) -> Vec<CommitOutcome> {
+        self.finish_commits().await;
+        std::mem::take(&mut self.commit_outcomes)
+    }
+
+    /// Reads the answers of the asynchronous commits in flight, waiting up to each one's
+    /// deadline; one that does not come in time drops the connection.
+    async fn finish_commits(&mut self) {
+        while let Some(deadline) = self.pending_commits.front().map(|pending| pending.deadline) {
+            let Some(connection) = self.coordinator.as_mut() else {
+                self.drop_coordinator();
+                return;
+            };
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if let Ok(answer) = tokio::time::timeout(left, connection.receive()).await {
+                self.settle_commit(answer);
+                continue;
+            }
+            let timeout = self.request_timeout;
+            if let Some(pending) = self.pending_commits.pop_front() {
+                self.commit_outcomes.push(CommitOutcome {
+                    offsets: pending.offsets,
+                    generation: pending.generation,
+                    result: Err(ClientError::Timeout(timeout)),
+                });
+            }
+            self.drop_coordinator();
+        }
+    }
+
+    /// Reads the commit answers already on the connection (one poll each, without waiting),
+    /// and fails those past their deadline.
+    fn read_ready_commits(&mut self) {
+        while !self.pending_commits.is_empty() {
+            let Some(connection) = self.coordinator.as_mut() else {
+                self.drop_coordinator();
+                return;
+            };
+            // `receive` is cancel-safe: a frame half read stays buffered for the next poll.
+            let answer = {
+                let mut receive = std::pin::pin!(connection.receive());
+                match receive
+                    .as_mut()
+                    .poll(&mut Context::from_waker(Waker::noop()))
+                {
+                    Poll::Ready(answer) => answer,
+                    Poll::Pending => break,
+                }
+            };
+            self.settle_commit(answer);
+        }
+        let overdue = self
+            .pending_commits
+            .front()
+            .is_some_and(|pending| tokio::time::Instant::now() >= pending.deadline);
+        if overdue {
+            self.drop_coordinator();
+        }
+    }
+
+    /// The oldest asynchronous commit's answer.
+    fn settle_commit(&mut self, answer: Result<ResponseKind, ClientError>) {
+        let Some(pending) = self.pending_commits.pop_front() else {
+            return;
+        };
+        let result = match answer {
+            Ok(ResponseKind::OffsetCommit(answer)) => self.commit_answered(&answer),
+            Ok(_) => Err(ClientError::Protocol(
+                "OffsetCommit answered with another API".into(),
+            )),
+            Err(error) => Err(error),
+        };
+        let lost = result
+            .as_ref()
+            .is_err_and(|error| !matches!(error, ClientError::Kafka { .. }));
+        self.commit_outcomes.push(CommitOutcome {
+            offsets: pending.offsets,
+            generation: pending.generation,
+            result,
+        });
+        if lost {
+            self.drop_coordinator();
+        }
+    }
+
+    /// What an OffsetCommit answer means: the first partition's error, acted upon.
+    fn commit_answered(&mut self, answer: &OffsetCommitResponse) -> Result<(), ClientError> {
+        let error = answer
+            .topics
+            .iter()
+            .flat_map(|topic| &topic.partitions)
+            .map(|partition| ErrorCode::from_code(partition.error_code))
+            .find(|error| *error != ErrorCode::None);
+        match error {
+            None => Ok(()),
+            Some(error) => {
+                self.recover(error, "OffsetCommit")?;
+                Err(kafka(error, "OffsetCommit"))
+            }
+        }
+    }
+
+    /// An OffsetCommit of `offsets` in the member's generation.
+    fn commit_request(&self, offsets: &BTreeMap<TopicPartition, i64>) -> OffsetCommitRequest {
         let mut grouped: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
         for (partition, offset) in offsets {
             grouped.entry(&partition.topic).or_default().push(
@@ -442,36 +770,27 @@ impl GroupMember {
                     .with_partitions(partitions)
             })
             .collect();
-        let body = OffsetCommitRequest::default()
+        OffsetCommitRequest::default()
             .with_group_id(GroupId(text(&self.group_id)))
             .with_generation_id_or_member_epoch(self.generation)
             .with_member_id(text(&self.member_id))
             .with_group_instance_id(self.instance.as_deref().map(text))
-            .with_topics(topics);
-        let ResponseKind::OffsetCommit(answer) =
-            self.call(7, RequestKind::OffsetCommit(body)).await?
-        else {
-            return Err(ClientError::Protocol(
-                "OffsetCommit answered with another API".into(),
-            ));
-        };
-        let error = answer
-            .topics
-            .iter()
-            .flat_map(|topic| &topic.partitions)
-            .map(|partition| ErrorCode::from_code(partition.error_code))
-            .find(|error| *error != ErrorCode::None);
-        match error {
-            None => Ok(()),
-            Some(error) => {
-                self.recover(error, "OffsetCommit")?;
-                Err(kafka(error, "OffsetCommit"))
-            }
-        }
+            .with_topics(topics)
     }
 
-    /// Leaves the group (best effort).
-    pub async fn leave(&mut self) {
+    /// Leaves the group (best effort), as Kafka's `close`: the partitions held are revoked
+    /// (lost, if the generation was), the asynchronous commits in flight are awaited, then
+    /// LeaveGroup is sent.
+    pub async fn leave<L: RebalanceListener>(&mut self, listener: &mut L) {
+        if !self.held.is_empty() {
+            let held = std::mem::take(&mut self.held);
+            if self.in_generation {
+                listener.on_partitions_revoked(self, &held).await;
+            } else {
+                listener.on_partitions_lost(self, &held).await;
+            }
+        }
+        self.finish_commits().await;
         if self.member_id.is_empty() {
             return;
         }

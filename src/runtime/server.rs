@@ -542,6 +542,13 @@ pub fn api_by_name(name: &str) -> Option<ApiKey> {
         "create_topics" => Some(ApiKey::CreateTopics),
         "delete_records" => Some(ApiKey::DeleteRecords),
         "init_producer_id" => Some(ApiKey::InitProducerId),
+        "find_coordinator" => Some(ApiKey::FindCoordinator),
+        "join_group" => Some(ApiKey::JoinGroup),
+        "sync_group" => Some(ApiKey::SyncGroup),
+        "heartbeat" => Some(ApiKey::Heartbeat),
+        "leave_group" => Some(ApiKey::LeaveGroup),
+        "offset_commit" => Some(ApiKey::OffsetCommit),
+        "offset_fetch" => Some(ApiKey::OffsetFetch),
         _ => None,
     }
 }

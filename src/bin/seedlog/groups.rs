@@ -13,7 +13,7 @@ use seedlog::runtime::admin::{
 };
 use seedlog::runtime::client::{ClientConnection, ClientError};
 use seedlog::runtime::consumer::{Consumer, ConsumerRecord};
-use seedlog::runtime::group::GroupMember;
+use seedlog::runtime::group::{CommitOutcome, GroupMember, RebalanceListener};
 use seedlog::types::TopicPartition;
 use tokio::time::Instant;
 
@@ -199,9 +199,10 @@ async fn log_ends(
 
 /// `seedlog consume --group`: kafka-console-consumer's `--group`. The member joins the group
 /// (the assignor is `partition.assignment.strategy`, settable with `--consumer-property`), starts
-/// each assigned partition at the group's committed offset (`auto.offset.reset` where none is),
-/// prints, and commits what it printed after each poll, before a rejoin and on exit, then leaves
-/// the group. A crash between printing and committing prints those records again (at least once).
+/// each assigned partition at the group's committed offset (`auto.offset.reset` where none is)
+/// and prints. It commits as Kafka's documentation advises: asynchronously after each poll, and
+/// synchronously when partitions are revoked and on exit (then it leaves the group). A crash
+/// between printing and committing prints those records again (at least once).
 pub(crate) async fn consume(args: ConsumeArgs, group: &str) -> anyhow::Result<()> {
     let mut config = args.config()?;
     config.set("group.id", group)?;
@@ -211,17 +212,18 @@ pub(crate) async fn consume(args: ConsumeArgs, group: &str) -> anyhow::Result<()
     let idle = Duration::from_millis(args.timeout_ms);
     let mut idle_deadline = Instant::now() + idle;
     let mut printed = 0;
-    let mut uncommitted = BTreeMap::new();
+    // The next offset of each held partition, after what was printed.
+    let mut positions = CommitOnRevoke::default();
     // The assignment just joined, until its committed offsets are fetched (retried, as Kafka's
     // consumer does, rather than read from `auto.offset.reset`).
     let mut unpositioned: Option<Vec<TopicPartition>> = None;
     let outcome = loop {
+        report_commits(member.take_commit_outcomes());
         if Instant::now() >= idle_deadline {
             break Ok(());
         }
         if member.needs_rejoin() {
-            commit(&mut member, &mut uncommitted).await;
-            match member.ensure_active().await {
+            match member.ensure_active(&mut positions).await {
                 Ok(Some((_, assignment))) => {
                     // Nothing is read until the new partitions stand at their commits.
                     consumer.assign(&[]);
@@ -261,15 +263,65 @@ pub(crate) async fn consume(args: ConsumeArgs, group: &str) -> anyhow::Result<()
             continue;
         }
         idle_deadline = Instant::now() + idle;
-        let done = print_noting(&polled.records, &args, &mut printed, &mut uncommitted)?;
-        commit(&mut member, &mut uncommitted).await;
+        let mut fresh = BTreeMap::new();
+        let done = print_noting(&polled.records, &args, &mut printed, &mut fresh)?;
+        positions
+            .0
+            .extend(fresh.iter().map(|(p, offset)| (p.clone(), *offset)));
+        member.commit_async(fresh).await;
         if done {
             break Ok(());
         }
     };
-    commit(&mut member, &mut uncommitted).await;
-    member.leave().await;
+    // Leaving revokes what the member holds: the revocation commits it synchronously.
+    member.leave(&mut positions).await;
+    report_commits(member.take_commit_outcomes());
     outcome
+}
+
+/// The console consumer's rebalance listener: the printed positions of the partitions it holds,
+/// committed synchronously when they are revoked (Kafka's advice for `commitAsync` users) and
+/// dropped when lost (a commit would be refused).
+#[derive(Default)]
+struct CommitOnRevoke(BTreeMap<TopicPartition, i64>);
+
+impl RebalanceListener for CommitOnRevoke {
+    async fn on_partitions_revoked(
+        &mut self,
+        member: &mut GroupMember,
+        partitions: &[TopicPartition],
+    ) {
+        let offsets: BTreeMap<TopicPartition, i64> = partitions
+            .iter()
+            .filter_map(|partition| Some((partition.clone(), self.0.remove(partition)?)))
+            .collect();
+        if offsets.is_empty() || member.generation() < 0 {
+            return;
+        }
+        if let Err(error) = member.commit(&offsets).await {
+            eprintln!("commit on revocation failed: {error}");
+        }
+    }
+
+    async fn on_partitions_assigned(&mut self, _: &mut GroupMember, _: &[TopicPartition]) {}
+
+    async fn on_partitions_lost(&mut self, _: &mut GroupMember, partitions: &[TopicPartition]) {
+        for partition in partitions {
+            self.0.remove(partition);
+        }
+    }
+}
+
+/// Reports the asynchronous commits that failed (a later commit covers them).
+fn report_commits(outcomes: Vec<CommitOutcome>) {
+    for outcome in outcomes {
+        if let Err(error) = outcome.result {
+            eprintln!(
+                "asynchronous commit in generation {} failed: {error}",
+                outcome.generation
+            );
+        }
+    }
 }
 
 /// Whether a group call's error ends the consumer: a coordinator error Kafka's consumer does not
@@ -310,20 +362,4 @@ async fn position(
         consumer.seek(&partition, offset);
     }
     Ok(())
-}
-
-/// Commits the printed positions; a refused commit (the member was fenced) is reported and
-/// dropped, a failed call is kept for the next try.
-async fn commit(member: &mut GroupMember, uncommitted: &mut BTreeMap<TopicPartition, i64>) {
-    if uncommitted.is_empty() || member.generation() < 0 {
-        return;
-    }
-    match member.commit(uncommitted).await {
-        Ok(()) => uncommitted.clear(),
-        Err(error @ ClientError::Kafka { .. }) => {
-            eprintln!("commit refused: {error}");
-            uncommitted.clear();
-        }
-        Err(error) => eprintln!("commit failed (kept for the next try): {error}"),
-    }
 }
