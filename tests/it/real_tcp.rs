@@ -77,6 +77,19 @@ pub(crate) async fn produce(
     prefix: &str,
     count: usize,
 ) -> BTreeMap<String, i64> {
+    produce_stamped(address, topic, partitions, acks, prefix, count, 0).await
+}
+
+/// [`produce`] with every record stamped `timestamp_ms`.
+pub(crate) async fn produce_stamped(
+    address: &str,
+    topic: &str,
+    partitions: i32,
+    acks: &str,
+    prefix: &str,
+    count: usize,
+    timestamp_ms: i64,
+) -> BTreeMap<String, i64> {
     let mut config = ProducerConfig::default();
     config
         .apply([
@@ -94,7 +107,7 @@ pub(crate) async fn produce(
             partition: Some(index as i32 % partitions),
             key: None,
             value: Some(Bytes::from(value.clone())),
-            timestamp_ms: 0,
+            timestamp_ms,
         };
         deliveries.push((value, producer.send(record).await));
     }

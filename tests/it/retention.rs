@@ -7,7 +7,7 @@ use seedlog::client::consumer::ResetReason;
 use seedlog::types::TopicPartition;
 
 use super::broker_process::{temp_dir, BrokerProcess};
-use super::real_tcp::{create, earliest_consumer, produce};
+use super::real_tcp::{create, earliest_consumer, produce, produce_stamped};
 
 fn segment_files(broker: &BrokerProcess, partition: &str) -> usize {
     std::fs::read_dir(broker.data.join(partition))
@@ -33,7 +33,9 @@ async fn retention_deletes_expired_segments_and_a_consumer_below_the_start_reset
     let configs = [
         ("flush.messages", "1"),
         ("segment.bytes", "1024"),
-        ("retention.ms", "1000"),
+        // Long enough that the record stamped now below outlives the test, while every record
+        // stamped 0 (1970) is long expired.
+        ("retention.ms", "600000"),
     ];
     create(&broker.address, "aging", 1, &configs).await;
     // The helper stamps every record with timestamp 0: each closed segment is long expired.
@@ -77,8 +79,15 @@ async fn retention_deletes_expired_segments_and_a_consumer_below_the_start_reset
         matches!(reset.reason, ResetReason::OffsetOutOfRange { position: 0 }),
         "{reset:?}"
     );
-    // The next write lands at the log start, and the reader gets it there.
-    produce(&broker.address, "aging", 1, "all", "new", 1).await;
+    // The next write lands at the log start, and the reader gets it there. It is stamped now:
+    // stamped 0 like the others, it would expire at once, and a retention check (every 100 ms)
+    // that rolled it away before the reader's fetch (or before the restart below) would move
+    // the start past it.
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis() as i64;
+    produce_stamped(&broker.address, "aging", 1, "all", "new", 1, now_ms).await;
     let mut first = None;
     while first.is_none() && tokio::time::Instant::now() < deadline {
         let polled = reader.poll(Duration::from_millis(500)).await.expect("poll");
