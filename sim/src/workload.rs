@@ -19,7 +19,7 @@ use seedlog::protocol::ErrorCode;
 use seedlog::runtime::admin::{create_topics, NewTopic};
 use seedlog::runtime::client::{ClientConnection, ClientError};
 use seedlog::runtime::consumer::Consumer;
-use seedlog::runtime::group::{GroupMember, RebalanceListener};
+use seedlog::runtime::group::{take_positions, GroupMember, RebalanceListener};
 use seedlog::runtime::producer::Producer;
 use seedlog::runtime::server::BrokerObserver;
 use seedlog::types::TopicPartition;
@@ -1100,10 +1100,7 @@ impl RebalanceListener for RevokeCommit<'_> {
         member: &mut GroupMember,
         partitions: &[TopicPartition],
     ) {
-        let offsets: BTreeMap<TopicPartition, i64> = partitions
-            .iter()
-            .filter_map(|partition| Some((partition.clone(), self.positions.remove(partition)?)))
-            .collect();
+        let offsets = take_positions(self.positions, partitions);
         if !self.commit {
             return;
         }
@@ -1125,9 +1122,7 @@ impl RebalanceListener for RevokeCommit<'_> {
     async fn on_partitions_assigned(&mut self, _: &mut GroupMember, _: &[TopicPartition]) {}
 
     async fn on_partitions_lost(&mut self, _: &mut GroupMember, partitions: &[TopicPartition]) {
-        for partition in partitions {
-            self.positions.remove(partition);
-        }
+        take_positions(self.positions, partitions);
     }
 }
 

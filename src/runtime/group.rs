@@ -80,6 +80,18 @@ pub trait RebalanceListener {
     }
 }
 
+/// Removes the positions of `partitions` from `positions` and answers them: what a listener
+/// commits when they are revoked (and drops when they are lost).
+pub fn take_positions(
+    positions: &mut BTreeMap<TopicPartition, i64>,
+    partitions: &[TopicPartition],
+) -> BTreeMap<TopicPartition, i64> {
+    partitions
+        .iter()
+        .filter_map(|partition| Some((partition.clone(), positions.remove(partition)?)))
+        .collect()
+}
+
 /// A listener that does nothing (Kafka's `NoOpConsumerRebalanceListener`).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NoListener;

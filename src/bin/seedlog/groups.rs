@@ -13,7 +13,7 @@ use seedlog::runtime::admin::{
 };
 use seedlog::runtime::client::{ClientConnection, ClientError};
 use seedlog::runtime::consumer::{Consumer, ConsumerRecord};
-use seedlog::runtime::group::{CommitOutcome, GroupMember, RebalanceListener};
+use seedlog::runtime::group::{take_positions, CommitOutcome, GroupMember, RebalanceListener};
 use seedlog::types::TopicPartition;
 use tokio::time::Instant;
 
@@ -291,10 +291,7 @@ impl RebalanceListener for CommitOnRevoke {
         member: &mut GroupMember,
         partitions: &[TopicPartition],
     ) {
-        let offsets: BTreeMap<TopicPartition, i64> = partitions
-            .iter()
-            .filter_map(|partition| Some((partition.clone(), self.0.remove(partition)?)))
-            .collect();
+        let offsets = take_positions(&mut self.0, partitions);
         if offsets.is_empty() || member.generation() < 0 {
             return;
         }
@@ -306,9 +303,7 @@ impl RebalanceListener for CommitOnRevoke {
     async fn on_partitions_assigned(&mut self, _: &mut GroupMember, _: &[TopicPartition]) {}
 
     async fn on_partitions_lost(&mut self, _: &mut GroupMember, partitions: &[TopicPartition]) {
-        for partition in partitions {
-            self.0.remove(partition);
-        }
+        take_positions(&mut self.0, partitions);
     }
 }
 
