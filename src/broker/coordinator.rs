@@ -495,7 +495,9 @@ impl<S: Storage> Broker<S> {
             "segment.bytes".to_owned(),
             groups.offsets_topic_segment_bytes.to_string(),
         );
-        configs.insert("retention.ms".to_owned(), "-1".to_owned());
+        // Kafka's `GroupCoordinator.offsetsTopicConfigs`: compacted, so the latest commit
+        // and group record of each key stay and the rest goes.
+        configs.insert("cleanup.policy".to_owned(), "compact".to_owned());
         let partitions = groups.offsets_topic_num_partitions;
         if self.cluster.is_some() {
             if self

@@ -127,6 +127,9 @@ impl<S: Storage> Broker<S> {
             (FlushTarget::Checkpoint(kind), result) => {
                 self.on_checkpoint_step(now, kind, result, out);
             }
+            (FlushTarget::Cleaner(topic_partition), result) => {
+                self.on_clean_step(now, topic_partition, result, out);
+            }
             (FlushTarget::CleanShutdownMarker, result) => {
                 self.on_marker_synced(now, result, out);
                 return;
@@ -257,6 +260,7 @@ impl<S: Storage> Broker<S> {
         {
             self.check_retention(now, out);
         }
+        self.on_cleaner_tick(now, out);
         if self.cluster.is_some()
             && self
                 .high_watermarks

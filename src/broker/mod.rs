@@ -9,6 +9,7 @@
 //! Request handlers live one per file in `handlers/`, named `on_<api>_request`.
 
 pub mod checkpoint;
+mod cleaner;
 mod cluster;
 mod controller;
 mod coordinator;
@@ -410,6 +411,8 @@ pub struct Broker<S: Storage> {
     /// The high-watermark checkpoint (`replication-offset-checkpoint`), written every
     /// `replica.high.watermark.checkpoint.interval.ms` in a cluster.
     high_watermarks: CheckpointWriter,
+    /// The log cleaner (`cleanup.policy=compact` logs).
+    cleaner: cleaner::LogCleaner,
     /// `producer-id-block`, written when InitProducerId needs more durable ids.
     producer_id_block: CheckpointWriter,
     /// The producer ids handed out and reserved.
@@ -636,6 +639,7 @@ impl<S: Storage> Broker<S> {
             self.purgatory.next_deadline(),
             self.checkpoint.next_deadline(),
             self.log_starts.next_deadline(),
+            self.cleaner.next_deadline(),
             self.cluster
                 .as_ref()
                 .and_then(|_| self.high_watermarks.next_deadline()),

@@ -29,6 +29,8 @@ pub(super) enum FlushTarget {
     },
     /// A step of writing a checkpoint file.
     Checkpoint(super::checkpoint::CheckpointKind),
+    /// A step of the log cleaner's clean of a partition.
+    Cleaner(TopicPartition),
     /// The clean-shutdown marker (file and root directory).
     CleanShutdownMarker,
 }

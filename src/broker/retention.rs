@@ -31,12 +31,19 @@ impl<S: Storage> Broker<S> {
                 let limit = partition
                     .high_watermark()
                     .min(partition.log.recovery_point());
-                match partition.log.retention_start(
-                    wall_clock,
-                    topic.config.retention_ms,
-                    topic.config.retention_bytes,
-                    limit,
-                ) {
+                // `cleanup.policy=compact` alone: the cleaner's log, never deleted by age or
+                // size (DeleteRecords still moves its start).
+                let target = if topic.config.cleanup_policy.delete {
+                    partition.log.retention_start(
+                        wall_clock,
+                        topic.config.retention_ms,
+                        topic.config.retention_bytes,
+                        limit,
+                    )
+                } else {
+                    Ok(current)
+                };
+                match target {
                     Ok(target) => {
                         if target == partition.log.log_end_offset() && target > current {
                             to_roll.push(topic_partition.clone()); // every record expired

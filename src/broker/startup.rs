@@ -8,7 +8,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::config::{BrokerConfig, TopicConfig};
 use crate::log::{FlushSync, LogConfig, LogError, LogRead, PartitionLog, RecoveryReport};
-use crate::protocol::record_batch::decode_records;
+use crate::protocol::record_batch::{decode_records, split_batches};
 use crate::storage::{Storage, StorageFile};
 use crate::types::{BrokerId, Millis, TopicPartition};
 
@@ -30,6 +30,7 @@ pub(crate) fn metadata_log_config() -> LogConfig {
         flush_messages: 1,
         flush_ms: None,
         segment_ms: i64::MAX,
+        compacted: false,
     }
 }
 
@@ -40,6 +41,7 @@ pub(super) fn log_config(config: &TopicConfig) -> LogConfig {
         flush_messages: config.flush_messages,
         flush_ms: config.flush_ms.map(|ms| ms as u64),
         segment_ms: config.segment_ms,
+        compacted: config.cleanup_policy.compact,
     }
 }
 
@@ -129,6 +131,7 @@ impl<S: Storage> Broker<S> {
             config.replication.high_watermark_checkpoint_interval_ms as u64;
         let config_retention_check_interval_ms = config.log_retention_check_interval_ms as u64;
         let mut broker = Broker {
+            cleaner: super::cleaner::LogCleaner::new(&config, now),
             config,
             storage,
             cluster_id: cluster_id.clone(),
@@ -385,10 +388,15 @@ pub(crate) fn read_log_records<S: Storage>(
         let mut bytes = vec![0; len as usize];
         file.read_exact_at(&mut bytes, position)
             .map_err(LogError::from)?;
-        let decoded = decode_records(&bytes.into())
+        let bytes = bytes::Bytes::from(bytes);
+        let batches =
+            split_batches(&bytes).map_err(|error| BrokerError::DataDirectory(error.to_string()))?;
+        let decoded = decode_records(&bytes)
             .map_err(|error| BrokerError::DataDirectory(error.to_string()))?;
-        if let Some(last) = decoded.last() {
-            offset = last.offset + 1;
+        // The batch's last offset, not its last record's: a compacted batch may have lost its
+        // last records, or all of them.
+        if let Some((header, _)) = batches.last() {
+            offset = header.last_offset() + 1;
         }
         records.extend(decoded);
     }

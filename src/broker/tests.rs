@@ -1277,3 +1277,31 @@ mod compression;
 mod groups;
 mod idempotence;
 mod replication;
+
+#[test]
+fn a_compacted_topic_refuses_a_record_without_a_key_and_names_it() {
+    let mut harness = Harness::new();
+    harness.create_topic("c", 1, &[("cleanup.policy", "compact")]);
+    let keyed = build_batch(&[(Some(b"k".as_slice()), Some(b"v".as_slice()))], 1);
+    assert_eq!(produced_offset(harness.produce("c", 0, 1, keyed)), (0, 0));
+    let mixed = build_batch(
+        &[
+            (Some(b"k".as_slice()), Some(b"a".as_slice())),
+            (None, Some(b"b".as_slice())),
+        ],
+        1,
+    );
+    let ResponseKind::Produce(response) = single_message(harness.produce("c", 0, 1, mixed)) else {
+        panic!("not a produce response")
+    };
+    let partition = &response.responses[0].partition_responses[0];
+    assert_eq!(partition.error_code, ErrorCode::InvalidRecord.code());
+    assert_eq!(partition.record_errors[0].batch_index, 1);
+    assert_eq!(
+        partition.error_message.as_deref(),
+        Some("Compacted topic cannot accept message without key in topic partition c-0.")
+    );
+    // An ordinary topic takes it.
+    harness.create_topic("d", 1, &[]);
+    assert_eq!(produced_offset(harness.produce("d", 0, 1, value("x"))).0, 0);
+}

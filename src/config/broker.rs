@@ -1,6 +1,6 @@
 //! Broker configs (`server.properties`), Kafka names and defaults.
 
-use super::{parse_at_least, parse_bool, ConfigError, Configurable};
+use super::{parse_at_least, parse_bool, parse_ratio, ConfigError, Configurable, Ratio};
 
 /// A `PLAINTEXT://host:port` listener.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,6 +138,67 @@ pub struct BrokerConfig {
     pub metadata_snapshot_entries: u64,
     /// The group coordinator's keys (`offsets.topic.*`, `group.*`).
     pub groups: GroupConfig,
+    /// The log cleaner's keys (`log.cleaner.*`).
+    pub cleaner: LogCleanerConfig,
+}
+
+/// The log cleaner's configs (compaction of `cleanup.policy=compact` topics), Kafka's names and
+/// defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogCleanerConfig {
+    /// `log.cleaner.enable` (default true).
+    pub enable: bool,
+    /// `log.cleaner.backoff.ms` (default 15000): how long the cleaner sleeps when no log needs
+    /// cleaning (seedlog checks every compacted log at this interval).
+    pub backoff_ms: i64,
+    /// `log.cleaner.min.cleanable.ratio` (default 0.5): default of `min.cleanable.dirty.ratio`.
+    pub min_cleanable_ratio: Ratio,
+    /// `log.cleaner.delete.retention.ms` (default 86400000): default of `delete.retention.ms`.
+    pub delete_retention_ms: i64,
+    /// `log.cleaner.min.compaction.lag.ms` (default 0): default of `min.compaction.lag.ms`.
+    pub min_compaction_lag_ms: i64,
+}
+
+impl LogCleanerConfig {
+    /// One `log.cleaner.*` key.
+    fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        match key {
+            "log.cleaner.enable" => self.enable = parse_bool(key, value)?,
+            "log.cleaner.backoff.ms" => self.backoff_ms = parse_at_least(key, value, 0)?,
+            "log.cleaner.min.cleanable.ratio" => {
+                self.min_cleanable_ratio = parse_ratio(key, value)?
+            }
+            "log.cleaner.delete.retention.ms" => {
+                self.delete_retention_ms = parse_at_least(key, value, 0)?
+            }
+            "log.cleaner.min.compaction.lag.ms" => {
+                self.min_compaction_lag_ms = parse_at_least(key, value, 0)?
+            }
+            "log.cleaner.threads"
+            | "log.cleaner.dedupe.buffer.size"
+            | "log.cleaner.io.buffer.size"
+            | "log.cleaner.io.max.bytes.per.second" => {
+                return Err(ConfigError::not_implemented(
+                    key,
+                    "one cleaner, no buffer limits",
+                ))
+            }
+            _ => return Err(ConfigError::unknown(key)),
+        }
+        Ok(())
+    }
+}
+
+impl Default for LogCleanerConfig {
+    fn default() -> Self {
+        LogCleanerConfig {
+            enable: true,
+            backoff_ms: 15_000,
+            min_cleanable_ratio: Ratio(0.5),
+            delete_retention_ms: 86_400_000,
+            min_compaction_lag_ms: 0,
+        }
+    }
 }
 
 /// The group coordinator's configs, Kafka's names and defaults.
@@ -359,6 +420,7 @@ impl Default for BrokerConfig {
             controller_quorum: None,
             metadata_snapshot_entries: 500,
             groups: GroupConfig::default(),
+            cleaner: LogCleanerConfig::default(),
         }
     }
 }
@@ -590,6 +652,7 @@ impl Configurable for BrokerConfig {
             "log.retention.check.interval.ms" => {
                 self.log_retention_check_interval_ms = parse_at_least(key, value, 1)?;
             }
+            _ if key.starts_with("log.cleaner.") => self.cleaner.set(key, value)?,
             "log.flush.offset.checkpoint.interval.ms" => {
                 self.log_flush_offset_checkpoint_interval_ms = parse_at_least(key, value, 1)?
             }

@@ -123,6 +123,50 @@ where
     Ok(parsed)
 }
 
+/// A ratio in `0.0..=1.0` (Kafka's `DOUBLE` configs bounded by `Range.between(0, 1)`), compared
+/// by its bits so that configs holding one stay `Eq`.
+#[derive(Debug, Clone, Copy)]
+pub struct Ratio(pub f64);
+
+impl PartialEq for Ratio {
+    fn eq(&self, other: &Ratio) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+
+impl Eq for Ratio {}
+
+impl std::fmt::Display for Ratio {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Parses a double between 0 and 1 inclusive, with Kafka's `Range.between` messages.
+pub(crate) fn parse_ratio(key: &str, value: &str) -> Result<Ratio, ConfigError> {
+    let parsed = value
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|parsed| !parsed.is_nan())
+        .ok_or_else(|| ConfigError::invalid(key, value, "expected a number"))?;
+    if parsed < 0.0 {
+        return Err(ConfigError::invalid(
+            key,
+            value,
+            "value must be no less than 0",
+        ));
+    }
+    if parsed > 1.0 {
+        return Err(ConfigError::invalid(
+            key,
+            value,
+            "value must be no more than 1",
+        ));
+    }
+    Ok(Ratio(parsed))
+}
+
 /// Parses a `bootstrap.servers` list (`host:port,host:port`).
 pub(crate) fn parse_servers(value: &str) -> Vec<String> {
     value

@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{parse_at_least, parse_bool, BrokerConfig, ConfigError, Configurable};
+use super::{
+    parse_at_least, parse_bool, parse_ratio, BrokerConfig, ConfigError, Configurable, Ratio,
+};
 use crate::config::broker::SEGMENT_BYTES_MIN;
 use crate::protocol::compression::Codec;
 
@@ -31,11 +33,71 @@ pub struct TopicConfig {
     pub retention_ms: i64,
     /// `retention.bytes`: the oldest segments are deleted while the log is larger (-1: no limit).
     pub retention_bytes: i64,
+    /// `cleanup.policy`: `delete` (retention by time and size), `compact` (the log cleaner
+    /// keeps the latest record of each key), or both.
+    pub cleanup_policy: CleanupPolicy,
+    /// `min.cleanable.dirty.ratio` (default `log.cleaner.min.cleanable.ratio`, 0.5): the share of
+    /// the cleanable log not yet cleaned past which the cleaner compacts it.
+    pub min_cleanable_dirty_ratio: Ratio,
+    /// `min.compaction.lag.ms` (default `log.cleaner.min.compaction.lag.ms`, 0): a record stays
+    /// uncompacted at least this long.
+    pub min_compaction_lag_ms: i64,
+    /// `delete.retention.ms` (default `log.cleaner.delete.retention.ms`, one day): how long a
+    /// tombstone stays after the clean that first kept it (Kafka's delete horizon).
+    pub delete_retention_ms: i64,
     /// `compression.type`: `None` keeps the producer's codec (Kafka's `producer`, the default);
     /// a codec (`uncompressed` is [`Codec::None`]) recompresses batches that arrive with another.
     pub compression_type: Option<Codec>,
     /// The overrides as given (persisted with the topic and echoed by CreateTopics).
     pub overrides: BTreeMap<String, String>,
+}
+
+/// `cleanup.policy`, Kafka's list of `delete` and `compact`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CleanupPolicy {
+    /// `delete`: retention by `retention.ms` and `retention.bytes`.
+    pub delete: bool,
+    /// `compact`: the log cleaner compacts the log.
+    pub compact: bool,
+}
+
+impl CleanupPolicy {
+    /// Kafka's default, `delete`.
+    pub const DELETE: CleanupPolicy = CleanupPolicy {
+        delete: true,
+        compact: false,
+    };
+
+    /// The value in Kafka's notation (`delete`, `compact`, `compact,delete`).
+    pub fn name(self) -> &'static str {
+        match (self.compact, self.delete) {
+            (true, true) => "compact,delete",
+            (true, false) => "compact",
+            _ => "delete",
+        }
+    }
+
+    /// Parses Kafka's list; every item must be `compact` or `delete`.
+    pub fn parse(key: &str, value: &str) -> Result<CleanupPolicy, ConfigError> {
+        let mut policy = CleanupPolicy {
+            delete: false,
+            compact: false,
+        };
+        for item in value.split(',').map(str::trim) {
+            match item.to_ascii_lowercase().as_str() {
+                "delete" => policy.delete = true,
+                "compact" => policy.compact = true,
+                _ => {
+                    return Err(ConfigError::invalid(
+                        key,
+                        value,
+                        "String must be one of: compact, delete",
+                    ))
+                }
+            }
+        }
+        Ok(policy)
+    }
 }
 
 /// The type of a described config (Kafka's `ConfigDef.Type`, as far as topics use them).
@@ -47,6 +109,8 @@ pub enum ConfigType {
     Int,
     /// `LONG`.
     Long,
+    /// `DOUBLE`.
+    Double,
     /// `LIST`.
     List,
     /// `STRING`.
@@ -75,8 +139,7 @@ impl TopicConfig {
             Some(Codec::None) => "uncompressed",
             Some(codec) => codec.name(),
         };
-        let entries: [(&'static str, String, ConfigType); 12] = [
-            ("cleanup.policy", "delete".to_owned(), ConfigType::List),
+        let entries: [(&'static str, String, ConfigType); 11] = [
             (
                 "compression.type",
                 compression.to_owned(),
@@ -129,15 +192,44 @@ impl TopicConfig {
                 ConfigType::Boolean,
             ),
         ];
-        entries
+        let mut described: Vec<DescribedConfig> = entries
             .into_iter()
+            .chain(self.compaction_entries())
             .map(|(name, value, config_type)| DescribedConfig {
                 name,
                 value,
                 overridden: self.overrides.contains_key(name),
                 config_type,
             })
-            .collect()
+            .collect();
+        described.sort_by_key(|config| config.name);
+        described
+    }
+
+    /// The log cleaner's topic configs, described.
+    fn compaction_entries(&self) -> [(&'static str, String, ConfigType); 4] {
+        [
+            (
+                "cleanup.policy",
+                self.cleanup_policy.name().to_owned(),
+                ConfigType::List,
+            ),
+            (
+                "delete.retention.ms",
+                self.delete_retention_ms.to_string(),
+                ConfigType::Long,
+            ),
+            (
+                "min.cleanable.dirty.ratio",
+                self.min_cleanable_dirty_ratio.to_string(),
+                ConfigType::Double,
+            ),
+            (
+                "min.compaction.lag.ms",
+                self.min_compaction_lag_ms.to_string(),
+                ConfigType::Long,
+            ),
+        ]
     }
 
     /// The broker-wide defaults.
@@ -153,6 +245,10 @@ impl TopicConfig {
             unclean_leader_election_enable: broker.unclean_leader_election_enable,
             retention_ms: broker.retention_ms(),
             retention_bytes: broker.log_retention_bytes,
+            cleanup_policy: CleanupPolicy::DELETE,
+            min_cleanable_dirty_ratio: broker.cleaner.min_cleanable_ratio,
+            min_compaction_lag_ms: broker.cleaner.min_compaction_lag_ms,
+            delete_retention_ms: broker.cleaner.delete_retention_ms,
             // Kafka's broker-wide `compression.type` (default `producer`) is not a seedlog
             // broker config yet.
             compression_type: None,
@@ -187,14 +283,12 @@ impl Configurable for TopicConfig {
             "unclean.leader.election.enable" => {
                 self.unclean_leader_election_enable = parse_bool(key, value)?
             }
-            "cleanup.policy" => {
-                if value.trim() != "delete" {
-                    return Err(ConfigError::not_implemented(
-                        key,
-                        "only cleanup.policy=delete is supported",
-                    ));
-                }
+            "cleanup.policy" => self.cleanup_policy = CleanupPolicy::parse(key, value)?,
+            "min.cleanable.dirty.ratio" => {
+                self.min_cleanable_dirty_ratio = parse_ratio(key, value)?
             }
+            "min.compaction.lag.ms" => self.min_compaction_lag_ms = parse_at_least(key, value, 0)?,
+            "delete.retention.ms" => self.delete_retention_ms = parse_at_least(key, value, 0)?,
             "retention.ms" => self.retention_ms = parse_at_least(key, value, -1)?,
             "retention.bytes" => self.retention_bytes = parse_at_least(key, value, -1)?,
             "segment.ms" => self.segment_ms = parse_at_least(key, value, 1)?,
@@ -225,8 +319,6 @@ impl Configurable for TopicConfig {
             }
             "segment.index.bytes"
             | "message.timestamp.type"
-            | "min.compaction.lag.ms"
-            | "delete.retention.ms"
             | "file.delete.delay.ms"
             | "preallocate"
             | "message.downconversion.enable" => {
@@ -282,6 +374,59 @@ mod tests {
         assert!(config.set("segment.ms", "0").is_err());
         config.set("segment.ms", "60000").expect("segment.ms");
         assert_eq!(config.segment_ms, 60_000);
+    }
+
+    #[test]
+    fn cleanup_policy_takes_kafkas_list_and_the_cleaner_keys_default_from_the_broker() {
+        let mut broker = BrokerConfig::default();
+        broker
+            .apply([
+                ("log.cleaner.min.cleanable.ratio", "0.25"),
+                ("log.cleaner.delete.retention.ms", "1000"),
+                ("log.cleaner.min.compaction.lag.ms", "5"),
+                ("log.cleaner.backoff.ms", "200"),
+                ("log.cleaner.enable", "false"),
+            ])
+            .expect("valid");
+        assert!(!broker.cleaner.enable);
+        assert_eq!(broker.cleaner.backoff_ms, 200);
+        let mut config = TopicConfig::defaults(&broker);
+        assert_eq!(config.cleanup_policy, CleanupPolicy::DELETE);
+        assert_eq!(config.min_cleanable_dirty_ratio, Ratio(0.25));
+        assert_eq!(
+            (config.delete_retention_ms, config.min_compaction_lag_ms),
+            (1000, 5)
+        );
+        config.set("cleanup.policy", "compact").expect("compact");
+        assert_eq!(config.cleanup_policy.name(), "compact");
+        config
+            .set("cleanup.policy", "delete, compact")
+            .expect("both");
+        assert_eq!(config.cleanup_policy.name(), "compact,delete");
+        assert_eq!(
+            config
+                .set("cleanup.policy", "compact,shred")
+                .expect_err("unknown policy")
+                .to_string(),
+            "invalid value 'compact,shred' for 'cleanup.policy': String must be one of: compact, delete"
+        );
+        assert_eq!(
+            config
+                .set("min.cleanable.dirty.ratio", "1.5")
+                .expect_err("above 1")
+                .to_string(),
+            "invalid value '1.5' for 'min.cleanable.dirty.ratio': value must be no more than 1"
+        );
+        assert!(config.set("min.cleanable.dirty.ratio", "-0.1").is_err());
+        assert!(config.set("delete.retention.ms", "-1").is_err());
+        assert!(config.set("min.compaction.lag.ms", "-1").is_err());
+        config
+            .set("min.cleanable.dirty.ratio", "0.1")
+            .expect("valid");
+        assert_eq!(config.min_cleanable_dirty_ratio, Ratio(0.1));
+        assert!(BrokerConfig::default()
+            .apply([("log.cleaner.min.cleanable.ratio", "2")])
+            .is_err());
     }
 
     #[test]

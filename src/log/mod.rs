@@ -1,5 +1,6 @@
 //! The partition log: segments, sparse offset index, recovery, flush policy.
 
+pub mod cleaner;
 pub mod leader_epochs;
 pub mod offset_index;
 pub mod partition_log;
@@ -7,7 +8,7 @@ pub mod producer_state;
 pub mod segment;
 
 pub use partition_log::{
-    AppendInfo, FlushMark, FlushSync, LogConfig, LogRead, PartitionLog, RecoveryReport,
+    AppendInfo, CleanStage, FlushMark, FlushSync, LogConfig, LogRead, PartitionLog, RecoveryReport,
     StartedFlush,
 };
 

@@ -32,8 +32,10 @@ use super::producer_state::ProducerStates;
 use super::segment::{parse_segment_name, LogSegment};
 use super::LogError;
 
+mod cleaning;
 mod snapshots;
 
+pub use cleaning::{cleaned_name, swap_name, CleanStage, StartedClean};
 use snapshots::ProducerSnapshots;
 pub use snapshots::ProducerStateLoad;
 
@@ -51,6 +53,10 @@ pub struct LogConfig {
     /// `segment.ms`: roll when an append's newest timestamp is this much past the active
     /// segment's first batch (Kafka's `LogSegment.shouldRoll`, without jitter).
     pub segment_ms: i64,
+    /// `cleanup.policy` includes `compact`: offsets may skip between batches (the cleaner
+    /// removes records, a follower copies its leader's gaps). An ordinary log keeps treating a
+    /// gap as damage.
+    pub compacted: bool,
 }
 
 /// What recovery did on open.
@@ -173,6 +179,8 @@ pub struct PartitionLog<S: Storage> {
     recovery_point: i64,
     unflushed_messages: i64,
     last_flush: Millis,
+    /// The clean under way, if any (a compacted log's; see [`cleaning`]).
+    cleaning: Option<cleaning::Cleaning>,
     /// Changes to this log's directory entries (segments created or deleted), and how many of
     /// them a completed directory sync covers.
     directory_changes: u64,
@@ -218,6 +226,19 @@ impl<S: Storage> Opening<'_, S> {
             self.report.deleted_segments += 1;
             return Ok(true);
         }
+        let gaps = self.config.compacted;
+        if let Some(expected) = self
+            .expected_next()
+            .filter(|next| *next < base_offset && gaps)
+        {
+            // A compacted segment may end before the next one starts.
+            self.segments
+                .values_mut()
+                .next_back()
+                .expect("an expected next offset comes from a segment")
+                .extend_to(base_offset);
+            debug_assert!(expected < base_offset);
+        }
         if let Some(expected) = self.expected_next().filter(|next| *next != base_offset) {
             if expected < self.recovery_point {
                 self.report.corruption = Some(format!(
@@ -232,14 +253,14 @@ impl<S: Storage> Opening<'_, S> {
         let file = self.storage.open(name)?;
         let interval = self.config.index_interval_bytes;
         if let Some(next_base) = next_base.filter(|next| *next <= self.recovery_point) {
-            let segment = LogSegment::open_unscanned(file, base_offset, next_base, interval)?;
+            let segment = LogSegment::open_unscanned(file, base_offset, next_base, interval, gaps)?;
             self.segments.insert(base_offset, segment);
             self.report.segments += 1;
             self.report.unscanned_segments += 1;
             return Ok(true);
         }
         if self.clean && next_base.is_none() {
-            match LogSegment::open_trusted(file.clone(), base_offset, interval) {
+            match LogSegment::open_trusted(file.clone(), base_offset, interval, gaps) {
                 Ok(segment) if segment.next_offset() == self.recovery_point => {
                     self.segments.insert(base_offset, segment);
                     self.report.segments += 1;
@@ -250,7 +271,7 @@ impl<S: Storage> Opening<'_, S> {
             }
         }
         let (segment, recovery) =
-            LogSegment::recover(file, base_offset, interval, self.recovery_point)?;
+            LogSegment::recover(file, base_offset, interval, self.recovery_point, gaps)?;
         self.report.segments += 1;
         self.report.batches += recovery.batches;
         self.segments.insert(base_offset, segment);
@@ -289,7 +310,7 @@ impl<S: Storage> PartitionLog<S> {
         clean: bool,
         now: Millis,
     ) -> Result<(Self, RecoveryReport), LogError> {
-        let listed = storage.list(&format!("{directory}/"))?;
+        let listed = Self::list_after_interrupted_clean(&storage, directory)?;
         let snapshot_offsets: Vec<i64> = listed
             .iter()
             .filter_map(|name| parse_snapshot_name(directory, name))
@@ -324,6 +345,7 @@ impl<S: Storage> PartitionLog<S> {
         let created = segments.is_empty();
         let mut log = PartitionLog {
             truncated_at: Vec::new(),
+            cleaning: None,
             leader_epochs: None,
             producer_states: None,
             snapshots: ProducerSnapshots::default(),
@@ -371,6 +393,7 @@ impl<S: Storage> PartitionLog<S> {
             &self.directory,
             base_offset,
             self.config.index_interval_bytes,
+            self.config.compacted,
         )?;
         self.segments.insert(base_offset, segment);
         self.directory_changes += 1;
@@ -483,6 +506,7 @@ impl<S: Storage> PartitionLog<S> {
     /// checkpointed start is ahead of the log end. (Retention rolls first, so at run time the
     /// start is at most the active segment's base.)
     pub fn delete_segments_below(&mut self, start: i64) -> Result<usize, LogError> {
+        self.abort_clean()?;
         let past_the_active = start > self.active_segment().base_offset;
         if past_the_active && start >= self.log_end_offset {
             let all = self.remove_segments(self.segments.len())?;
@@ -592,6 +616,7 @@ impl<S: Storage> PartitionLog<S> {
         if offset >= self.log_end_offset {
             return Ok(None);
         }
+        self.abort_clean()?;
         let first = *self.segments.keys().next().expect("a log has a segment");
         // Segments from `offset` on go whole, except the first, which is cut instead.
         let doomed: Vec<i64> = self
@@ -676,13 +701,16 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     /// Appends a batch a leader already placed (Kafka's `appendAsFollower`): its offsets and
-    /// leader epoch are kept, and it must start at the log end.
+    /// leader epoch are kept, and it must start at the log end (or past it, in a compacted log:
+    /// the leader's cleaner removed what lay between).
     pub fn append_as_follower(
         &mut self,
         batch: &[u8],
         header: &RecordBatchHeader,
     ) -> Result<AppendInfo, LogError> {
-        if header.base_offset != self.log_end_offset {
+        let fits = header.base_offset == self.log_end_offset
+            || (self.config.compacted && header.base_offset > self.log_end_offset);
+        if !fits {
             return Err(LogError::Corrupt(format!(
                 "a replicated batch at offset {} does not start at the log end {}",
                 header.base_offset, self.log_end_offset
@@ -708,6 +736,12 @@ impl<S: Storage> PartitionLog<S> {
             .first_batch_timestamp()
             .is_some_and(|first| header.max_timestamp - first > self.config.segment_ms);
         if active.size_bytes() > 0 && (full || aged) {
+            // A follower's batch past a gap: the closed segment covers the gap.
+            self.segments
+                .values_mut()
+                .next_back()
+                .expect("a log always has a segment")
+                .extend_to(base_offset);
             self.create_segment(base_offset)?;
             self.snapshot_at_roll()?;
             rolled = Some(base_offset);
@@ -943,3 +977,6 @@ mod recovery_props;
 
 #[cfg(test)]
 mod snapshot_tests;
+
+#[cfg(test)]
+mod cleaning_tests;

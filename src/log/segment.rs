@@ -2,8 +2,11 @@
 //! its RecordBatch v2 header, named after the segment's base offset.
 //!
 //! Invariants: batches are contiguous from position 0 to `size_bytes`; their offsets are
-//! contiguous from `base_offset` to `next_offset` (no compaction yet, so a gap means damage: the
-//! base offset is outside the CRC); every batch's CRC was checked on append (by
+//! contiguous from `base_offset` to `next_offset` in an ordinary log (a gap there means damage:
+//! the base offset is outside the CRC), and only strictly increasing in a compacted one
+//! (`gaps`: the cleaner removes records and batches, and a follower copies its leader's gaps;
+//! a closed compacted segment then covers offsets up to the next segment's base even if its
+//! last batch ends earlier); every batch's CRC was checked on append (by
 //! the caller) or on recovery (here). A segment below the recovery point is opened without a
 //! scan ([`LogSegment::open_unscanned`]): its sparse index is built on first use, and any batch
 //! found out of shape then is reported as corruption, never silently skipped.
@@ -49,6 +52,8 @@ pub struct LogSegment<F> {
     index: OffsetIndex,
     bytes_since_index_entry: u64,
     index_interval_bytes: u64,
+    /// Offsets may skip between batches (a compacted log's segment).
+    gaps: bool,
 }
 
 /// `orders-0/00000000000000000042.log`.
@@ -81,14 +86,20 @@ impl<F: StorageFile> LogSegment<F> {
         directory: &str,
         base_offset: i64,
         index_interval_bytes: u64,
+        gaps: bool,
     ) -> Result<LogSegment<F>, LogError> {
         let file = storage.open(&segment_name(directory, base_offset))?;
         file.set_len(0)?;
-        Ok(LogSegment::empty(file, base_offset, index_interval_bytes))
+        Ok(LogSegment::empty(
+            file,
+            base_offset,
+            index_interval_bytes,
+            gaps,
+        ))
     }
 
     /// A segment over `file` before any batch is tracked.
-    fn empty(file: F, base_offset: i64, index_interval_bytes: u64) -> LogSegment<F> {
+    fn empty(file: F, base_offset: i64, index_interval_bytes: u64, gaps: bool) -> LogSegment<F> {
         LogSegment {
             base_offset,
             file,
@@ -100,7 +111,24 @@ impl<F: StorageFile> LogSegment<F> {
             index: OffsetIndex::default(),
             bytes_since_index_entry: 0,
             index_interval_bytes,
+            gaps,
         }
+    }
+
+    /// Whether `base_offset` may follow `next` in this segment: the next offset in an ordinary
+    /// log, any later one in a compacted log.
+    fn follows(&self, base_offset: i64, next: i64) -> bool {
+        base_offset == next || (self.gaps && base_offset > next)
+    }
+
+    /// A closed compacted segment covers offsets up to `end` (the next segment's base), past
+    /// its last batch: what the cleaner removed, or a gap its leader had.
+    pub fn extend_to(&mut self, end: i64) {
+        assert!(
+            end == self.next_offset || (self.gaps && end > self.next_offset),
+            "only a compacted segment ends past its last batch"
+        );
+        self.next_offset = end;
     }
 
     /// Opens a segment that lies wholly below the recovery point without reading it: its end
@@ -110,10 +138,11 @@ impl<F: StorageFile> LogSegment<F> {
         base_offset: i64,
         next_offset: i64,
         index_interval_bytes: u64,
+        gaps: bool,
     ) -> Result<LogSegment<F>, LogError> {
         assert!(next_offset >= base_offset, "a segment ends after it starts");
         let size_bytes = file.len()?;
-        let mut segment = LogSegment::empty(file, base_offset, index_interval_bytes);
+        let mut segment = LogSegment::empty(file, base_offset, index_interval_bytes, gaps);
         segment.size_bytes = size_bytes;
         segment.next_offset = next_offset;
         segment.loaded = false;
@@ -127,15 +156,16 @@ impl<F: StorageFile> LogSegment<F> {
         file: F,
         base_offset: i64,
         index_interval_bytes: u64,
+        gaps: bool,
     ) -> Result<LogSegment<F>, LogError> {
-        let mut probe = LogSegment::empty(file, base_offset, index_interval_bytes);
+        let mut probe = LogSegment::empty(file, base_offset, index_interval_bytes, gaps);
         probe.size_bytes = probe.file.len()?;
         probe.next_offset = i64::MAX; // the end is what the walk finds
         probe.rebuilt_by_walk()
     }
 
     /// Opens an existing segment, validating every batch (header, length, CRC-32C, contiguous
-    /// offsets). At the first bad batch: if it lies past `recovery_point` the rest of the file
+    /// offsets, or increasing ones with `gaps`). At the first bad batch: if it lies past `recovery_point` the rest of the file
     /// is a torn tail and is truncated; below it, nothing is touched and the corruption is
     /// reported (fsynced data is never deleted). Valid batches past the recovery point are
     /// written again so that the next fsync covers them even if an earlier failed fsync left
@@ -145,9 +175,10 @@ impl<F: StorageFile> LogSegment<F> {
         base_offset: i64,
         index_interval_bytes: u64,
         recovery_point: i64,
+        gaps: bool,
     ) -> Result<(LogSegment<F>, SegmentRecovery), LogError> {
         let file_len = file.len()?;
-        let mut segment = LogSegment::empty(file, base_offset, index_interval_bytes);
+        let mut segment = LogSegment::empty(file, base_offset, index_interval_bytes, gaps);
         let mut report = SegmentRecovery::default();
         let mut buffer = Vec::new();
         while segment.size_bytes < file_len {
@@ -200,7 +231,7 @@ impl<F: StorageFile> LogSegment<F> {
                 "a batch of {size} bytes past the end of the file"
             )));
         }
-        if header.base_offset != self.next_offset {
+        if !self.follows(header.base_offset, self.next_offset) {
             return Ok(Err(format!(
                 "batch offset {} where {} was expected",
                 header.base_offset, self.next_offset
@@ -233,7 +264,10 @@ impl<F: StorageFile> LogSegment<F> {
             return Ok(());
         }
         let expected_next = self.next_offset;
-        let rebuilt = self.rebuilt_by_walk()?;
+        let mut rebuilt = self.rebuilt_by_walk()?;
+        if self.gaps && rebuilt.next_offset <= expected_next {
+            rebuilt.extend_to(expected_next);
+        }
         if rebuilt.next_offset != expected_next {
             return Err(LogError::Corrupt(format!(
                 "segment {} ends at offset {}, the next segment starts at {expected_next}",
@@ -252,6 +286,7 @@ impl<F: StorageFile> LogSegment<F> {
             self.file.clone(),
             self.base_offset,
             self.index_interval_bytes,
+            self.gaps,
         );
         for (position, header) in &headers {
             rebuilt.track_append(header, *position);
@@ -260,7 +295,8 @@ impl<F: StorageFile> LogSegment<F> {
     }
 
     /// Visits every batch header in order, checking the segment's shape: headers parse,
-    /// batches fit in the file, offsets run contiguously from `base_offset` to `next_offset`.
+    /// batches fit in the file, offsets run contiguously from `base_offset` to `next_offset`
+    /// (increase, with `gaps`).
     fn walk(&self, mut visit: impl FnMut(u64, &RecordBatchHeader)) -> Result<(), LogError> {
         let mut position = 0;
         let mut next = self.base_offset;
@@ -281,7 +317,8 @@ impl<F: StorageFile> LogSegment<F> {
         next: i64,
     ) -> Result<(), LogError> {
         let fits = position + header.size_bytes() as u64 <= self.size_bytes;
-        let ordered = header.base_offset == next && header.last_offset() < self.next_offset;
+        let ordered =
+            self.follows(header.base_offset, next) && header.last_offset() < self.next_offset;
         if fits && ordered {
             return Ok(());
         }
@@ -333,9 +370,9 @@ impl<F: StorageFile> LogSegment<F> {
             batch.len(),
             "header and batch disagree on size"
         );
-        assert_eq!(
-            header.base_offset, self.next_offset,
-            "offsets are contiguous within a segment"
+        assert!(
+            self.follows(header.base_offset, self.next_offset),
+            "offsets are contiguous within a segment (increasing, in a compacted log)"
         );
         self.file.write_all_at(batch, self.size_bytes)?;
         let position = self.size_bytes;
@@ -374,6 +411,13 @@ impl<F: StorageFile> LogSegment<F> {
     /// The segment file.
     pub fn file(&self) -> &F {
         &self.file
+    }
+
+    /// Every byte of the segment (the cleaner reads a closed segment whole).
+    pub fn read_all(&self) -> Result<Vec<u8>, LogError> {
+        let mut bytes = vec![0_u8; self.size_bytes as usize];
+        self.file.read_exact_at(&mut bytes, 0)?;
+        Ok(bytes)
     }
 
     fn header_at(&self, position: u64) -> Result<RecordBatchHeader, LogError> {

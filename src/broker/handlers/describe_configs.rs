@@ -28,6 +28,7 @@ fn wire_type(config_type: ConfigType) -> i8 {
         ConfigType::Boolean => 1,
         ConfigType::Int => 3,
         ConfigType::Long => 5,
+        ConfigType::Double => 6,
         ConfigType::List => 7,
         ConfigType::String => 2,
     }

@@ -115,11 +115,14 @@ impl From<RecordsError> for Rejection {
 /// `ProduceRequest.validateRecords` (one v2 batch), `UnifiedLog.analyzeAndValidateRecords`
 /// (size, CRC, `baseOffset` 0, codec), `LogValidator.validateBatch` (offset range, count,
 /// control batches), the records (`LogValidator.assignOffsetsNonCompressed` iterating
-/// `DefaultRecordBatch`; see `protocol::record_validation`), and last the producer state.
+/// `DefaultRecordBatch`; see `protocol::record_validation`; a compacted topic's need keys), and
+/// last the producer state.
 fn validate_produced(
     records: Option<Bytes>,
-    max_message_bytes: usize,
+    config: &crate::config::topic::TopicConfig,
+    topic_partition: &TopicPartition,
 ) -> Result<(Bytes, RecordBatchHeader), Rejection> {
+    let max_message_bytes = config.max_message_bytes as usize;
     let records = records.filter(|records| !records.is_empty());
     let records = records.ok_or((ErrorCode::InvalidRecord, "no record batch".to_owned()))?;
     if records.len() > max_message_bytes {
@@ -151,11 +154,43 @@ fn validate_produced(
         return Err((ErrorCode::InvalidRecord, message.to_owned()).into());
     }
     validate_records(&records, &header)?;
+    if config.cleanup_policy.compact {
+        refuse_keyless(&records, &header, topic_partition)?;
+    }
     if header.is_transactional() {
         let message = "seedlog does not support transactional producers yet";
         return Err((ErrorCode::UnknownProducerId, message.to_owned()).into());
     }
     Ok((records, header))
+}
+
+/// Kafka's `LogValidator.validateKey`: a compacted topic refuses a record without a key
+/// (INVALID_RECORD, naming the record).
+fn refuse_keyless(
+    records: &[u8],
+    header: &RecordBatchHeader,
+    topic_partition: &TopicPartition,
+) -> Result<(), Rejection> {
+    use crate::log::cleaner::{raw_records, records_section};
+    let invalid = |error: String| Rejection::from((ErrorCode::InvalidRecord, error));
+    let section = records_section(records, header).map_err(invalid)?;
+    let keyless = raw_records(&section, header)
+        .map_err(invalid)?
+        .iter()
+        .position(|record| record.key.is_none());
+    let Some(index) = keyless else {
+        return Ok(());
+    };
+    let message = format!(
+        "Compacted topic cannot accept message without key in topic partition {topic_partition}."
+    );
+    Err(Rejection {
+        error: ErrorCode::InvalidRecord,
+        message: message.clone(),
+        record_errors: vec![BatchIndexAndErrorMessage::default()
+            .with_batch_index(index as i32)
+            .with_batch_index_error_message(Some(StrBytes::from_string(message)))],
+    })
 }
 
 /// The batch as the log stores it: as sent, or recompressed when the topic's `compression.type`
@@ -546,7 +581,6 @@ impl<S: Storage> Broker<S> {
             .topic(&topic_partition.topic)
             .ok_or_else(unknown)?;
         let node_id = self.config.node_id;
-        let max_message_bytes = topic.config.max_message_bytes as usize;
         let topic_codec = topic.config.compression_type;
         let min_insync_replicas = topic.config.min_insync_replicas as usize;
         let partition = self.replicas.get_mut(topic_partition).ok_or_else(unknown)?;
@@ -558,7 +592,7 @@ impl<S: Storage> Broker<S> {
                 format!("Leader not local for partition {topic_partition} on broker {node_id}");
             return Err((ErrorCode::NotLeaderOrFollower, message).into());
         }
-        let (records, header) = validate_produced(records, max_message_bytes)?;
+        let (records, header) = validate_produced(records, &topic.config, topic_partition)?;
         if acks == -1 && partition.isr.len() < min_insync_replicas {
             let message = format!(
                 "The size of the current ISR {} is insufficient to satisfy the min.isr requirement of {min_insync_replicas}",

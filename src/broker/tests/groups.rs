@@ -538,3 +538,82 @@ fn after_a_restart_the_retention_check_loads_idle_groups_and_expires_their_offse
         "the check loaded the group it leads and expired its offsets"
     );
 }
+
+/// Small `__consumer_offsets` segments and a cleaner that looks every 100 ms.
+fn compaction_config() -> BrokerConfig {
+    let mut config = group_config();
+    config
+        .apply([
+            ("offsets.topic.segment.bytes", "300"),
+            ("log.cleaner.backoff.ms", "100"),
+        ])
+        .expect("valid");
+    config
+}
+
+impl Harness {
+    /// The records of the group's `__consumer_offsets` partition.
+    fn offsets_records(&self) -> usize {
+        let partition = TopicPartition::new(
+            OFFSETS_TOPIC,
+            crate::broker::offsets_partition_for(GROUP, 2),
+        );
+        let log = &self.broker.partition(&partition).expect("hosted").log;
+        crate::broker::read_log_records(log, log.log_start_offset())
+            .expect("readable")
+            .len()
+    }
+}
+
+#[test]
+fn committed_offsets_and_the_group_survive_compaction_and_a_coordinator_restart() {
+    let storage = MemoryStorage::new();
+    let mut harness = Harness::with_config(storage.clone(), compaction_config());
+    harness.create_topic("t", 1, &[]);
+    harness.create_topic("u", 1, &[]);
+    harness.find_coordinator();
+    let (member_id, generation) = harness.lone_member();
+    for offset in 1..=60 {
+        assert_eq!(harness.commit(&member_id, generation, offset), 0);
+        if offset == 3 {
+            assert_eq!(harness.commit_to("u", &member_id, generation, 3), 0);
+        }
+        harness.wait(20);
+    }
+    harness.wait(1_000);
+    assert!(
+        harness.broker.log_cleaner_runs() > 3,
+        "the cleaner ran {} times",
+        harness.broker.log_cleaner_runs()
+    );
+    let kept = harness.offsets_records();
+    assert!(
+        kept < 10,
+        "62 writes compacted to the latest of each key and the uncleaned tail: {kept}"
+    );
+    assert_eq!(harness.committed(), 60);
+    assert_eq!(harness.committed_of("u"), 3);
+
+    for level in [CrashLevel::Process, CrashLevel::PowerLoss] {
+        storage.crash(level, &mut |_| 0);
+        let mut harness = Harness::with_config(storage.clone(), compaction_config());
+        assert_eq!(
+            harness.committed(),
+            60,
+            "after a {level:?}, from compacted segments"
+        );
+        assert_eq!(
+            harness.committed_of("u"),
+            3,
+            "an old commit of another key stays"
+        );
+        assert_eq!(
+            harness.heartbeat(&member_id, generation),
+            0,
+            "the group's latest metadata record stays"
+        );
+    }
+    let mut harness = Harness::with_config(storage, compaction_config());
+    assert_eq!(harness.commit(&member_id, generation, 61), 0);
+    assert_eq!(harness.committed(), 61);
+}

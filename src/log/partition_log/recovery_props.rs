@@ -22,6 +22,7 @@ fn config() -> LogConfig {
         flush_messages: i64::MAX,
         flush_ms: None,
         segment_ms: i64::MAX,
+        compacted: false,
     }
 }
 

@@ -26,6 +26,7 @@ fn open_with(
         flush_messages: i64::MAX,
         flush_ms: None,
         segment_ms: i64::MAX,
+        compacted: false,
     };
     let (log, report) =
         PartitionLog::open(storage.clone(), "t-0", config, recovery_point, Millis(0))

@@ -10,6 +10,7 @@ fn config(segment_bytes: u64, flush_messages: i64) -> LogConfig {
         flush_messages,
         flush_ms: None,
         segment_ms: i64::MAX,
+        compacted: false,
     }
 }
 
