@@ -83,10 +83,7 @@ async fn retention_deletes_expired_segments_and_a_consumer_below_the_start_reset
     // stamped 0 like the others, it would expire at once, and a retention check (every 100 ms)
     // that rolled it away before the reader's fetch (or before the restart below) would move
     // the start past it.
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after 1970")
-        .as_millis() as i64;
+    let now_ms = seedlog::runtime::clock::wall_clock_ms();
     produce_stamped(&broker.address, "aging", 1, "all", "new", 1, now_ms).await;
     let mut first = None;
     while first.is_none() && tokio::time::Instant::now() < deadline {
