@@ -599,7 +599,8 @@ impl<S: Storage> Broker<S> {
                 out.push(answer(response));
             }
             RequestKind::JoinGroup(body) => {
-                self.on_join_group_request(now, reply_to, request.client_id.as_deref(), body, out)
+                let sender = (request.client_id.as_deref(), request.client_host.as_deref());
+                self.on_join_group_request(now, reply_to, sender, body, out)
             }
             RequestKind::SyncGroup(body) => self.on_sync_group_request(now, reply_to, body, out),
             RequestKind::Heartbeat(body) => {

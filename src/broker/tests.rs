@@ -83,6 +83,7 @@ impl Harness {
             api_version,
             correlation_id: self.correlation_id,
             client_id: None,
+            client_host: None,
             body,
         };
         self.input(Input::Request {

@@ -948,6 +948,7 @@ mod tests {
                 api_version,
                 correlation_id: self.correlation_id,
                 client_id: None,
+                client_host: None,
                 body,
             };
             let mut pending = Vec::new();
@@ -1110,6 +1111,7 @@ mod tests {
             api_version: 1,
             correlation_id: broker,
             client_id: None,
+            client_host: None,
             body: RequestKind::BrokerRegistration(body),
         }
     }

@@ -26,6 +26,9 @@ pub struct Request {
     pub correlation_id: i32,
     /// `client.id` of the sender, if any.
     pub client_id: Option<String>,
+    /// The sender's address as Kafka shows it (`/127.0.0.1`): set by the connection layer,
+    /// which knows the peer (the decoder does not).
+    pub client_host: Option<String>,
     /// The typed body.
     pub body: RequestKind,
 }
@@ -141,6 +144,7 @@ pub fn decode_request_for(frame: Bytes, apis: &[SupportedApi]) -> Result<Decoded
         api_version,
         correlation_id,
         client_id: header.client_id.map(|id| id.to_string()),
+        client_host: None,
         body,
     })))
 }

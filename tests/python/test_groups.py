@@ -85,6 +85,8 @@ def test_two_members_split_the_partitions_and_a_restarted_group_resumes_after_it
             member.commit()
         described = admin.describe_groups(["g"])["g"]
         assert described["group_state"] == "Stable" and len(described["members"]) == 2, described
+        assert [member["client_host"] for member in described["members"]] == ["/127.0.0.1"] * 2, \
+            "each member's host, as Kafka shows it"
         held = [member["member_assignment"]["assigned_partitions"][0]["partitions"] for member in described["members"]]
         assert sorted(held[0] + held[1]) == list(range(PARTITIONS)), described
         assert [group["group_id"] for group in admin.list_groups()] == ["g"]

@@ -130,7 +130,7 @@ impl<S: Storage> Broker<S> {
         &mut self,
         now: Millis,
         reply_to: ReplyTo,
-        client_id: Option<&str>,
+        (client_id, client_host): (Option<&str>, Option<&str>),
         request: &JoinGroupRequest,
         out: &mut Vec<Output<S::File>>,
     ) {
@@ -153,7 +153,7 @@ impl<S: Storage> Broker<S> {
             member_id: text(&request.member_id),
             group_instance_id: request.group_instance_id.as_ref().map(text),
             client_id,
-            client_host: "/unknown".to_owned(),
+            client_host: client_host.unwrap_or("/unknown").to_owned(),
             session_timeout_ms: session,
             // v0 has no rebalance timeout: Kafka uses the session timeout.
             rebalance_timeout_ms: if version >= 1 {

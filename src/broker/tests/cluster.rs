@@ -189,6 +189,7 @@ impl Cluster {
                     api_version,
                     correlation_id: id.0 as i32,
                     client_id: None,
+                    client_host: None,
                     body: *body,
                 };
                 let connection = ConnectionId(1000 + index as u64);
@@ -314,6 +315,7 @@ impl Cluster {
             api_version,
             correlation_id: self.correlation_id,
             client_id: None,
+            client_host: None,
             body,
         };
         let index = self.index(id);

@@ -167,6 +167,7 @@ impl Pair {
             api_version,
             correlation_id: id.0 as i32,
             client_id: None,
+            client_host: None,
             body,
         };
         let input = Input::Request {

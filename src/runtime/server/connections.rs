@@ -206,8 +206,13 @@ async fn serve_connection<F: DurableFile>(accepted: Accepted, shared: Connection
     if let Some(metrics) = &shared.metrics {
         metrics.connection(1);
     }
+    // Kafka's client host (DescribeGroups): a slash and the peer's IP address.
+    let client_host = stream.peer_addr().map_or_else(
+        |_| "/unknown".to_owned(),
+        |address| format!("/{}", address.ip()),
+    );
     let mut conn = Connection::with_limits(stream, limits);
-    let outcome = serve_requests(&mut conn, connection, &shared).await;
+    let outcome = serve_requests(&mut conn, connection, &client_host, &shared).await;
     match outcome {
         Ok(()) => tracing::debug!(%peer, connection = connection.0, "closed"),
         Err(reason) => {
@@ -314,6 +319,7 @@ async fn write_response<F: DurableFile>(
 async fn serve_requests<F: DurableFile>(
     conn: &mut Connection,
     connection: ConnectionId,
+    client_host: &str,
     shared: &ConnectionShared<F>,
 ) -> Result<(), String> {
     let faults = shared.faults.as_deref();
@@ -324,9 +330,10 @@ async fn serve_requests<F: DurableFile>(
             _ = shared.closing.acquire() => return Ok(()),
             next = read_request(conn, shared.max_request_bytes, shared.apis) => next?,
         };
-        let Some(request) = next else {
+        let Some(mut request) = next else {
             return Ok(());
         };
+        request.client_host = Some(client_host.to_owned());
         if let Admission::Answered = admit::<F>(conn, &request, faults).await? {
             continue;
         }
