@@ -413,3 +413,91 @@ fn a_truncation_aborts_the_clean_under_way() {
         .all(|name| extension(name) != "cleaned" && extension(name) != "swap"));
     assert_eq!(log.log_end_offset(), 10);
 }
+
+#[test]
+fn a_fetch_at_any_offset_of_a_compacted_log_starts_at_the_first_batch_past_it() {
+    let storage = MemoryStorage::new();
+    let mut log = open(&storage, 0);
+    workload(&mut log);
+    flush_all(&storage, &mut log);
+    clean(&storage, &mut log, 10_000);
+    let kept: Vec<i64> = records(&log).iter().map(|record| record.0).collect();
+    for offset in 0..log.log_end_offset() {
+        let LogRead::Records {
+            file,
+            position,
+            len,
+        } = log.read(offset, log.log_end_offset(), 1).expect("read")
+        else {
+            panic!("offset {offset}: nothing read below the log end")
+        };
+        let mut bytes = vec![0; len as usize];
+        file.read_exact_at(&mut bytes, position).expect("bytes");
+        let header = validate_batch(&bytes).expect("a whole batch");
+        let expected = kept
+            .iter()
+            .find(|kept| **kept >= offset)
+            .expect("a record at or past every offset below the end");
+        assert_eq!(
+            header.base_offset, *expected,
+            "offset {offset}: the batch holding the next kept record"
+        );
+    }
+}
+
+#[test]
+fn batches_that_keep_some_records_keep_their_offsets_and_compressed_batches_stay_compressed() {
+    use crate::protocol::compression::Codec;
+    use crate::protocol::record_batch::BatchBuilder;
+    let storage = MemoryStorage::new();
+    let mut log = open(&storage, 0);
+    let mut all = Vec::new();
+    for round in 0..6 {
+        let mut builder = BatchBuilder::default();
+        for (index, key) in ["a", "b", "c", "d"].iter().enumerate() {
+            // Rounds rewrite a, b and c (the last only a); d only in the first.
+            if (round > 0 && *key == "d") || (round == 5 && *key != "a") {
+                continue;
+            }
+            let value = format!("{key}{round}");
+            builder.push(
+                1_000 + index as i64,
+                Some(key.as_bytes()),
+                Some(value.as_bytes()),
+            );
+            all.push((0, key.to_string(), Some(value)));
+        }
+        let codec = if round % 2 == 0 {
+            Codec::Gzip
+        } else {
+            Codec::None
+        };
+        let mut batch = builder.finish_compressed(codec).to_vec();
+        let header = validate_batch(&batch).expect("valid");
+        let info = log.append(&mut batch, &header, 0).expect("append");
+        let first = all.len() - (info.last_offset - info.base_offset + 1) as usize;
+        for (offset, record) in (info.base_offset..).zip(&mut all[first..]) {
+            record.0 = offset;
+        }
+    }
+    flush_all(&storage, &mut log);
+    clean(&storage, &mut log, 10_000);
+    assert_eq!(records(&log), latest(&all));
+    // The first batch kept only d, at offset 3, with its offsets 0..=3 and its codec (round 4's
+    // kept b and c, compressed too).
+    let LogRead::Records { file, position, .. } = log.read(0, 4, 1).expect("read") else {
+        panic!("the first batch")
+    };
+    let mut head = vec![0; crate::protocol::record_batch::RECORD_BATCH_HEADER_BYTES];
+    file.read_exact_at(&mut head, position).expect("header");
+    let header = RecordBatchHeader::parse(&head).expect("header");
+    assert_eq!(
+        (
+            header.base_offset,
+            header.last_offset(),
+            header.records_count
+        ),
+        (0, 3, 1)
+    );
+    assert_eq!(header.compression(), Codec::Gzip.id());
+}
