@@ -151,3 +151,52 @@ def test_the_console_consumer_in_a_group_resumes_where_its_last_run_committed(tm
         admin.close()
     finally:
         broker.stop()
+
+
+def test_compacted_consumer_offsets_keep_the_latest_commit_across_a_restart(tmp_path) -> None:
+    """`__consumer_offsets` is compacted on real files: with 1 KiB segments and a cleaner that
+    looks every 100 ms, 300 commits of four partitions shrink to about the latest of each, and a
+    restarted broker loads them from the cleaned segments."""
+    from kafka import OffsetAndMetadata, TopicPartition
+
+    properties = (
+        "group.initial.rebalance.delay.ms=0\noffsets.topic.num.partitions=1\n"
+        "offsets.topic.segment.bytes=1024\nlog.cleaner.backoff.ms=100\n"
+    )
+    broker = Broker(tmp_path / "node", properties=properties)
+    partitions = [TopicPartition(TOPIC, partition) for partition in range(PARTITIONS)]
+    try:
+        admin = with_topic(broker)
+        produce(broker.address, [f"value-{index}" for index in range(400)])
+        member = consumer(broker.address, "g")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(member.assignment()) < PARTITIONS:
+            member.poll(timeout_ms=100)
+        for offset in range(1, 301):
+            member.commit({tp: OffsetAndMetadata(offset // 3 + tp.partition, "", -1) for tp in partitions})
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and "log cleaner cleaned a log" not in broker.log_path.read_text():
+            time.sleep(0.1)
+        assert "log cleaner cleaned a log" in broker.log_path.read_text()
+        segments = sorted((tmp_path / "node" / "data" / "__consumer_offsets-0").glob("*.log"))
+        assert len(segments) > 20, "the commits rolled many segments"
+        assert sum(segment.stat().st_size for segment in segments) < 300 * 4 * 40, "the cleaned segments shrank"
+        committed = admin.list_group_offsets({"g": None})["g"]
+        assert {tp.partition: entry.offset for tp, entry in committed.items()} == {
+            partition: 100 + partition for partition in range(PARTITIONS)
+        }
+        member.close()
+        admin.close()
+    finally:
+        broker.stop()
+
+    broker = Broker(tmp_path / "node", properties=properties, port=broker.port)
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=broker.address)
+        committed = admin.list_group_offsets({"g": None})["g"]
+        assert {tp.partition: entry.offset for tp, entry in committed.items()} == {
+            partition: 100 + partition for partition in range(PARTITIONS)
+        }, "the latest commits, loaded from compacted segments"
+        admin.close()
+    finally:
+        broker.stop()
