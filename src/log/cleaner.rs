@@ -15,10 +15,12 @@
 //! delta, producer id, epoch and base sequence (Kafka's `overrideLastOffset`), so offsets and
 //! producer sequences survive; its records keep their bytes (only their timestamp delta changes
 //! when a horizon is set). A batch that keeps nothing goes, unless it is the last batch of its
-//! producer id in the log: then it stays whole, so that the producer state rebuilt from the log
-//! still knows the producer's last sequence (Kafka keeps an empty batch for it, `RETAIN_EMPTY`;
-//! seedlog keeps the batch as it was, which every client reads, at the cost of a few superseded
-//! records). Control and transactional batches are kept whole (seedlog has no transactions).
+//! producer id in the log or the first batch of its leader epoch: then an empty batch (no
+//! records, the same offsets and producer fields, uncompressed) takes its place, as Kafka's
+//! `RETAIN_EMPTY` does for the producer state, so that the producer state and the leader-epoch
+//! cache rebuilt from the headers on start-up stay what they were (Kafka keeps the epoch cache in
+//! a file instead). Control and transactional batches are kept whole (seedlog has no
+//! transactions).
 
 use bytes::{BufMut, BytesMut};
 
@@ -236,7 +238,11 @@ pub(crate) fn rebuild(
         put_varlong(&mut section, body.len() as i64);
         section.extend_from_slice(&body);
     }
-    let codec = Codec::from_id(header.compression()).unwrap_or(Codec::None);
+    // An empty batch is written uncompressed, as Kafka writes its empty headers.
+    let codec = match Codec::from_id(header.compression()) {
+        Ok(codec) if count > 0 => codec,
+        _ => Codec::None,
+    };
     let compressed;
     let body: &[u8] = if codec == Codec::None {
         &section
@@ -249,7 +255,7 @@ pub(crate) fn rebuild(
     out.extend_from_slice(body);
     let batch_length = (out.len() - LOG_OVERHEAD) as i32;
     out[8..12].copy_from_slice(&batch_length.to_be_bytes());
-    let mut attributes = header.attributes;
+    let mut attributes = (header.attributes & !0x7) | codec.id();
     if set_horizon.is_some() {
         attributes |= ATTRIBUTE_DELETE_HORIZON;
     }

@@ -72,6 +72,19 @@ type OffsetMap = BTreeMap<Vec<u8>, i64>;
 /// A segment read whole: base offset, the offset it covers up to, its bytes.
 type SegmentBytes = (i64, i64, Vec<u8>);
 
+/// The batches a clean keeps whole when it would otherwise drop them.
+#[derive(Debug, Default)]
+struct Keepers {
+    /// Each producer id's last batch, by last offset: the producer state rebuilt from the log
+    /// must still know the producer's last sequence (Kafka's `RETAIN_EMPTY`).
+    last_of_producer: BTreeMap<i64, i64>,
+    /// The first batch of each leader epoch, by base offset: the leader-epoch cache is rebuilt
+    /// from batch headers on start-up (Kafka keeps it in `leader-epoch-checkpoint` instead), so
+    /// dropping such a batch would move or lose an epoch's start and mislead a follower's
+    /// divergence check.
+    epoch_starts: std::collections::BTreeSet<i64>,
+}
+
 fn corrupt(base: i64, error: impl std::fmt::Display) -> LogError {
     LogError::Corrupt(format!("cleaning segment {base}: {error}"))
 }
@@ -82,7 +95,7 @@ fn clean_segment(
     bytes: &[u8],
     config: &CleanerConfig,
     latest: &BTreeMap<Vec<u8>, i64>,
-    last_of_producer: &BTreeMap<i64, i64>,
+    keepers: &Keepers,
     stats: &mut CleanStats,
 ) -> Result<Vec<u8>, LogError> {
     let mut cleaned = Vec::with_capacity(bytes.len());
@@ -114,18 +127,19 @@ fn clean_segment(
             stats.next_delete_horizon = stats.next_delete_horizon.min(horizon).or(horizon);
         }
         let last_of_its_producer = header.producer_id >= 0
-            && last_of_producer.get(&header.producer_id) == Some(&header.last_offset());
-        if decisions.kept == 0 && last_of_its_producer {
-            cleaned.extend_from_slice(batch); // the producer's state lives on in it
-        } else if decisions.removed == 0 && !decisions.needs_horizon {
+            && keepers.last_of_producer.get(&header.producer_id) == Some(&header.last_offset());
+        let starts_an_epoch = keepers.epoch_starts.contains(&header.base_offset);
+        if decisions.removed == 0 && !decisions.needs_horizon {
             cleaned.extend_from_slice(batch);
-        } else {
-            stats.records_removed += decisions.removed;
-            stats.tombstones_removed += decisions.tombstones_removed;
-            if decisions.kept > 0 {
-                let set = decisions.needs_horizon.then_some(horizon).flatten();
-                cleaned.extend(rebuild(batch, &header, &records, &keep, set));
-            }
+            continue;
+        }
+        stats.records_removed += decisions.removed;
+        stats.tombstones_removed += decisions.tombstones_removed;
+        if decisions.kept > 0 || last_of_its_producer || starts_an_epoch {
+            // With nothing kept: an empty batch that still holds the producer's last sequence
+            // or the epoch's start (Kafka's `RETAIN_EMPTY`).
+            let set = decisions.needs_horizon.then_some(horizon).flatten();
+            cleaned.extend(rebuild(batch, &header, &records, &keep, set));
         }
     }
     Ok(cleaned)
@@ -227,20 +241,11 @@ impl<S: Storage> PartitionLog<S> {
         assert!(self.cleaning.is_none(), "one clean at a time");
         assert!(self.config.compacted, "only a compacted log is cleaned");
         let (latest, contents) = self.latest_offsets(end)?;
-        // Each producer's last batch in the whole log: kept even if every record in it goes.
-        let mut last_of_producer: BTreeMap<i64, i64> = BTreeMap::new();
-        for segment in self.segments.values() {
-            segment.batch_headers(|header| {
-                if header.producer_id >= 0 {
-                    last_of_producer.insert(header.producer_id, header.last_offset());
-                }
-            })?;
-        }
+        let keepers = self.keepers()?;
         let mut stats = CleanStats::default();
         let mut changed = Vec::new();
         for (base, next, bytes) in contents {
-            let cleaned =
-                clean_segment(base, &bytes, config, &latest, &last_of_producer, &mut stats)?;
+            let cleaned = clean_segment(base, &bytes, config, &latest, &keepers, &mut stats)?;
             stats.segments_read += 1;
             stats.bytes_before += bytes.len() as u64;
             stats.bytes_after += cleaned.len() as u64;
@@ -269,6 +274,26 @@ impl<S: Storage> PartitionLog<S> {
             directories: Vec::new(),
         };
         Ok((stats, Some(sync)))
+    }
+
+    /// The batches that stay even if every record in them goes (a header walk of the log).
+    fn keepers(&self) -> Result<Keepers, LogError> {
+        let mut keepers = Keepers::default();
+        let mut epoch = None;
+        for segment in self.segments.values() {
+            segment.batch_headers(|header| {
+                if header.producer_id >= 0 {
+                    keepers
+                        .last_of_producer
+                        .insert(header.producer_id, header.last_offset());
+                }
+                if epoch != Some(header.partition_leader_epoch) {
+                    keepers.epoch_starts.insert(header.base_offset);
+                    epoch = Some(header.partition_leader_epoch);
+                }
+            })?;
+        }
+        Ok(keepers)
     }
 
     /// Each key's latest offset over the closed segments below `end` (Kafka's offset map),

@@ -421,7 +421,8 @@ fn a_fetch_at_any_offset_of_a_compacted_log_starts_at_the_first_batch_past_it() 
     workload(&mut log);
     flush_all(&storage, &mut log);
     clean(&storage, &mut log, 10_000);
-    let kept: Vec<i64> = records(&log).iter().map(|record| record.0).collect();
+    let batches = batch_ranges(&log);
+    assert!(batches.len() < 40, "batches went");
     for offset in 0..log.log_end_offset() {
         let LogRead::Records {
             file,
@@ -434,15 +435,73 @@ fn a_fetch_at_any_offset_of_a_compacted_log_starts_at_the_first_batch_past_it() 
         let mut bytes = vec![0; len as usize];
         file.read_exact_at(&mut bytes, position).expect("bytes");
         let header = validate_batch(&bytes).expect("a whole batch");
-        let expected = kept
+        let expected = batches
             .iter()
-            .find(|kept| **kept >= offset)
-            .expect("a record at or past every offset below the end");
+            .find(|(_, last)| *last >= offset)
+            .expect("a batch at or past every offset below the end");
         assert_eq!(
-            header.base_offset, *expected,
-            "offset {offset}: the batch holding the next kept record"
+            (header.base_offset, header.last_offset()),
+            *expected,
+            "offset {offset}: the first batch reaching it"
         );
     }
+}
+
+/// `(base, last)` offsets of every batch of the log.
+fn batch_ranges(log: &PartitionLog<MemoryStorage>) -> Vec<(i64, i64)> {
+    let mut ranges = Vec::new();
+    let mut offset = log.log_start_offset();
+    while offset < log.log_end_offset() {
+        let LogRead::Records {
+            file,
+            position,
+            len,
+        } = log
+            .read(offset, log.log_end_offset(), 1 << 20)
+            .expect("read")
+        else {
+            break;
+        };
+        let mut bytes = vec![0; len as usize];
+        file.read_exact_at(&mut bytes, position).expect("bytes");
+        for (header, _) in split_batches(&bytes).expect("batches") {
+            ranges.push((header.base_offset, header.last_offset()));
+            offset = header.last_offset() + 1;
+        }
+    }
+    ranges
+}
+
+#[test]
+fn the_first_batch_of_each_leader_epoch_stays_as_an_empty_batch_so_the_epochs_survive_a_restart() {
+    let storage = MemoryStorage::new();
+    let mut log = open(&storage, 0);
+    let mut all = Vec::new();
+    for (epoch, keys) in [(0, ["a", "b"]), (1, ["a", "b"]), (2, ["a", "b"])] {
+        log.start_leader_epoch(epoch).expect("epoch");
+        for key in keys {
+            let value = format!("{key}{epoch}");
+            let mut batch =
+                build_batch(&[(Some(key.as_bytes()), Some(value.as_bytes()))], 1_000).to_vec();
+            let header = validate_batch(&batch).expect("valid");
+            let info = log.append(&mut batch, &header, epoch).expect("append");
+            all.push((info.base_offset, key.to_owned(), Some(value)));
+        }
+    }
+    flush_all(&storage, &mut log);
+    let epochs = log.load_leader_epochs().expect("epochs").clone();
+    assert_eq!(epochs.entries(), [(0, 0), (1, 2), (2, 4)]);
+    clean(&storage, &mut log, 10_000);
+    assert_eq!(records(&log), latest(&all), "only the latest records");
+    assert_eq!(
+        batch_ranges(&log),
+        [(0, 0), (2, 2), (4, 4), (5, 5)],
+        "empty batches at 0 and 2 hold their epochs' starts"
+    );
+    let end = log.log_end_offset();
+    drop(log);
+    let mut log = open(&storage, end);
+    assert_eq!(log.load_leader_epochs().expect("epochs"), &epochs);
 }
 
 #[test]
@@ -500,4 +559,43 @@ fn batches_that_keep_some_records_keep_their_offsets_and_compressed_batches_stay
         (0, 3, 1)
     );
     assert_eq!(header.compression(), Codec::Gzip.id());
+}
+
+#[test]
+fn an_idempotent_producers_last_batch_stays_as_an_empty_batch_so_its_sequence_survives() {
+    use crate::protocol::record_batch::stamp_producer;
+    let storage = MemoryStorage::new();
+    let mut log = open(&storage, 0);
+    let mut last = None;
+    for sequence in 0..2 {
+        let built = build_batch(&[(Some(b"a".as_slice()), Some(b"p".as_slice()))], 1_000);
+        let mut batch = stamp_producer(&built, 7, 0, sequence).to_vec();
+        let header = validate_batch(&batch).expect("valid");
+        log.append(&mut batch, &header, 0).expect("append");
+        last = Some(header);
+    }
+    append(&mut log, &[("a", Some("later"))]);
+    flush_all(&storage, &mut log);
+    clean(&storage, &mut log, 10_000);
+    assert_eq!(
+        records(&log),
+        vec![(2, "a".to_owned(), Some("later".to_owned()))]
+    );
+    assert_eq!(
+        batch_ranges(&log),
+        [(0, 0), (1, 1), (2, 2)],
+        "0 starts the epoch"
+    );
+    let end = log.log_end_offset();
+    drop(log);
+    let mut log = open(&storage, end);
+    let states = log.load_producer_states().expect("states");
+    let retry = last.expect("appended");
+    assert_eq!(
+        states
+            .find_duplicate(&retry)
+            .map(|batch| batch.first_offset),
+        Some(1),
+        "a retry of the producer's last batch is still recognised"
+    );
 }
