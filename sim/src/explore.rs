@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -145,11 +145,11 @@ impl Explored {
     }
 }
 
-/// Shared by the explorer's workers: the next seed, and whether to stop.
+/// Shared by the explorer's workers: the next seed, and the seed no worker starts at or past
+/// (the end of the range, lowered to a failing seed when the sweep stops at the first failure).
 struct Work {
     next: AtomicU64,
-    end: u64,
-    stop: AtomicBool,
+    limit: AtomicU64,
     deadline: Option<Instant>,
 }
 
@@ -159,18 +159,19 @@ impl Work {
         reason = "wall-clock budget of a sweep, outside any simulation"
     )]
     fn take(&self) -> Option<u64> {
-        if self.stop.load(Ordering::SeqCst)
-            || self.deadline.is_some_and(|end| Instant::now() >= end)
-        {
+        if self.deadline.is_some_and(|end| Instant::now() >= end) {
             return None;
         }
         let seed = self.next.fetch_add(1, Ordering::SeqCst);
-        (seed < self.end).then_some(seed)
+        (seed < self.limit.load(Ordering::SeqCst)).then_some(seed)
     }
 }
 
-/// Runs the seeds of `options` on `options.jobs` threads; calls `each` in completion order and
-/// stops starting seeds once it answers `false`.
+/// Runs the seeds of `options` on `options.jobs` threads; calls `each` in completion order.
+/// Once it answers `false` for a seed, no seed past that one is started, but every seed below
+/// it still runs: seeds are started in order, so a sweep that stops at its first failure has
+/// run every seed before the lowest failing one, whatever the threads' timing. An error stops
+/// everything.
 #[allow(
     clippy::disallowed_methods,
     reason = "the explorer runs simulations side by side, outside any simulation"
@@ -183,8 +184,7 @@ fn sweep(
 ) {
     let work = Arc::new(Work {
         next: AtomicU64::new(options.seeds.start),
-        end: options.seeds.end,
-        stop: AtomicBool::new(false),
+        limit: AtomicU64::new(options.seeds.end),
         deadline: options.budget.map(|budget| started + budget),
     });
     let (sender, receiver) = mpsc::channel();
@@ -203,8 +203,9 @@ fn sweep(
         .collect();
     drop(sender);
     for result in receiver {
+        let seed = result.as_ref().map_or(0, |result| result.seed);
         if !each(result) {
-            work.stop.store(true, Ordering::SeqCst);
+            work.limit.fetch_min(seed, Ordering::SeqCst);
         }
     }
     for worker in workers {
@@ -341,6 +342,9 @@ pub fn explore(path: &Path, options: &ExploreOptions) -> anyhow::Result<bool> {
     let started = Instant::now();
     let mut tally = Tally::default();
     let mut error = None;
+    // Without --keep-going only the lowest failing seed is reported (seeds past it that were
+    // already running may fail too, depending on timing; they are not reported).
+    let mut first_failure: Option<SeedResult> = None;
     sweep(&explored, options, started, |result| {
         let result = match result {
             Ok(result) => result,
@@ -350,28 +354,41 @@ pub fn explore(path: &Path, options: &ExploreOptions) -> anyhow::Result<bool> {
             }
         };
         tally.add(&result);
-        let keep_going = on_result(&explored, options, &mut tally, &result);
+        let going_on = if !result.verdict.failed() {
+            true
+        } else if options.keep_going {
+            report_failure(&explored, options, &mut tally, &result);
+            true
+        } else {
+            if first_failure
+                .as_ref()
+                .is_none_or(|first| result.seed < first.seed)
+            {
+                first_failure = Some(result);
+            }
+            false
+        };
         print_progress(&mut tally, options, started.elapsed(), interactive, false);
-        keep_going
+        going_on
     });
     print_progress(&mut tally, options, started.elapsed(), interactive, true);
     if let Some(message) = error {
         bail!(message);
     }
+    if let Some(first) = &first_failure {
+        report_failure(&explored, options, &mut tally, first);
+    }
     print_summary(&explored, &tally, started.elapsed());
     Ok(tally.failures.is_empty())
 }
 
-/// Records a seed's verdict; answers whether to go on.
-fn on_result(
+/// Reports a failing seed: its failure file, a summary, the repro command.
+fn report_failure(
     explored: &Explored,
     options: &ExploreOptions,
     tally: &mut Tally,
     result: &SeedResult,
-) -> bool {
-    if !result.verdict.failed() {
-        return true;
-    }
+) {
     let file = match write_failure(explored, &options.out, result) {
         Ok(file) => file,
         Err(error) => {
@@ -400,7 +417,6 @@ fn on_result(
     tally
         .failures
         .push((result.seed, result.verdict.reason(), file));
-    options.keep_going
 }
 
 /// A drawn fault as the TOML table it becomes.
