@@ -385,3 +385,16 @@ fn a_delay_spike_takes_an_ordered_latency_range_and_no_target() {
             .contains("'target' does not apply")
     );
 }
+
+#[test]
+fn a_compacted_workload_topic_is_refused_at_its_config() {
+    let text = GOOD.replace(
+        r#"config = { "flush.messages" = 1 }"#,
+        r#"config = { "flush.messages" = 1, "cleanup.policy" = "compact,delete" }"#,
+    );
+    let error = error_of(&text);
+    assert!(
+        error.starts_with("t.toml:13: topic 'orders': cleanup.policy=compact is not supported"),
+        "{error}"
+    );
+}
