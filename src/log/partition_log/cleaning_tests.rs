@@ -90,9 +90,9 @@ fn clean(storage: &MemoryStorage, log: &mut PartitionLog<MemoryStorage>, now_ms:
     log.check_invariants();
 }
 
-/// Every record of the log: offset, key, value.
-fn records(log: &PartitionLog<MemoryStorage>) -> Vec<(i64, String, Option<String>)> {
-    let mut out = Vec::new();
+/// The log read from its start to its end, one fetch-sized chunk of whole batches at a time.
+fn chunks(log: &PartitionLog<MemoryStorage>) -> Vec<bytes::Bytes> {
+    let mut chunks = Vec::new();
     let mut offset = log.log_start_offset();
     while offset < log.log_end_offset() {
         let LogRead::Records {
@@ -110,16 +110,25 @@ fn records(log: &PartitionLog<MemoryStorage>) -> Vec<(i64, String, Option<String
         let bytes = bytes::Bytes::from(bytes);
         let batches = split_batches(&bytes).expect("batches");
         offset = batches.last().expect("a batch").0.last_offset() + 1;
-        for record in decode_records(&bytes).expect("decode") {
-            let text = |bytes: &bytes::Bytes| String::from_utf8(bytes.to_vec()).expect("utf-8");
-            out.push((
+        chunks.push(bytes);
+    }
+    chunks
+}
+
+/// Every record of the log: offset, key, value.
+fn records(log: &PartitionLog<MemoryStorage>) -> Vec<(i64, String, Option<String>)> {
+    let text = |bytes: &bytes::Bytes| String::from_utf8(bytes.to_vec()).expect("utf-8");
+    chunks(log)
+        .iter()
+        .flat_map(|chunk| decode_records(chunk).expect("decode"))
+        .map(|record| {
+            (
                 record.offset,
                 text(&record.key.expect("a key")),
                 record.value.as_ref().map(text),
-            ));
-        }
-    }
-    out
+            )
+        })
+        .collect()
 }
 
 /// The latest record of each key in `all`, in offset order.
@@ -449,27 +458,11 @@ fn a_fetch_at_any_offset_of_a_compacted_log_starts_at_the_first_batch_past_it() 
 
 /// `(base, last)` offsets of every batch of the log.
 fn batch_ranges(log: &PartitionLog<MemoryStorage>) -> Vec<(i64, i64)> {
-    let mut ranges = Vec::new();
-    let mut offset = log.log_start_offset();
-    while offset < log.log_end_offset() {
-        let LogRead::Records {
-            file,
-            position,
-            len,
-        } = log
-            .read(offset, log.log_end_offset(), 1 << 20)
-            .expect("read")
-        else {
-            break;
-        };
-        let mut bytes = vec![0; len as usize];
-        file.read_exact_at(&mut bytes, position).expect("bytes");
-        for (header, _) in split_batches(&bytes).expect("batches") {
-            ranges.push((header.base_offset, header.last_offset()));
-            offset = header.last_offset() + 1;
-        }
-    }
-    ranges
+    chunks(log)
+        .iter()
+        .flat_map(|chunk| split_batches(chunk).expect("batches"))
+        .map(|(header, _)| (header.base_offset, header.last_offset()))
+        .collect()
 }
 
 #[test]
