@@ -14,7 +14,7 @@ use seedlog::client::producer::ProducerCore;
 use seedlog::config::{BrokerConfig, Configurable, ConsumerConfig, ProducerConfig, TopicConfig};
 use seedlog::protocol::ErrorCode;
 use seedlog::runtime::admin::NewTopic;
-use seedlog::runtime::server::api_by_name;
+use seedlog::runtime::server::{api_by_name, FAULT_APIS};
 use seedlog::storage::memory::{CrashLevel, FsyncFailure};
 use seedlog::types::TopicPartition;
 use serde::Deserialize;
@@ -1458,10 +1458,8 @@ impl FaultBuilder<'_> {
         let api = match &self.raw.api {
             None => None,
             Some(name) => Some(api_by_name(name.get_ref()).ok_or_else(|| {
-                let message = format!(
-                    "unknown api '{}' (produce, fetch, list_offsets, metadata, api_versions, create_topics, delete_records, init_producer_id, find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch)",
-                    name.get_ref()
-                );
+                let known: Vec<&str> = FAULT_APIS.iter().map(|(known, _)| *known).collect();
+                let message = format!("unknown api '{}' ({})", name.get_ref(), known.join(", "));
                 self.error(name.span(), message)
             })?),
         };

@@ -531,24 +531,29 @@ fn execute<S: DurableStorage>(
     }
 }
 
-/// Whether a response API is one the fault hook may target by name.
+/// The APIs a connection fault may target, by the names scenarios give them.
+pub const FAULT_APIS: &[(&str, ApiKey)] = &[
+    ("produce", ApiKey::Produce),
+    ("fetch", ApiKey::Fetch),
+    ("list_offsets", ApiKey::ListOffsets),
+    ("metadata", ApiKey::Metadata),
+    ("api_versions", ApiKey::ApiVersions),
+    ("create_topics", ApiKey::CreateTopics),
+    ("delete_records", ApiKey::DeleteRecords),
+    ("init_producer_id", ApiKey::InitProducerId),
+    ("find_coordinator", ApiKey::FindCoordinator),
+    ("join_group", ApiKey::JoinGroup),
+    ("sync_group", ApiKey::SyncGroup),
+    ("heartbeat", ApiKey::Heartbeat),
+    ("leave_group", ApiKey::LeaveGroup),
+    ("offset_commit", ApiKey::OffsetCommit),
+    ("offset_fetch", ApiKey::OffsetFetch),
+];
+
+/// The API a fault names (one of [`FAULT_APIS`]).
 pub fn api_by_name(name: &str) -> Option<ApiKey> {
-    match name {
-        "produce" => Some(ApiKey::Produce),
-        "fetch" => Some(ApiKey::Fetch),
-        "list_offsets" => Some(ApiKey::ListOffsets),
-        "metadata" => Some(ApiKey::Metadata),
-        "api_versions" => Some(ApiKey::ApiVersions),
-        "create_topics" => Some(ApiKey::CreateTopics),
-        "delete_records" => Some(ApiKey::DeleteRecords),
-        "init_producer_id" => Some(ApiKey::InitProducerId),
-        "find_coordinator" => Some(ApiKey::FindCoordinator),
-        "join_group" => Some(ApiKey::JoinGroup),
-        "sync_group" => Some(ApiKey::SyncGroup),
-        "heartbeat" => Some(ApiKey::Heartbeat),
-        "leave_group" => Some(ApiKey::LeaveGroup),
-        "offset_commit" => Some(ApiKey::OffsetCommit),
-        "offset_fetch" => Some(ApiKey::OffsetFetch),
-        _ => None,
-    }
+    FAULT_APIS
+        .iter()
+        .find(|(known, _)| *known == name)
+        .map(|(_, api)| *api)
 }
