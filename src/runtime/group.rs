@@ -123,6 +123,17 @@ struct PendingCommit {
     deadline: tokio::time::Instant,
 }
 
+impl PendingCommit {
+    /// How it ended.
+    fn ended(self, result: Result<(), ClientError>) -> CommitOutcome {
+        CommitOutcome {
+            offsets: self.offsets,
+            generation: self.generation,
+            result,
+        }
+    }
+}
+
 /// A group member.
 #[derive(Debug)]
 pub struct GroupMember {
@@ -254,13 +265,10 @@ impl GroupMember {
     fn drop_coordinator(&mut self) {
         self.coordinator = None;
         while let Some(pending) = self.pending_commits.pop_front() {
-            self.commit_outcomes.push(CommitOutcome {
-                offsets: pending.offsets,
-                generation: pending.generation,
-                result: Err(ClientError::Protocol(
+            self.commit_outcomes
+                .push(pending.ended(Err(ClientError::Protocol(
                     "the coordinator's connection was lost before the commit was answered".into(),
-                )),
-            });
+                ))));
         }
     }
 
@@ -631,19 +639,16 @@ impl GroupMember {
             }
             Err(error) => Err(error),
         };
+        let pending = PendingCommit {
+            offsets,
+            generation,
+            deadline: tokio::time::Instant::now() + self.request_timeout,
+        };
         match sent {
-            Ok(()) => self.pending_commits.push_back(PendingCommit {
-                offsets,
-                generation,
-                deadline: tokio::time::Instant::now() + self.request_timeout,
-            }),
+            Ok(()) => self.pending_commits.push_back(pending),
             Err(error) => {
                 self.drop_coordinator();
-                self.commit_outcomes.push(CommitOutcome {
-                    offsets,
-                    generation,
-                    result: Err(error),
-                });
+                self.commit_outcomes.push(pending.ended(Err(error)));
             }
         }
     }
@@ -680,13 +685,9 @@ impl GroupMember {
                 self.settle_commit(answer);
                 continue;
             }
-            let timeout = self.request_timeout;
             if let Some(pending) = self.pending_commits.pop_front() {
-                self.commit_outcomes.push(CommitOutcome {
-                    offsets: pending.offsets,
-                    generation: pending.generation,
-                    result: Err(ClientError::Timeout(timeout)),
-                });
+                let timeout = ClientError::Timeout(self.request_timeout);
+                self.commit_outcomes.push(pending.ended(Err(timeout)));
             }
             self.drop_coordinator();
         }
@@ -737,11 +738,7 @@ impl GroupMember {
         let lost = result
             .as_ref()
             .is_err_and(|error| !matches!(error, ClientError::Kafka { .. }));
-        self.commit_outcomes.push(CommitOutcome {
-            offsets: pending.offsets,
-            generation: pending.generation,
-            result,
-        });
+        self.commit_outcomes.push(pending.ended(result));
         if lost {
             self.drop_coordinator();
         }

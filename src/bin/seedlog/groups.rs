@@ -265,9 +265,7 @@ pub(crate) async fn consume(args: ConsumeArgs, group: &str) -> anyhow::Result<()
         idle_deadline = Instant::now() + idle;
         let mut fresh = BTreeMap::new();
         let done = print_noting(&polled.records, &args, &mut printed, &mut fresh)?;
-        positions
-            .0
-            .extend(fresh.iter().map(|(p, offset)| (p.clone(), *offset)));
+        positions.0.extend(fresh.clone());
         member.commit_async(fresh).await;
         if done {
             break Ok(());
