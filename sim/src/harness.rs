@@ -964,11 +964,8 @@ async fn liveness_phase(
     {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    while !env.record(|recorder, _| {
-        crate::checker::consumers_caught_up(&History {
-            ops: recorder.ops().to_vec(),
-        })
-    }) && tokio::time::Instant::now() < healed + liveness
+    while !env.record(|recorder, _| crate::checker::consumers_caught_up(recorder.ops()))
+        && tokio::time::Instant::now() < healed + liveness
     {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -147,7 +147,9 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    match run(Cli::parse().command) {
+    let cli = Cli::parse();
+    tune_allocator();
+    match run(cli.command) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(error) => {
@@ -155,6 +157,37 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// mimalloc's options as the simulator wants them, in the environment mimalloc reads them from
+/// when the process starts.
+///
+/// Each seed runs on a thread of its own, and by default mimalloc hands the memory a finished
+/// seed freed back to the kernel (`purge_delay`) and backs arenas with transparent huge pages,
+/// so every seed faulted its heap in again and the kernel zeroed it 2 MiB at a time: a fifth of
+/// a sweep's CPU time went to `clear_page` (docs/BENCHMARKS.md). Never purging keeps the freed
+/// memory for the next seed (the peak resident size does not change, as one seed's heap is
+/// reused by the next). mimalloc reads its options once, before `main`, and setting them from
+/// Rust would need `unsafe`, so the process runs itself again with them set; an environment that
+/// sets either option already (or a failed exec) is left as it is.
+fn tune_allocator() {
+    use std::os::unix::process::CommandExt as _;
+    const OPTIONS: [(&str, &str); 2] =
+        [("MIMALLOC_PURGE_DELAY", "-1"), ("MIMALLOC_ALLOW_THP", "0")];
+    if OPTIONS
+        .iter()
+        .any(|(name, _)| std::env::var_os(name).is_some())
+    {
+        return;
+    }
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let error = std::process::Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .envs(OPTIONS)
+        .exec();
+    eprintln!("note: running without the allocator options ({error})");
 }
 
 fn run(command: Command) -> anyhow::Result<bool> {
@@ -810,6 +843,15 @@ mod simulate {
         passed
     }
 
+    /// CPU time used so far by every thread of this process, living or ended.
+    fn process_cpu_time() -> Duration {
+        let time = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+        Duration::new(
+            u64::try_from(time.tv_sec).unwrap_or(0),
+            u32::try_from(time.tv_nsec).unwrap_or(0),
+        )
+    }
+
     #[allow(clippy::disallowed_methods)] // wall-clock timing of simulator runs, outside any simulation
     pub(super) fn bench(path: &Path, seeds: &str, jobs: usize) -> anyhow::Result<bool> {
         install_quiet_panic_hook();
@@ -817,6 +859,7 @@ mod simulate {
         let range = parse_seeds(seeds)?;
         let total = (range.end - range.start) as usize;
         let started = Instant::now();
+        let cpu_started = process_cpu_time();
         let mut simulated = Duration::ZERO;
         let mut failures = 0;
         let mut ops = 0;
@@ -826,6 +869,7 @@ mod simulate {
             failures += usize::from(judge(&scenario, &report.outcome).failed());
         });
         let wall = started.elapsed().as_secs_f64();
+        let cpu = process_cpu_time().saturating_sub(cpu_started).as_secs_f64();
         let seeds_per_second = total as f64 / wall;
         println!("scenario: {} — {}", scenario.path, scenario.name);
         println!(
@@ -838,8 +882,12 @@ mod simulate {
             simulated.as_secs_f64() / total as f64
         );
         println!(
+            "cpu: {cpu:.2} s ({:.1} ms per seed, every thread: the seeds and the checkers)",
+            cpu * 1000.0 / total as f64
+        );
+        println!(
             "seeds per second: {seeds_per_second:.1}; seeds per core-minute: {:.0}",
-            seeds_per_second * 60.0 / jobs as f64
+            total as f64 * 60.0 / cpu
         );
         println!(
             "simulated/wall time ratio: {:.0}x",

@@ -34,7 +34,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 
-use crate::history::{Body, FinalRead, History, OpType, Partition, Process, Value};
+use crate::history::{Body, FinalRead, History, Op, OpType, Partition, Process, Value};
 
 /// Every check, in report order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -308,9 +308,9 @@ pub(crate) struct Analysis {
 }
 
 impl Analysis {
-    pub(crate) fn new(history: &History) -> Analysis {
+    pub(crate) fn new(ops: &[Op]) -> Analysis {
         let mut analysis = Analysis::default();
-        for op in &history.ops {
+        for op in ops {
             match &op.process {
                 Process::Client(process) => analysis.client_op(*process, op),
                 Process::Named(actor) => analysis.named_op(actor, op),
@@ -563,13 +563,13 @@ pub(crate) enum Coverage {
 /// Whether every assigned consumer has polled, in every partition it is assigned, the last
 /// record the final read found (the liveness phase waits for it before the run ends, as it waits
 /// for consumer groups; `stalled` names those that never get there).
-pub fn consumers_caught_up(history: &History) -> bool {
-    broker::lagging_consumers(&Analysis::new(history)).is_empty()
+pub fn consumers_caught_up(ops: &[Op]) -> bool {
+    broker::lagging_consumers(&Analysis::new(ops)).is_empty()
 }
 
 /// Runs every check.
 pub fn check_all(history: &History) -> Vec<CheckResult> {
-    let analysis = Analysis::new(history);
+    let analysis = Analysis::new(&history.ops);
     let mut results = delivery::check(&analysis);
     results.extend(order::check(&analysis));
     results.extend(broker::check(&analysis));
