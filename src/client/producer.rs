@@ -1408,9 +1408,8 @@ impl ProducerCore {
         let producer_id = self
             .idempotence
             .as_ref()
-            .filter(|idempotence| !idempotence.ready() && !idempotence.requested)
-            .filter(|_| self.least_loaded().is_some())
-            .map(|idempotence| idempotence.retry_at);
+            .and_then(Idempotence::producer_id_due)
+            .filter(|_| self.least_loaded().is_some());
         [
             backoff,
             request_timeout,

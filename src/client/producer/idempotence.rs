@@ -50,7 +50,14 @@ impl Idempotence {
 
     /// Whether an InitProducerId request should go out now.
     pub(super) fn wants_producer_id(&self, now: Millis) -> bool {
-        self.producer.is_none() && self.bumped.is_none() && !self.requested && now >= self.retry_at
+        self.producer_id_due().is_some_and(|due| now >= due)
+    }
+
+    /// When an InitProducerId request is due: `None` while the id is known, one is in flight,
+    /// or a reset waits to bump the epoch (the bump, not a request, ends that wait).
+    pub(super) fn producer_id_due(&self) -> Option<Millis> {
+        (self.producer.is_none() && self.bumped.is_none() && !self.requested)
+            .then_some(self.retry_at)
     }
 
     /// Ends a reset by the epoch bump, if one waits: called once no Produce request is in
