@@ -27,8 +27,8 @@ pub struct Request {
     /// `client.id` of the sender, if any.
     pub client_id: Option<String>,
     /// The sender's address as Kafka shows it (`/127.0.0.1`): set by the connection layer,
-    /// which knows the peer (the decoder does not).
-    pub client_host: Option<String>,
+    /// which knows the peer (the decoder does not), shared by every request of a connection.
+    pub client_host: Option<std::sync::Arc<str>>,
     /// The typed body.
     pub body: RequestKind,
 }

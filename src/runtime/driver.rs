@@ -55,23 +55,25 @@ impl<M: StateMachine> Driver<M> {
     /// When to feed a tick: the machine's next deadline or `also` (a caller's own deadline),
     /// whichever comes first.
     ///
-    /// When the wake-up has been due at once [`BUSY_LOOP_WAKES`] times in a row, the machine keeps asking for a tick it does not act on and the loop would spin
-    /// forever (freezing simulated time): the simulator and debug builds panic there, release
-    /// builds log it.
+    /// When the wake-up has been due at once [`BUSY_LOOP_WAKES`] times in a row, the machine
+    /// keeps asking for a tick it does not act on and the loop would spin forever (freezing
+    /// simulated time): the simulator and debug builds panic there, release builds log it.
     pub(crate) fn wake(&mut self, also: Option<Millis>) -> Option<Millis> {
         let wake = [self.machine.next_deadline(), also]
             .into_iter()
             .flatten()
             .min();
-        match wake {
-            Some(deadline) if deadline <= self.clock.now() => {
+        let due = wake.and_then(|deadline| {
+            let now = self.clock.now();
+            (deadline <= now).then_some((deadline, now))
+        });
+        match due {
+            Some((deadline, now)) => {
                 self.due_at_once += 1;
                 if self.due_at_once == BUSY_LOOP_WAKES {
                     let message = format!(
-                        "busy loop: {BUSY_LOOP_WAKES} wake-ups in a row due at once (next \
-                         deadline {deadline:?}, now {:?}); the machine asks for ticks it does not \
-                         act on",
-                        self.clock.now()
+                        "busy loop: {BUSY_LOOP_WAKES} wake-ups in a row due at once at {now:?} \
+                         (next deadline {deadline:?}); the machine asks for ticks it does not act on"
                     );
                     // The simulator and debug builds stop where the bug is; a production
                     // process says so and keeps serving.
@@ -81,7 +83,7 @@ impl<M: StateMachine> Driver<M> {
                     tracing::error!("{message}");
                 }
             }
-            _ => self.due_at_once = 0,
+            None => self.due_at_once = 0,
         }
         wake
     }

@@ -199,18 +199,20 @@ async fn serve_connection<F: DurableFile>(accepted: Accepted, shared: Connection
         slots,
         alive,
     } = accepted;
-    let peer = stream
-        .peer_addr()
+    let address = stream.peer_addr().ok();
+    let peer = address
         .map(|address| address.to_string())
         .unwrap_or_default();
     if let Some(metrics) = &shared.metrics {
         metrics.connection(1);
     }
     // Kafka's client host (DescribeGroups): a slash and the peer's IP address.
-    let client_host = stream.peer_addr().map_or_else(
-        |_| "/unknown".to_owned(),
-        |address| format!("/{}", address.ip()),
-    );
+    let client_host: Arc<str> = address
+        .map_or_else(
+            || "/unknown".to_owned(),
+            |address| format!("/{}", address.ip()),
+        )
+        .into();
     let mut conn = Connection::with_limits(stream, limits);
     let outcome = serve_requests(&mut conn, connection, &client_host, &shared).await;
     match outcome {
@@ -319,7 +321,7 @@ async fn write_response<F: DurableFile>(
 async fn serve_requests<F: DurableFile>(
     conn: &mut Connection,
     connection: ConnectionId,
-    client_host: &str,
+    client_host: &Arc<str>,
     shared: &ConnectionShared<F>,
 ) -> Result<(), String> {
     let faults = shared.faults.as_deref();
@@ -333,7 +335,7 @@ async fn serve_requests<F: DurableFile>(
         let Some(mut request) = next else {
             return Ok(());
         };
-        request.client_host = Some(client_host.to_owned());
+        request.client_host = Some(Arc::clone(client_host));
         if let Admission::Answered = admit::<F>(conn, &request, faults).await? {
             continue;
         }
