@@ -7,28 +7,95 @@
 //! at the final reader: `at-least-once` asks whether every acknowledged value of a consumer's
 //! assignment reached that consumer, `at-most-once` whether an incarnation consumed a value twice.
 
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 
 use super::{Analysis, Check, CheckResult, Coverage, Outcome, PollRecord, SendInfo};
 use crate::history::{Partition, Value};
 
 pub(super) fn check(analysis: &Analysis) -> Vec<CheckResult> {
-    let (lost, unseen) = lost_and_unseen(analysis);
+    let ranks = Ranks::new(analysis);
+    let observed = observations(analysis, &ranks);
+    let (lost, unseen) = lost_and_unseen(analysis, &ranks);
     let at_least_once = never_consumed(analysis);
     let at_most_once = consumed_more_than_once(analysis);
     let exactly_once = at_least_once.iter().chain(&at_most_once).cloned().collect();
     vec![
         CheckResult::new(Check::LostWrite, lost),
         CheckResult::new(Check::Unseen, unseen),
-        CheckResult::new(Check::Duplicate, duplicates(analysis)),
-        CheckResult::new(Check::InconsistentOffsets, inconsistent_offsets(analysis)),
+        CheckResult::new(Check::Duplicate, duplicates(analysis, &observed)),
+        CheckResult::new(
+            Check::InconsistentOffsets,
+            inconsistent_offsets(analysis, &observed),
+        ),
         CheckResult::new(Check::G1a, aborted_reads(analysis)),
         CheckResult::new(Check::AtLeastOnce, at_least_once),
         CheckResult::new(Check::AtMostOnce, at_most_once),
         CheckResult::new(Check::ExactlyOnce, exactly_once),
         CheckResult::new(Check::FailedSend, failed_sends(analysis)),
     ]
+}
+
+/// A partition with its rank in name order. Sorting by rank sorts as by name, without comparing
+/// strings: the checks below sort tens of thousands of observations a run, and comparing
+/// partition names was most of that time.
+#[derive(Debug, Clone, Copy)]
+struct Ranked<'a> {
+    rank: u32,
+    partition: &'a Partition,
+}
+
+impl PartialEq for Ranked<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.rank == other.rank
+    }
+}
+
+impl Eq for Ranked<'_> {}
+
+impl PartialOrd for Ranked<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Ranked<'_> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.rank.cmp(&other.rank)
+    }
+}
+
+impl fmt::Display for Ranked<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.partition.fmt(f)
+    }
+}
+
+/// Every partition the sends, polls and final reads name, ranked by name.
+struct Ranks<'a>(BTreeMap<&'a str, u32>);
+
+impl<'a> Ranks<'a> {
+    fn new(analysis: &'a Analysis) -> Ranks<'a> {
+        let mut names: BTreeMap<&'a str, u32> = BTreeMap::new();
+        let sent = analysis.sends.values().map(|send| &send.partition);
+        let polled = analysis.polls.iter().chain(&analysis.final_polls);
+        for partition in sent.chain(polled.map(|poll| &poll.partition)) {
+            names.entry(&**partition).or_insert(0);
+        }
+        for (rank, slot) in (0..).zip(names.values_mut()) {
+            *slot = rank;
+        }
+        Ranks(names)
+    }
+
+    fn of(&self, partition: &'a Partition) -> Ranked<'a> {
+        let rank = self.0.get(&**partition).copied();
+        Ranked {
+            rank: rank.expect("every partition of the analysis is ranked"),
+            partition,
+        }
+    }
 }
 
 /// Sends that ended in a definite failure (`fail`): the producer gave up on a record it knows
@@ -58,11 +125,12 @@ enum Verdict {
 }
 
 /// Where each value sits in the final log, sorted by value.
-fn final_positions(analysis: &Analysis) -> Vec<(Value, &Partition, i64)> {
-    let mut positions: Vec<(Value, &Partition, i64)> = analysis
+fn final_positions<'a>(analysis: &'a Analysis, ranks: &Ranks<'a>) -> Vec<(Value, Ranked<'a>, i64)> {
+    let mut positions: Vec<(Value, Ranked<'a>, i64)> = analysis
         .final_logs
         .iter()
         .flat_map(|(partition, log)| {
+            let partition = ranks.of(partition);
             log.iter()
                 .map(move |(offset, value)| (*value, partition, *offset))
         })
@@ -73,12 +141,12 @@ fn final_positions(analysis: &Analysis) -> Vec<(Value, &Partition, i64)> {
 
 struct FinalLog<'a> {
     analysis: &'a Analysis,
-    positions: Vec<(Value, &'a Partition, i64)>,
+    positions: Vec<(Value, Ranked<'a>, i64)>,
 }
 
 impl FinalLog<'_> {
     /// The places of `value` in the final log, in partition and offset order.
-    fn places(&self, value: Value) -> &[(Value, &Partition, i64)] {
+    fn places(&self, value: Value) -> &[(Value, Ranked<'_>, i64)] {
         let start = self.positions.partition_point(|place| place.0 < value);
         let end = self.positions.partition_point(|place| place.0 <= value);
         &self.positions[start..end]
@@ -165,10 +233,10 @@ impl FinalLog<'_> {
 
 /// Acknowledged values gone from their offset (`lost-write`) or never reached (`unseen`); and
 /// observed values gone from the final log with no recorded truncation to explain it.
-fn lost_and_unseen(analysis: &Analysis) -> (Vec<String>, Vec<String>) {
+fn lost_and_unseen<'a>(analysis: &'a Analysis, ranks: &Ranks<'a>) -> (Vec<String>, Vec<String>) {
     let final_log = FinalLog {
         analysis,
-        positions: final_positions(analysis),
+        positions: final_positions(analysis, ranks),
     };
     let mut polled: Vec<Value> = analysis
         .polls
@@ -261,17 +329,22 @@ fn judged_by_final_read(analysis: &Analysis, send: &SendInfo) -> bool {
 
 /// Every place a value was seen, as `(value, partition, offset, history index)`, sorted: the
 /// observations of one value are adjacent, and within them those of one place.
-fn observations(analysis: &Analysis) -> Vec<(Value, &Partition, i64, u64)> {
+fn observations<'a>(analysis: &'a Analysis, ranks: &Ranks<'a>) -> Vec<Observation<'a>> {
     let mut seen = Vec::with_capacity(analysis.sends.len() + analysis.polls.len());
     for (value, send) in &analysis.sends {
         if let (Outcome::Ok(offset), Some(index)) = (send.outcome, send.completed_index) {
             if offset >= 0 {
-                seen.push((*value, &send.partition, offset, index));
+                seen.push((*value, ranks.of(&send.partition), offset, index));
             }
         }
     }
     for poll in analysis.polls.iter().chain(&analysis.final_polls) {
-        seen.push((poll.value, &poll.partition, poll.offset, poll.index));
+        seen.push((
+            poll.value,
+            ranks.of(&poll.partition),
+            poll.offset,
+            poll.index,
+        ));
     }
     seen.sort_unstable();
     seen
@@ -279,10 +352,13 @@ fn observations(analysis: &Analysis) -> Vec<(Value, &Partition, i64, u64)> {
 
 /// Where one value was seen: first and last history index per `(partition, offset)`, in
 /// partition and offset order.
-type Placements<'a> = Vec<(&'a Partition, i64, u64, u64)>;
+type Placements<'a> = Vec<(Ranked<'a>, i64, u64, u64)>;
+
+/// `(value, partition, offset, history index)`: one place a value was seen.
+type Observation<'a> = (Value, Ranked<'a>, i64, u64);
 
 /// Folds one value's sorted observations into its placements.
-fn placements<'a>(observed: &[(Value, &'a Partition, i64, u64)]) -> Placements<'a> {
+fn placements<'a>(observed: &[Observation<'a>]) -> Placements<'a> {
     let mut places: Placements<'a> = Vec::new();
     for &(_, partition, offset, index) in observed {
         match places.last_mut() {
@@ -295,9 +371,8 @@ fn placements<'a>(observed: &[(Value, &'a Partition, i64, u64)]) -> Placements<'
 
 /// A value in two places at once (`duplicate`). Two places did not coexist if a recorded
 /// truncation removed the earlier one before the later one was first seen.
-fn duplicates(analysis: &Analysis) -> Vec<String> {
+fn duplicates(analysis: &Analysis, observed: &[Observation<'_>]) -> Vec<String> {
     let mut violations = Vec::new();
-    let observed = observations(analysis);
     for group in observed.chunk_by(|a, b| a.0 == b.0) {
         let (first, last) = (group[0], group[group.len() - 1]);
         if (first.1, first.2) == (last.1, last.2) {
@@ -305,11 +380,11 @@ fn duplicates(analysis: &Analysis) -> Vec<String> {
         }
         let value = first.0;
         let places = placements(group);
-        let ended_before = |place: &(&Partition, i64, u64, u64),
-                            later: &(&Partition, i64, u64, u64)| {
+        let ended_before = |place: &(Ranked<'_>, i64, u64, u64),
+                            later: &(Ranked<'_>, i64, u64, u64)| {
             place.3 < later.2
                 && analysis
-                    .truncation_between(place.0, place.1, place.3, later.2)
+                    .truncation_between(place.0.partition, place.1, place.3, later.2)
                     .is_some()
         };
         let coexisted = places.iter().enumerate().any(|(at, a)| {
@@ -329,11 +404,11 @@ fn duplicates(analysis: &Analysis) -> Vec<String> {
 }
 
 /// One offset holding two values in the same log version (`inconsistent-offsets`).
-fn inconsistent_offsets(analysis: &Analysis) -> Vec<String> {
-    let mut held: Vec<(&Partition, i64, usize, Value)> = observations(analysis)
-        .into_iter()
-        .map(|(value, partition, offset, index)| {
-            let version = analysis.log_version(partition, offset, index);
+fn inconsistent_offsets(analysis: &Analysis, observed: &[Observation<'_>]) -> Vec<String> {
+    let mut held: Vec<(Ranked<'_>, i64, usize, Value)> = observed
+        .iter()
+        .map(|&(value, partition, offset, index)| {
+            let version = analysis.log_version(partition.partition, offset, index);
             (partition, offset, version, value)
         })
         .collect();
