@@ -25,7 +25,7 @@
 //! it may have (an `info`): some attempt was written to a connection that then broke or timed
 //! out, or the broker answered with an error that allows a write (NOT_ENOUGH_REPLICAS_AFTER_APPEND).
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -657,7 +657,16 @@ impl ProducerCore {
         let value = record.value.as_deref();
         let topic_partition = TopicPartition::new(record.topic.clone(), partition);
         let batch_size = self.config.batch_size as usize;
-        let deque = self.batches.entry(topic_partition.clone()).or_default();
+        // The key is copied only when the partition has no deque yet (most records join the
+        // open batch of an existing one).
+        if !self.batches.contains_key(&topic_partition) {
+            self.batches
+                .insert(topic_partition.clone(), VecDeque::new());
+        }
+        let deque = self
+            .batches
+            .get_mut(&topic_partition)
+            .expect("inserted above");
         if let Some(last) = deque.back_mut() {
             if let Contents::Open(builder) = &mut last.contents {
                 if builder.size_with(record.timestamp_ms, key, value) <= batch_size {
@@ -747,10 +756,9 @@ impl ProducerCore {
 
     /// Whether a batch led by `node` is sendable at `now`.
     fn any_sendable(&self, now: Millis, node: NodeId) -> bool {
-        let muted = self.muted();
         self.batches.iter().any(|(partition, deque)| {
             self.leader(partition) == Some(node)
-                && !muted.contains(partition)
+                && !self.is_muted(partition)
                 && self.sendable_at(deque).is_some_and(|at| at <= now)
         })
     }
@@ -760,19 +768,20 @@ impl ProducerCore {
     /// nothing more until that batch is answered, so a retried batch never lands behind a later
     /// one sent to the new leader. With more in flight, nothing is muted (and retries may
     /// reorder, as in Kafka without idempotence).
-    fn muted(&self) -> BTreeSet<&TopicPartition> {
-        if self.max_in_flight() != 1 {
-            return BTreeSet::new();
-        }
-        self.nodes
-            .in_flight()
-            .filter_map(|in_flight| match &in_flight.awaited {
-                Awaited::Produce(batches) => Some(batches),
-                Awaited::Metadata | Awaited::ProducerId => None,
-            })
-            .flatten()
-            .map(|batch| &batch.topic_partition)
-            .collect()
+    ///
+    /// A scan of the requests in flight (at most one per connection here), not a set built per
+    /// call: the producer asks for every partition on every input.
+    fn is_muted(&self, partition: &TopicPartition) -> bool {
+        self.max_in_flight() == 1
+            && self
+                .nodes
+                .in_flight()
+                .filter_map(|in_flight| match &in_flight.awaited {
+                    Awaited::Produce(batches) => Some(batches),
+                    Awaited::Metadata | Awaited::ProducerId => None,
+                })
+                .flatten()
+                .any(|batch| batch.topic_partition == *partition)
     }
 
     fn max_in_flight(&self) -> usize {
@@ -913,11 +922,10 @@ impl ProducerCore {
     /// not backing off, lingering or not, starting from a rotating partition, within
     /// `max.request.size` (the first batch always goes).
     fn drain(&mut self, now: Millis, node: NodeId) -> Vec<Batch> {
-        let muted = self.muted();
         let partitions: Vec<TopicPartition> = self
             .batches
             .keys()
-            .filter(|partition| self.leader(partition) == Some(node) && !muted.contains(partition))
+            .filter(|partition| self.leader(partition) == Some(node) && !self.is_muted(partition))
             .cloned()
             .collect();
         let start = self.drain_start % partitions.len().max(1);
@@ -1383,14 +1391,13 @@ impl ProducerCore {
                 .get(node)
                 .is_some_and(|connection| connection.has_room(max_in_flight))
         };
-        let muted = self.muted();
         let stamping = self.idempotence.as_ref().is_none_or(Idempotence::ready);
         let sendable = self
             .batches
             .iter()
             .filter(|_| stamping)
             .filter(|(partition, _)| {
-                self.leader(partition).is_some_and(can_send) && !muted.contains(partition)
+                self.leader(partition).is_some_and(can_send) && !self.is_muted(partition)
             })
             .filter_map(|(_, deque)| self.sendable_at(deque))
             .min();

@@ -3,9 +3,7 @@
 //! CLI and the simulator's clients.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::future::Future;
-use std::pin::Pin;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestKind, ResponseKind};
@@ -248,16 +246,40 @@ impl ClientConnection {
 
     /// Reads the response to the oldest request in flight. Cancel-safe.
     pub async fn receive(&mut self) -> Result<ResponseKind, ClientError> {
+        std::future::poll_fn(|cx| self.poll_receive(cx)).await
+    }
+
+    /// [`receive`](Self::receive) as a poll.
+    pub fn poll_receive(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<ResponseKind, ClientError>> {
         let Some(&(correlation_id, api_key, api_version)) = self.in_flight.front() else {
-            return Err(ClientError::Protocol(
+            return Poll::Ready(Err(ClientError::Protocol(
                 "receive with nothing in flight".into(),
-            ));
+            )));
         };
-        let frame = self
-            .conn
-            .read_frame(RESPONSE_BYTES_MAX)
-            .await?
-            .ok_or_else(|| ClientError::Protocol("connection closed by the broker".into()))?;
+        let frame = match self.conn.poll_frame(cx, RESPONSE_BYTES_MAX) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Ok(Some(frame))) => frame,
+            Poll::Ready(Ok(None)) => {
+                return Poll::Ready(Err(ClientError::Protocol(
+                    "connection closed by the broker".into(),
+                )))
+            }
+            Poll::Ready(Err(error)) => return Poll::Ready(Err(error.into())),
+        };
+        Poll::Ready(self.answered(correlation_id, api_key, api_version, frame))
+    }
+
+    /// Decodes the response to the oldest request in flight and takes that request off.
+    fn answered(
+        &mut self,
+        correlation_id: i32,
+        api_key: ApiKey,
+        api_version: i16,
+        frame: bytes::Bytes,
+    ) -> Result<ResponseKind, ClientError> {
         self.in_flight.pop_front();
         let (answered, body) = decode_response(frame, api_key, api_version)?;
         if answered != correlation_id {
@@ -321,27 +343,17 @@ pub(crate) async fn connect_node(
 pub(crate) async fn receive_any(
     connections: &mut BTreeMap<NodeId, ClientConnection>,
 ) -> (NodeId, Result<ResponseKind, String>) {
-    type Receiving<'a> =
-        Pin<Box<dyn Future<Output = (NodeId, Result<ResponseKind, String>)> + Send + 'a>>;
-    let mut receiving: Vec<Receiving<'_>> = connections
-        .iter_mut()
-        .filter(|(_, connection)| connection.has_in_flight())
-        .map(|(node, connection)| {
-            let node = *node;
-            Box::pin(async move {
-                let response = connection
-                    .receive()
-                    .await
-                    .map_err(|error| error.to_string());
-                (node, response)
-            }) as Receiving<'_>
-        })
-        .collect();
-    assert!(!receiving.is_empty(), "guarded by the select precondition");
+    assert!(
+        connections.values().any(ClientConnection::has_in_flight),
+        "guarded by the select precondition"
+    );
     std::future::poll_fn(|cx| {
-        for future in &mut receiving {
-            if let Poll::Ready(answer) = future.as_mut().poll(cx) {
-                return Poll::Ready(answer);
+        for (node, connection) in connections.iter_mut() {
+            if !connection.has_in_flight() {
+                continue;
+            }
+            if let Poll::Ready(response) = connection.poll_receive(cx) {
+                return Poll::Ready((*node, response.map_err(|error| error.to_string())));
             }
         }
         Poll::Pending

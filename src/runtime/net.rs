@@ -7,8 +7,10 @@
 //! request, drops a response after the broker applied the request (a dropped ack), or resets a
 //! connection in the middle of a response frame; production passes `None`.
 
+use std::future::Future;
 use std::io;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -116,23 +118,64 @@ impl Connection {
                 self.handed_out = frame.len() + FRAME_PREFIX_BYTES;
                 return Ok(Some(frame));
             }
-            let missing = frame_bytes_missing(&self.buffer);
-            let want = if missing == 0 {
-                READ_CHUNK_BYTES
-            } else {
-                missing.min(READ_CHUNK_BYTES.max(self.buffer.len()))
-            };
-            if self.buffer.capacity() - self.buffer.len() < want {
-                self.buffer.reserve(want);
-            }
+            let want = self.make_room();
             let read = self.read_some(want).await?;
             if read == 0 {
-                return if self.buffer.is_empty() {
-                    Ok(None)
-                } else {
-                    Err(ConnectionError::ClosedMidFrame(self.buffer.len()))
-                };
+                return self.closed();
             }
+        }
+    }
+
+    /// [`read_frame`](Self::read_frame) as a poll, for a connection without [`ReadLimits`] (a
+    /// client's): a client waiting on several connections polls each in place instead of
+    /// building a future per connection for every wait. Cancel-safe in the same way.
+    pub fn poll_frame(
+        &mut self,
+        cx: &mut Context<'_>,
+        max_bytes: usize,
+    ) -> Poll<Result<Option<Bytes>, ConnectionError>> {
+        debug_assert!(
+            self.limits.memory.is_none() && self.limits.idle.is_none(),
+            "poll_frame reads without limits"
+        );
+        loop {
+            if let Some(frame) = parse_frame(&mut self.buffer, max_bytes)? {
+                return Poll::Ready(Ok(Some(frame)));
+            }
+            let want = self.make_room();
+            let mut limited = (&mut self.buffer).limit(want);
+            let read = std::pin::pin!(self.stream.read_buf(&mut limited));
+            match read.poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(error.into())),
+                Poll::Ready(Ok(0)) => return Poll::Ready(self.closed()),
+                Poll::Ready(Ok(_)) => {}
+            }
+        }
+    }
+
+    /// How many bytes the next read may take (the rest of the frame being read, at most a read
+    /// chunk or the bytes already buffered), with room reserved for them.
+    fn make_room(&mut self) -> usize {
+        let missing = frame_bytes_missing(&self.buffer);
+        let want = if missing == 0 {
+            READ_CHUNK_BYTES
+        } else {
+            missing.min(READ_CHUNK_BYTES.max(self.buffer.len()))
+        };
+        if self.buffer.capacity() - self.buffer.len() < want {
+            self.buffer.reserve(want);
+        }
+        want
+    }
+
+    /// What a read of 0 bytes (the peer closed) means: a clean close between frames, or one
+    /// in the middle of a frame.
+    fn closed(&self) -> Result<Option<Bytes>, ConnectionError> {
+        if self.buffer.is_empty() {
+            Ok(None)
+        } else {
+            Err(ConnectionError::ClosedMidFrame(self.buffer.len()))
         }
     }
 

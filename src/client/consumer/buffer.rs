@@ -22,7 +22,13 @@ impl RecordBuffer {
     /// Adds one partition's newly fetched records, in offset order.
     pub(crate) fn extend(&mut self, records: Vec<ConsumerRecord>) {
         for record in records {
-            *self.held.entry(record.topic_partition.clone()).or_default() += 1;
+            // The partition's name is copied only for its first buffered record.
+            match self.held.get_mut(&record.topic_partition) {
+                Some(count) => *count += 1,
+                None => {
+                    self.held.insert(record.topic_partition.clone(), 1);
+                }
+            }
             self.records.push_back(record);
         }
     }
