@@ -333,6 +333,7 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
     let mut due = tokio::time::Instant::now();
     let mut completions = Vec::new();
     let mut values = Values::new(&spec, &progress, process);
+    let mut text = String::new();
     while let Some((value, index)) = values.next() {
         let partition = Arc::clone(&names[index as usize]);
         let send = move |offset| Body::Send {
@@ -345,7 +346,7 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
             topic: spec.topic.clone(),
             partition: Some(index),
             key: None,
-            value: Some(Bytes::from(value.to_string())),
+            value: Some(value_bytes(&mut text, value)),
             // CreateTime from the (simulated) wall clock, as a Kafka producer stamps it.
             timestamp_ms: crate::clock::wall_clock_ms(),
         };
@@ -388,6 +389,15 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
 }
 
 /// Records of a poll in the history's shape.
+/// A value's bytes as its record carries them (`process-sequence`), formatted in a buffer the
+/// caller keeps: one allocation a record, for the bytes themselves.
+fn value_bytes(text: &mut String, value: Value) -> Bytes {
+    use std::fmt::Write as _;
+    text.clear();
+    let _ = write!(text, "{value}");
+    Bytes::copy_from_slice(text.as_bytes())
+}
+
 fn records_of(
     records: &[ConsumerRecord],
     names: &mut BTreeMap<TopicPartition, Partition>,
@@ -404,9 +414,12 @@ fn records_of(
                     record.topic_partition, record.offset
                 )
             });
-        let name = names
-            .entry(record.topic_partition.clone())
-            .or_insert_with(|| record.topic_partition.to_string().into());
+        // The partition's key and name are made once, for its first record.
+        if !names.contains_key(&record.topic_partition) {
+            let name: Partition = record.topic_partition.to_string().into();
+            names.insert(record.topic_partition.clone(), name);
+        }
+        let name = &names[&record.topic_partition];
         grouped
             .entry(Arc::clone(name))
             .or_default()

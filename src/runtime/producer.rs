@@ -180,11 +180,14 @@ impl Task {
 
     /// Feeds one input, then executes outputs (which may produce further inputs) until quiet.
     async fn step(&mut self, input: ProducerInput) {
-        let mut inputs = VecDeque::from([input]);
-        while let Some(input) = inputs.pop_front() {
-            let mut outputs = Vec::new();
+        // Most inputs bring no further input: the queue and the output list allocate only when
+        // something is pushed (once a step, the output list is reused).
+        let mut next = Some(input);
+        let mut inputs = VecDeque::new();
+        let mut outputs = Vec::new();
+        while let Some(input) = next.take().or_else(|| inputs.pop_front()) {
             self.driver.step(input, &mut outputs);
-            for output in outputs {
+            for output in outputs.drain(..) {
                 match output {
                     ProducerOutput::Complete { id, result } => {
                         if let Some(reply) = self.replies.remove(&id) {
