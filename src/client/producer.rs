@@ -774,14 +774,19 @@ impl ProducerCore {
     fn is_muted(&self, partition: &TopicPartition) -> bool {
         self.max_in_flight() == 1
             && self
-                .nodes
-                .in_flight()
-                .filter_map(|in_flight| match &in_flight.awaited {
-                    Awaited::Produce(batches) => Some(batches),
-                    Awaited::Metadata | Awaited::ProducerId => None,
-                })
-                .flatten()
+                .batches_in_flight()
                 .any(|batch| batch.topic_partition == *partition)
+    }
+
+    /// The batches of the produce requests in flight, on every connection.
+    fn batches_in_flight(&self) -> impl Iterator<Item = &Batch> {
+        self.nodes
+            .in_flight()
+            .filter_map(|in_flight| match &in_flight.awaited {
+                Awaited::Produce(batches) => Some(batches),
+                Awaited::Metadata | Awaited::ProducerId => None,
+            })
+            .flatten()
     }
 
     fn max_in_flight(&self) -> usize {
@@ -1098,17 +1103,9 @@ impl ProducerCore {
             .get(&batch.topic_partition)
             .is_some_and(|deque| deque.front().is_some_and(|front| front.first_id() < first));
         queued
-            || self
-                .nodes
-                .in_flight()
-                .filter_map(|in_flight| match &in_flight.awaited {
-                    Awaited::Produce(batches) => Some(batches),
-                    _ => None,
-                })
-                .flatten()
-                .any(|other| {
-                    other.topic_partition == batch.topic_partition && other.first_id() < first
-                })
+            || self.batches_in_flight().any(|other| {
+                other.topic_partition == batch.topic_partition && other.first_id() < first
+            })
     }
 
     /// A batch stamped `stamp` is gone for good. If the stamp is of the current producer id
@@ -1474,13 +1471,7 @@ impl ProducerCore {
                 records += deque.iter().map(|batch| batch.ids.len()).sum::<usize>();
             }
             records += self
-                .nodes
-                .in_flight()
-                .filter_map(|in_flight| match &in_flight.awaited {
-                    Awaited::Produce(batches) => Some(batches),
-                    Awaited::Metadata | Awaited::ProducerId => None,
-                })
-                .flatten()
+                .batches_in_flight()
                 .map(|batch| batch.ids.len())
                 .sum::<usize>();
             records += self.unrouted.len() + self.waiting_for_memory.len();
