@@ -388,7 +388,6 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
         .finished = true;
 }
 
-/// Records of a poll in the history's shape.
 /// A value's bytes as its record carries them (`process-sequence`), formatted in a buffer the
 /// caller keeps: one allocation a record, for the bytes themselves.
 fn value_bytes(text: &mut String, value: Value) -> Bytes {
@@ -398,6 +397,7 @@ fn value_bytes(text: &mut String, value: Value) -> Bytes {
     Bytes::copy_from_slice(text.as_bytes())
 }
 
+/// Records of a poll in the history's shape.
 fn records_of(
     records: &[ConsumerRecord],
     names: &mut BTreeMap<TopicPartition, Partition>,
