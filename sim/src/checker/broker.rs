@@ -29,12 +29,13 @@
 //! the end of the final log by the end of it. Safety checks alone pass a broker that
 //! acknowledges nothing.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use super::{Analysis, Check, CheckResult, Samples};
-use crate::history::Partition;
+use super::{Analysis, Check, CheckResult, Samples, FINAL_READER};
+use crate::history::{Body, Op, OpType, Partition, Process};
 
-pub(super) fn check(analysis: &Analysis) -> Vec<CheckResult> {
+pub(super) fn check(analysis: &Analysis, ops: &[Op]) -> Vec<CheckResult> {
     vec![
         CheckResult::new(
             Check::HwMonotonic,
@@ -57,7 +58,7 @@ pub(super) fn check(analysis: &Analysis) -> Vec<CheckResult> {
         invariant(analysis, Check::HwWithinIsr),
         invariant(analysis, Check::StrongIsr),
         invariant(analysis, Check::CommittedLost),
-        CheckResult::new(Check::Stalled, stalled(analysis)),
+        CheckResult::new(Check::Stalled, stalled(analysis, ops)),
     ]
 }
 
@@ -65,7 +66,7 @@ pub(super) fn check(analysis: &Analysis) -> Vec<CheckResult> {
 /// quarters of the way through the liveness phase, and consumers that had not read their
 /// partitions to the end of the final log by the end of it (naming the partition, where the
 /// consumer stood and where the log ended).
-fn stalled(analysis: &Analysis) -> Vec<String> {
+fn stalled(analysis: &Analysis, ops: &[Op]) -> Vec<String> {
     let mut stuck: Vec<String> = analysis
         .unfinished_producers
         .iter()
@@ -77,7 +78,7 @@ fn stalled(analysis: &Analysis) -> Vec<String> {
         })
         .collect();
     stuck.extend(
-        lagging_consumers(analysis)
+        lagging_consumers(ops)
             .into_iter()
             .map(|(node, partition, at, last)| {
                 format!(
@@ -90,31 +91,49 @@ fn stalled(analysis: &Analysis) -> Vec<String> {
 }
 
 /// Each assigned consumer's partition whose last record in the final log it had not polled:
-/// `(consumer, partition, highest offset polled or -1, last offset of the final log)`.
-pub(super) fn lagging_consumers(analysis: &Analysis) -> Vec<(&str, &str, i64, i64)> {
-    let mut reached: std::collections::BTreeMap<(&str, &str), i64> =
-        std::collections::BTreeMap::new();
-    for poll in &analysis.polls {
-        let entry = reached.entry((&poll.node, &poll.partition)).or_insert(-1);
-        *entry = (*entry).max(poll.offset);
-    }
-    let mut lagging = Vec::new();
-    for (node, consumer) in &analysis.consumers {
-        for partition in &consumer.assigned {
-            let Some(last) = analysis
-                .final_logs
-                .get(partition)
-                .and_then(|log| log.keys().next_back())
-            else {
-                continue;
-            };
-            let at = reached.get(&(&**node, &**partition)).copied().unwrap_or(-1);
-            if at < *last {
-                lagging.push((&**node, &**partition, at, *last));
+/// `(consumer, partition, highest offset polled or -1, last offset of the final log)`, in
+/// consumer and partition order.
+///
+/// The harness also asks this every 100 ms of the liveness phase
+/// ([`consumers_caught_up`](super::consumers_caught_up)), so it is one pass over the history
+/// that keeps only what the answer needs, not a full [`Analysis`].
+pub(super) fn lagging_consumers(ops: &[Op]) -> Vec<(&str, &str, i64, i64)> {
+    let mut assigned: BTreeSet<(&str, &str)> = BTreeSet::new();
+    let mut reached: BTreeMap<(&str, &str), i64> = BTreeMap::new();
+    let mut last: BTreeMap<&str, i64> = BTreeMap::new();
+    for op in ops {
+        if !matches!(op.process, Process::Client(_)) {
+            continue;
+        }
+        let node = op.node.as_deref().unwrap_or("");
+        match &op.body {
+            Body::Poll { records, .. } if op.op_type == OpType::Ok => {
+                for (partition, entries) in records {
+                    let Some(highest) = entries.iter().map(|(offset, _)| *offset).max() else {
+                        continue;
+                    };
+                    let slot = if node == FINAL_READER {
+                        last.entry(partition).or_insert(highest)
+                    } else {
+                        reached.entry((node, partition)).or_insert(highest)
+                    };
+                    *slot = (*slot).max(highest);
+                }
             }
+            Body::Assign { partitions } if node != FINAL_READER => {
+                assigned.extend(partitions.iter().map(|partition| (node, &**partition)));
+            }
+            _ => {}
         }
     }
-    lagging
+    assigned
+        .into_iter()
+        .filter_map(|(node, partition)| {
+            let last = *last.get(partition)?;
+            let at = reached.get(&(node, partition)).copied().unwrap_or(-1);
+            (at < last).then_some((node, partition, at, last))
+        })
+        .collect()
 }
 
 /// A cluster invariant as the simulator's monitor judged it after every broker step.

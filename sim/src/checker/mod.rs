@@ -563,44 +563,8 @@ pub(crate) enum Coverage {
 /// Whether every assigned consumer has polled, in every partition it is assigned, the last
 /// record the final read found (the liveness phase waits for it before the run ends, as it waits
 /// for consumer groups; `stalled` names those that never get there).
-///
-/// The harness asks every 100 ms of the liveness phase, so this is one pass that keeps only what
-/// the answer needs (each consumer's assignment and furthest poll, each partition's last offset
-/// in the final read), not a full [`Analysis`]; it answers as
-/// `broker::lagging_consumers(&Analysis::new(ops)).is_empty()` does.
 pub fn consumers_caught_up(ops: &[Op]) -> bool {
-    let mut assigned: BTreeSet<(&str, &str)> = BTreeSet::new();
-    let mut reached: BTreeMap<(&str, &str), i64> = BTreeMap::new();
-    let mut last: BTreeMap<&str, i64> = BTreeMap::new();
-    for op in ops {
-        if !matches!(op.process, Process::Client(_)) {
-            continue;
-        }
-        let node = op.node.as_deref().unwrap_or("");
-        match &op.body {
-            Body::Poll { records, .. } if op.op_type == OpType::Ok => {
-                for (partition, entries) in records {
-                    let Some(highest) = entries.iter().map(|(offset, _)| *offset).max() else {
-                        continue;
-                    };
-                    let slot = if node == FINAL_READER {
-                        last.entry(partition).or_insert(highest)
-                    } else {
-                        reached.entry((node, partition)).or_insert(highest)
-                    };
-                    *slot = (*slot).max(highest);
-                }
-            }
-            Body::Assign { partitions } if node != FINAL_READER => {
-                assigned.extend(partitions.iter().map(|partition| (node, &**partition)));
-            }
-            _ => {}
-        }
-    }
-    assigned.iter().all(|&(node, partition)| {
-        last.get(partition)
-            .is_none_or(|&last| reached.get(&(node, partition)).copied().unwrap_or(-1) >= last)
-    })
+    broker::lagging_consumers(ops).is_empty()
 }
 
 /// Runs every check.
@@ -608,7 +572,7 @@ pub fn check_all(history: &History) -> Vec<CheckResult> {
     let analysis = Analysis::new(&history.ops);
     let mut results = delivery::check(&analysis);
     results.extend(order::check(&analysis));
-    results.extend(broker::check(&analysis));
+    results.extend(broker::check(&analysis, &history.ops));
     results.extend(group::check(&analysis));
     results.sort_by_key(|result| result.check);
     assert_eq!(
