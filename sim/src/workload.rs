@@ -12,7 +12,6 @@ use bytes::Bytes;
 use madsim::rand::Rng;
 use seedlog::broker::BrokerEvent;
 use seedlog::client::consumer::{ConsumerRecord, PartitionError, Polled, ResetReason};
-use seedlog::client::group::{recovery, Recovery};
 use seedlog::client::producer::{ProduceError, ProducerRecord};
 use seedlog::config::{Configurable, ConsumerConfig};
 use seedlog::protocol::ErrorCode;
@@ -1082,9 +1081,6 @@ async fn position(
     true
 }
 
-/// Attempts of a `commit-async` member's synchronous commit on revocation.
-const REVOKE_COMMIT_ATTEMPTS: usize = 10;
-
 /// A group member's application: what it processed since its last auto-commit.
 struct Application {
     processing: Processing,
@@ -1117,19 +1113,10 @@ impl RebalanceListener for RevokeCommit<'_> {
         if !self.commit {
             return;
         }
-        // Kafka's commitSync retries what it may (a lost connection, a moved coordinator)
-        // until its timeout; a refusal (a fenced generation) ends it.
-        for _ in 0..REVOKE_COMMIT_ATTEMPTS {
-            match self.recorder.try_commit(member, &offsets).await {
-                Err(ClientError::Kafka { error, .. })
-                    if recovery(error) != Recovery::Rediscover =>
-                {
-                    break
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-                Ok(()) => break,
-            }
-        }
+        // The member's commit is Kafka's commitSync: it retries what it may (a lost
+        // connection, a moved coordinator) until `default.api.timeout.ms`; a refusal (a
+        // fenced generation) ends it, and the next owner starts from the last commit.
+        self.recorder.commit(member, &offsets).await;
     }
 
     async fn on_partitions_assigned(&mut self, _: &mut GroupMember, _: &[TopicPartition]) {}

@@ -60,6 +60,9 @@ pub struct ConsumerConfig {
     pub request_timeout_ms: u64,
     /// `retry.backoff.ms` (default 100).
     pub retry_backoff_ms: u64,
+    /// `default.api.timeout.ms` (default 60000): how long a blocking call without a timeout of
+    /// its own (a synchronous commit) retries what failed retriably.
+    pub default_api_timeout_ms: u64,
     /// `metadata.max.age.ms` (default 300000): metadata older than this is asked for again.
     pub metadata_max_age_ms: u64,
     /// `seedlog.truncation.detection`: `kip-320` (default, Kafka's consumer since 2.3) fences
@@ -104,6 +107,7 @@ impl Default for ConsumerConfig {
             max_partition_fetch_bytes: 1_048_576,
             request_timeout_ms: 30_000,
             retry_backoff_ms: 100,
+            default_api_timeout_ms: 60_000,
             metadata_max_age_ms: 300_000,
             truncation_detection: true,
             group_id: None,
@@ -163,6 +167,9 @@ impl Configurable for ConsumerConfig {
             }
             "request.timeout.ms" => self.request_timeout_ms = parse_at_least(key, value, 0)?,
             "retry.backoff.ms" => self.retry_backoff_ms = parse_at_least(key, value, 0)?,
+            "default.api.timeout.ms" => {
+                self.default_api_timeout_ms = parse_at_least(key, value, 0)?
+            }
             "metadata.max.age.ms" => self.metadata_max_age_ms = parse_at_least(key, value, 0)?,
             "seedlog.truncation.detection" => {
                 self.truncation_detection = match value.trim() {

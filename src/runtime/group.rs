@@ -149,6 +149,8 @@ pub struct GroupMember {
     heartbeat_interval: Duration,
     request_timeout: Duration,
     retry_backoff: Duration,
+    /// `default.api.timeout.ms`: how long [`GroupMember::commit`] retries.
+    api_timeout: Duration,
     coordinator: Option<ClientConnection>,
     member_id: String,
     generation: i32,
@@ -178,6 +180,27 @@ fn text(value: &str) -> StrBytes {
     StrBytes::from_string(value.to_owned())
 }
 
+/// Whether a failed synchronous commit is tried again (Kafka's `commitSync`): the coordinator
+/// moved or is loading (`NOT_COORDINATOR`, `COORDINATOR_NOT_AVAILABLE`,
+/// `COORDINATOR_LOAD_IN_PROGRESS`, `REQUEST_TIMED_OUT`), or no answer came (the connection
+/// failed, was closed, timed out or carried something undecodable: the call dropped it, and
+/// the retry finds the coordinator again). A fenced generation or member
+/// (`ILLEGAL_GENERATION`, `UNKNOWN_MEMBER_ID`, `REBALANCE_IN_PROGRESS`: Kafka's
+/// `CommitFailedException` and `RebalanceInProgressException`) and every other refusal are not.
+fn commit_retriable(error: &ClientError) -> bool {
+    match error {
+        ClientError::Kafka { error, .. } => {
+            matches!(recovery(*error), Recovery::Rediscover | Recovery::Retry)
+        }
+        ClientError::Io(_)
+        | ClientError::Connection(_)
+        | ClientError::Timeout(_)
+        | ClientError::Codec(_)
+        | ClientError::Protocol(_)
+        | ClientError::Unsupported(_) => true,
+    }
+}
+
 fn kafka(error: ErrorCode, what: &str) -> ClientError {
     ClientError::Kafka {
         error,
@@ -201,6 +224,7 @@ impl GroupMember {
             heartbeat_interval: Duration::from_millis(config.heartbeat_interval_ms),
             request_timeout: Duration::from_millis(config.request_timeout_ms),
             retry_backoff: Duration::from_millis(config.retry_backoff_ms.max(1)),
+            api_timeout: Duration::from_millis(config.default_api_timeout_ms),
             coordinator: None,
             member_id: String::new(),
             generation: -1,
@@ -602,8 +626,32 @@ impl GroupMember {
 
     /// Commits `offsets` in the member's generation (Kafka's `commitSync`), after the
     /// asynchronous commits still in flight: `Err(Kafka)` with the first partition's error
-    /// when the coordinator refused (a fenced generation among them).
+    /// when the coordinator refused (a fenced generation among them). As Kafka's, a retriable
+    /// failure (see [`commit_retriable`]) is tried again every `retry.backoff.ms`, against the
+    /// coordinator found again, until `default.api.timeout.ms` has passed; the last failure is
+    /// the answer then.
     pub async fn commit(
+        &mut self,
+        offsets: &BTreeMap<TopicPartition, i64>,
+    ) -> Result<(), ClientError> {
+        let deadline = tokio::time::Instant::now() + self.api_timeout;
+        loop {
+            let outcome = self.commit_once(offsets).await;
+            match &outcome {
+                Err(error)
+                    if commit_retriable(error)
+                        && tokio::time::Instant::now() + self.retry_backoff < deadline =>
+                {
+                    tracing::debug!(%error, "OffsetCommit failed retriably: retrying");
+                    tokio::time::sleep(self.retry_backoff).await;
+                }
+                _ => return outcome,
+            }
+        }
+    }
+
+    /// One OffsetCommit of `offsets`: sent, answered, judged.
+    async fn commit_once(
         &mut self,
         offsets: &BTreeMap<TopicPartition, i64>,
     ) -> Result<(), ClientError> {
@@ -826,5 +874,49 @@ fn connection_timeout(
             request + Duration::from_millis(rebalance_timeout_ms.max(0) as u64)
         }
         _ => request,
+    }
+}
+
+#[cfg(all(test, not(madsim)))]
+mod tests {
+    use super::*;
+
+    fn refused(error: ErrorCode) -> ClientError {
+        kafka(error, "OffsetCommit")
+    }
+
+    #[test]
+    fn a_commit_is_retried_when_the_coordinator_moved_or_could_not_answer() {
+        for error in [
+            ErrorCode::NotCoordinator,
+            ErrorCode::CoordinatorNotAvailable,
+            ErrorCode::CoordinatorLoadInProgress,
+            ErrorCode::RequestTimedOut,
+            ErrorCode::NetworkException,
+        ] {
+            assert!(commit_retriable(&refused(error)), "{error:?}");
+        }
+        assert!(commit_retriable(&ClientError::Timeout(
+            Duration::from_secs(30)
+        )));
+        assert!(commit_retriable(&ClientError::Io(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused
+        ))));
+        // What the client reports when the broker closes the connection under a request.
+        assert!(commit_retriable(&ClientError::Protocol(
+            "connection closed by the broker".into()
+        )));
+    }
+
+    #[test]
+    fn a_fenced_commit_fails_at_once() {
+        for error in [
+            ErrorCode::IllegalGeneration,
+            ErrorCode::UnknownMemberId,
+            ErrorCode::RebalanceInProgress,
+            ErrorCode::OffsetMetadataTooLarge,
+        ] {
+            assert!(!commit_retriable(&refused(error)), "{error:?}");
+        }
     }
 }
