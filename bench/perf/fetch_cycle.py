@@ -38,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from peers import control, kwire  # noqa: E402
-from perf import tools  # noqa: E402
+from perf import report, tools  # noqa: E402
 
 SYSCALLS = "read,readv,recvfrom,recvmsg,write,writev,sendto,sendmsg,sendfile"
 READS = {"read", "readv", "recvfrom", "recvmsg"}
@@ -133,12 +133,20 @@ def cycles(calls: list[Call], fd: int) -> list[Cycle]:
 
 
 def spread(values: list[float]) -> str:
-    """'median (p10-p90)' in ms."""
+    """'median (p10–p90)' in ms."""
     if not values:
         return "-"
     s = sorted(values)
     pick = lambda q: s[min(len(s) - 1, int(q * len(s)))]  # noqa: E731
-    return f"{statistics.median(s):.2f} ({pick(0.1):.2f}-{pick(0.9):.2f})"
+    return f"{statistics.median(s):.2f} ({pick(0.1):.2f}–{pick(0.9):.2f})"
+
+
+def untraced(rates: list[float]) -> str:
+    """The untraced rounds as the peers table shows a cell: median (min–max)."""
+    median, low_high = report.median_spread(list(rates))
+    if median is None or low_high is None:
+        return "-"
+    return f"{report.fmt_num(median)} ({report.fmt_num(low_high[0])}–{report.fmt_num(low_high[1])})"
 
 
 def summarize(found: list[Cycle]) -> dict[str, str]:
@@ -189,7 +197,7 @@ def measure(broker: str, partitions: int, records: int, rounds: int, config: lis
     calls = parse_trace(trace_file.read_text(errors="replace"))
     fd = busiest_connection(calls)
     row = {"broker": broker, "partitions": str(partitions),
-           "untraced rec/s": f"{statistics.median(rates):,.0f} ({min(rates):,.0f}-{max(rates):,.0f})" if rates else "-",
+           "untraced rec/s": untraced(rates),
            "traced rec/s": f"{traced:,.0f}"}
     row.update(summarize(cycles(calls, fd)) if fd is not None else {})
     return row
