@@ -814,9 +814,11 @@ fn start_brokers(handle: &Handle, env: &Env, scenario: &Scenario) -> Brokers {
                         // a `clock_skew` fault reaches a broker when it starts
                         wall_clock_offset_ms: madsim::plugin::simulator::<SimClocks>().skew(node),
                     };
-                    let result = match config.process_role {
-                        ProcessRole::Broker => run_broker(config, storage, options).await,
-                        ProcessRole::Controller => run_controller(config, storage, options).await,
+                    // (No combined nodes: the scenario loader refuses `process.roles`.)
+                    let result = if config.process_role == ProcessRole::Controller {
+                        run_controller(config, storage, options).await
+                    } else {
+                        run_broker(config, storage, options).await
                     };
                     if let Err(error) = result {
                         tracing::error!(%error, "node stopped");

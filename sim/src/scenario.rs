@@ -732,22 +732,29 @@ fn build_cluster_size(
     Ok((brokers, controllers))
 }
 
+/// Broker keys the simulator sets for each node (addresses, data directory, identity, roles and
+/// the controller quorum): a scenario's `[cluster.config]` may not. Combined mode
+/// (`process.roles=broker,controller`) is a real-mode feature.
+const SIMULATOR_KEYS: &[&str] = &[
+    "listeners",
+    "advertised.listeners",
+    "log.dirs",
+    "log.dir",
+    "node.id",
+    "broker.id",
+    "process.roles",
+    "controller.quorum.voters",
+    "controller.quorum.bootstrap.servers",
+    "controller.listener.names",
+    "listener.security.protocol.map",
+    "inter.broker.listener.name",
+];
+
 fn build(loader: &Loader<'_>, raw: RawScenario) -> Result<Scenario, ScenarioError> {
     let cluster = raw.cluster.get_ref();
     let (brokers, controllers) = build_cluster_size(loader, cluster)?;
     let mut broker_config = BrokerConfig::default();
-    loader.apply(
-        &mut broker_config,
-        cluster.config.as_ref(),
-        &[
-            "listeners",
-            "advertised.listeners",
-            "log.dirs",
-            "log.dir",
-            "node.id",
-            "broker.id",
-        ],
-    )?;
+    loader.apply(&mut broker_config, cluster.config.as_ref(), SIMULATOR_KEYS)?;
     let broker_overrides = loader
         .config_pairs(cluster.config.as_ref())?
         .into_iter()

@@ -35,7 +35,7 @@ use crate::types::{BrokerEpoch, BrokerId, LeaderEpoch, Millis, TopicPartition};
 use super::metadata::{MetadataRecord, TopicMetadata};
 use super::replication::PartitionState;
 use super::startup::startup_events;
-use super::{Broker, BrokerEvent, Output, PeerRequestId, ReplyTo, ResponseBody};
+use super::{Broker, BrokerEvent, Output, PeerRequestId, PeerRole, ReplyTo, ResponseBody};
 
 /// The pause after a failed registration or metadata fetch.
 const RETRY_MS: u64 = 1_000;
@@ -168,6 +168,7 @@ impl<S: Storage> Broker<S> {
         membership.in_flight.insert(id, (call, now, voter));
         out.push(Output::PeerRequest {
             peer: voter,
+            role: PeerRole::Controller,
             id,
             api_version,
             body: Box::new(body),
@@ -650,17 +651,21 @@ impl<S: Storage> Broker<S> {
 
     /// Where another node listens: a controller from `controller.quorum.voters`, a broker from
     /// its registration in the metadata log.
-    pub fn peer_address(&self, peer: BrokerId) -> Option<String> {
-        if let Some(voter) = self
-            .config
-            .controller_quorum_voters
-            .iter()
-            .find(|voter| voter.id == peer.0)
-        {
-            return Some(format!("{}:{}", voter.host, voter.port));
+    pub fn peer_address(&self, peer: BrokerId, role: PeerRole) -> Option<String> {
+        match role {
+            PeerRole::Controller => {
+                let voter = self
+                    .config
+                    .controller_quorum_voters
+                    .iter()
+                    .find(|voter| voter.id == peer.0)?;
+                Some(format!("{}:{}", voter.host, voter.port))
+            }
+            PeerRole::Broker => {
+                let registration = self.cluster.as_ref()?.image.broker(peer)?;
+                Some(format!("{}:{}", registration.host, registration.port))
+            }
         }
-        let registration = self.cluster.as_ref()?.image.broker(peer)?;
-        Some(format!("{}:{}", registration.host, registration.port))
     }
 
     /// Whether `leader` is a broker that leads nothing right now.

@@ -16,6 +16,11 @@ use crate::config::{BrokerConfig, ConfigError, TopicConfig};
 /// Directory of the local metadata log.
 pub const METADATA_LOG_DIRECTORY: &str = "__cluster_metadata-0";
 
+/// Where a combined node's controller keeps its files (`process.roles=broker,controller`): a
+/// directory of `log.dirs` of its own, since the broker and the controller each keep a
+/// `__cluster_metadata-0` log. The broker never takes it for a stray partition.
+pub const COMBINED_CONTROLLER_DIRECTORY: &str = "__controller";
+
 /// One metadata record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]

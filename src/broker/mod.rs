@@ -109,6 +109,15 @@ pub enum Input {
     Shutdown,
 }
 
+/// Which of a node's roles a peer request goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerRole {
+    /// A controller of `controller.quorum.voters`, at its controller listener.
+    Controller,
+    /// A broker, at the listener its registration names.
+    Broker,
+}
+
 /// What the broker asks the driver to do.
 #[derive(Debug)]
 pub enum Output<F> {
@@ -138,10 +147,13 @@ pub enum Output<F> {
         /// What to sync.
         sync: FlushSync<F>,
     },
-    /// Send a request to another broker and feed its answer back as [`Input::PeerResponse`].
+    /// Send a request to another node and feed its answer back as [`Input::PeerResponse`].
     PeerRequest {
         /// To whom.
         peer: BrokerId,
+        /// Whether `peer` names a controller or a broker (a combined node is both, under one
+        /// id, on two listeners).
+        role: PeerRole,
         /// Echoed in the answer.
         id: PeerRequestId,
         /// The request's version.

@@ -29,7 +29,7 @@ use crate::storage::Storage;
 use crate::types::{BrokerId, LeaderEpoch, Millis, TopicPartition};
 
 use super::purgatory::FlushTarget;
-use super::{Broker, BrokerEvent, Output, PeerRequestId};
+use super::{Broker, BrokerEvent, Output, PeerRequestId, PeerRole};
 
 /// The Fetch version followers send: topics by name, `current_leader_epoch` (KIP-320) and the
 /// diverging epoch in the response.
@@ -440,6 +440,7 @@ impl<S: Storage> Broker<S> {
                 .in_flight = Some(id);
             out.push(Output::PeerRequest {
                 peer: leader,
+                role: PeerRole::Broker,
                 id,
                 api_version,
                 body: Box::new(body),

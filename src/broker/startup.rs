@@ -326,6 +326,7 @@ impl<S: Storage> Broker<S> {
                 continue;
             };
             let known = directory == METADATA_LOG_DIRECTORY
+                || directory == super::metadata::COMBINED_CONTROLLER_DIRECTORY
                 || TopicPartition::parse(directory).is_some_and(|partition| {
                     self.controller
                         .image

@@ -1,5 +1,6 @@
 //! Broker configs (`server.properties`), Kafka names and defaults.
 
+use super::listeners::ListenerKeys;
 use super::{parse_at_least, parse_bool, parse_ratio, ConfigError, Configurable, Ratio};
 
 /// A `PLAINTEXT://host:port` listener.
@@ -12,33 +13,6 @@ pub struct Listener {
 }
 
 impl Listener {
-    /// Parses `PLAINTEXT://host:port` (the only security protocol seedlog speaks).
-    pub fn parse(key: &str, value: &str) -> Result<Listener, ConfigError> {
-        if value.contains(',') {
-            return Err(ConfigError::not_implemented(
-                key,
-                "seedlog serves exactly one listener",
-            ));
-        }
-        let Some(address) = value.trim().strip_prefix("PLAINTEXT://") else {
-            return Err(ConfigError::invalid(
-                key,
-                value,
-                "expected PLAINTEXT://host:port",
-            ));
-        };
-        let (host, port) = address
-            .rsplit_once(':')
-            .ok_or_else(|| ConfigError::invalid(key, value, "missing :port"))?;
-        let port = port
-            .parse::<u16>()
-            .map_err(|_| ConfigError::invalid(key, value, "bad port"))?;
-        Ok(Listener {
-            host: host.trim_matches(['[', ']']).to_owned(),
-            port,
-        })
-    }
-
     /// `host:port` to bind (an empty host binds every interface).
     pub fn bind_address(&self) -> String {
         let host = if self.host.is_empty() {
@@ -55,10 +29,15 @@ impl Listener {
 pub struct BrokerConfig {
     /// `node.id`: this broker's id (Kafka requires it in KRaft mode; seedlog defaults to 0).
     pub node_id: i32,
-    /// `listeners`.
+    /// The broker listener of `listeners` (a controller-only node's controller listener).
     pub listeners: Listener,
-    /// `advertised.listeners`: what Metadata responses tell clients (default: `listeners`).
+    /// The entry of `advertised.listeners` for the broker listener: what Metadata responses
+    /// tell clients (default: `listeners`).
     pub advertised_listeners: Option<Listener>,
+    /// A combined node's controller listener (the entry `controller.listener.names` names).
+    pub controller_listener: Option<Listener>,
+    /// The listener keys as written; resolved into the three fields above by `validate`.
+    pub listener_keys: ListenerKeys,
     /// `log.dirs` (or `log.dir`): the data directory. One directory for now.
     pub log_dirs: String,
     /// `log.flush.interval.messages`: default of the topic config `flush.messages`.
@@ -119,6 +98,11 @@ pub struct BrokerConfig {
     /// `controller.quorum.voters` (`id@host:port,...`): the controllers this broker registers
     /// with and follows the metadata of. Empty: the broker is its own controller (one node).
     pub controller_quorum_voters: Vec<Voter>,
+    /// `controller.quorum.bootstrap.servers` (`host:port,...`), Kafka 4's alternative to
+    /// `controller.quorum.voters`. seedlog's voter set is static, so it stands for the voters:
+    /// on a controller, one server, this node (Kafka's `--standalone`); on a broker, any number,
+    /// each given a handle of its own.
+    pub controller_quorum_bootstrap_servers: Vec<Listener>,
     /// `broker.heartbeat.interval.ms` (default 2000).
     pub broker_heartbeat_interval_ms: i64,
     /// `broker.session.timeout.ms` (default 9000): on a controller, how long a broker may go
@@ -140,6 +124,8 @@ pub struct BrokerConfig {
     pub groups: GroupConfig,
     /// The log cleaner's keys (`log.cleaner.*`).
     pub cleaner: LogCleanerConfig,
+    /// Keys set that change nothing in seedlog, with why (logged at start-up).
+    pub without_effect: Vec<(String, String)>,
 }
 
 /// The log cleaner's configs (compaction of `cleanup.policy=compact` topics), Kafka's names and
@@ -259,6 +245,48 @@ pub enum ControllerQuorum {
 }
 
 impl BrokerConfig {
+    /// Turns `controller.quorum.bootstrap.servers` into the static voter set seedlog runs.
+    fn resolve_quorum(&mut self) -> Result<(), ConfigError> {
+        let servers = &self.controller_quorum_bootstrap_servers;
+        if servers.is_empty() {
+            return Ok(());
+        }
+        let key = "controller.quorum.bootstrap.servers";
+        let voters: Vec<Voter> = match self.process_role {
+            ProcessRole::Broker => servers
+                .iter()
+                .enumerate()
+                .map(|(index, server)| Voter {
+                    // A broker only needs a handle per controller: its requests to controllers
+                    // are addressed by role, so a broker with the same id is never confused.
+                    id: i32::MAX - index as i32,
+                    host: server.host.clone(),
+                    port: server.port,
+                })
+                .collect(),
+            ProcessRole::Controller | ProcessRole::Combined => match servers.as_slice() {
+                [server] => vec![Voter {
+                    id: self.node_id,
+                    host: server.host.clone(),
+                    port: server.port,
+                }],
+                _ => {
+                    return Err(ConfigError::not_implemented(
+                        key,
+                        "a quorum of several controllers is set with controller.quorum.voters (seedlog's voter set is static)",
+                    ))
+                }
+            },
+        };
+        if !self.controller_quorum_voters.is_empty() && self.controller_quorum_voters != voters {
+            return Err(ConfigError::Conflict(format!(
+                "set controller.quorum.voters or {key}, not both"
+            )));
+        }
+        self.controller_quorum_voters = voters;
+        Ok(())
+    }
+
     /// The quorum a controller runs: as configured, else Raft with several voters.
     pub fn controller_quorum(&self) -> ControllerQuorum {
         self.controller_quorum
@@ -278,6 +306,19 @@ pub enum ProcessRole {
     Broker,
     /// A controller.
     Controller,
+    /// Both in one process (`process.roles=broker,controller`, Kafka's combined mode): a
+    /// controller on the listener `controller.listener.names` names, a broker on the other.
+    Combined,
+}
+
+impl std::fmt::Display for ProcessRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ProcessRole::Broker => "broker",
+            ProcessRole::Controller => "controller",
+            ProcessRole::Combined => "broker,controller",
+        })
+    }
 }
 
 /// One controller of `controller.quorum.voters`.
@@ -387,6 +428,8 @@ impl Default for BrokerConfig {
                 port: 9092,
             },
             advertised_listeners: None,
+            controller_listener: None,
+            listener_keys: ListenerKeys::default(),
             log_dirs: "/tmp/kafka-logs".to_owned(),
             log_flush_interval_messages: i64::MAX,
             log_flush_interval_ms: None,
@@ -414,6 +457,7 @@ impl Default for BrokerConfig {
             metrics_listener: None,
             replication: ReplicationConfig::default(),
             controller_quorum_voters: Vec::new(),
+            controller_quorum_bootstrap_servers: Vec::new(),
             broker_heartbeat_interval_ms: 2_000,
             broker_session_timeout_ms: 9_000,
             process_role: ProcessRole::Broker,
@@ -421,6 +465,7 @@ impl Default for BrokerConfig {
             metadata_snapshot_entries: 500,
             groups: GroupConfig::default(),
             cleaner: LogCleanerConfig::default(),
+            without_effect: Vec::new(),
         }
     }
 }
@@ -540,20 +585,46 @@ impl BrokerConfig {
     fn set_cluster(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         match key {
             "process.roles" => {
-                self.process_role = match value.trim() {
-                    "broker" => ProcessRole::Broker,
-                    "controller" => ProcessRole::Controller,
+                let mut roles: Vec<&str> = value.split(',').map(str::trim).collect();
+                roles.sort_unstable();
+                self.process_role = match roles.as_slice() {
+                    ["broker"] => ProcessRole::Broker,
+                    ["controller"] => ProcessRole::Controller,
+                    ["broker", "controller"] => ProcessRole::Combined,
                     _ => {
                         return Err(ConfigError::invalid(
                             key,
                             value,
-                            "expected broker or controller (combined mode is not implemented)",
+                            "expected broker, controller or broker,controller",
                         ))
                     }
                 }
             }
             "controller.quorum.voters" => {
                 self.controller_quorum_voters = Voter::parse_list(key, value)?;
+            }
+            "controller.quorum.bootstrap.servers" => {
+                self.controller_quorum_bootstrap_servers = super::parse_servers(value)
+                    .iter()
+                    .map(|server| {
+                        let invalid = || ConfigError::invalid(key, value, "expected host:port,...");
+                        let (host, port) = server.rsplit_once(':').ok_or_else(invalid)?;
+                        Ok(Listener {
+                            host: host.trim_matches(['[', ']']).to_owned(),
+                            port: port.parse().map_err(|_| invalid())?,
+                        })
+                    })
+                    .collect::<Result<_, ConfigError>>()?;
+            }
+            "controller.listener.names" => {
+                self.listener_keys.controller_names = super::listeners::parse_names(value)
+            }
+            "inter.broker.listener.name" => {
+                self.listener_keys.inter_broker = Some(value.trim().to_ascii_uppercase())
+            }
+            "listener.security.protocol.map" => {
+                self.listener_keys.protocol_map =
+                    Some(super::listeners::parse_protocol_map(key, value)?)
             }
             "seedlog.controller.quorum" => {
                 self.controller_quorum = Some(match value.trim() {
@@ -611,8 +682,48 @@ impl BrokerConfig {
             "offsets.retention.check.interval.ms" => {
                 groups.offsets_retention_check_interval_ms = parse_at_least(key, value, 1)?
             }
-            _ => return Err(ConfigError::unknown(key)),
+            _ => return self.set_without_effect(key, value),
         }
+        Ok(())
+    }
+
+    /// Kafka keys whose value is checked and kept, but which change nothing in seedlog: thread
+    /// pools it does not have, socket buffers it leaves to the kernel, and the internal topics
+    /// of features it does not have yet. Kafka's own `server.properties` sets them, so a node
+    /// started from it runs; `seedlog broker` logs each one at start-up.
+    fn set_without_effect(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        let (min, why) = match key {
+            "num.network.threads"
+            | "num.io.threads"
+            | "num.replica.fetchers"
+            | "num.recovery.threads.per.data.dir"
+            | "background.threads" => (1, "seedlog's runtime sizes its own threads"),
+            "socket.send.buffer.bytes" | "socket.receive.buffer.bytes" => (
+                -1,
+                "seedlog leaves socket buffers to the kernel's autotuning (as -1 does)",
+            ),
+            "transaction.state.log.replication.factor"
+            | "transaction.state.log.min.isr"
+            | "transaction.state.log.num.partitions" => (
+                1,
+                "no transactions yet: __transaction_state is never created",
+            ),
+            "share.coordinator.state.topic.replication.factor"
+            | "share.coordinator.state.topic.min.isr" => {
+                (1, "no share groups: __share_group_state is never created")
+            }
+            _ => return Err(ConfigError::unknown(key)),
+        };
+        if key.starts_with("socket.") {
+            let parsed: i32 = parse_at_least(key, value, min)?;
+            if parsed == 0 {
+                return Err(ConfigError::invalid(key, value, "must be -1 or positive"));
+            }
+        } else {
+            parse_at_least::<i32>(key, value, min)?;
+        }
+        self.without_effect.retain(|(known, _)| known != key);
+        self.without_effect.push((key.to_owned(), why.to_owned()));
         Ok(())
     }
 }
@@ -621,9 +732,11 @@ impl Configurable for BrokerConfig {
     fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         match key {
             "node.id" | "broker.id" => self.node_id = parse_at_least(key, value, 0)?,
-            "listeners" => self.listeners = Listener::parse(key, value)?,
+            "listeners" => {
+                self.listener_keys.listeners = Some(super::listeners::parse_list(key, value)?)
+            }
             "advertised.listeners" => {
-                self.advertised_listeners = Some(Listener::parse(key, value)?)
+                self.listener_keys.advertised = Some(super::listeners::parse_list(key, value)?)
             }
             "log.dirs" | "log.dir" => {
                 if value.contains(',') {
@@ -677,9 +790,6 @@ impl Configurable for BrokerConfig {
             "unclean.leader.election.enable" => {
                 self.unclean_leader_election_enable = parse_bool(key, value)?
             }
-            "controller.listener.names" | "num.network.threads" | "num.io.threads" => {
-                return Err(ConfigError::not_implemented(key, ""));
-            }
             _ => return self.set_network(key, value),
         }
         Ok(())
@@ -708,15 +818,24 @@ impl Configurable for BrokerConfig {
                 self.broker_heartbeat_interval_ms, self.broker_session_timeout_ms
             )));
         }
-        if self.process_role == ProcessRole::Controller
+        self.resolve_quorum()?;
+        let resolved = self
+            .listener_keys
+            .resolve(self.process_role, &self.listeners)?;
+        self.listeners = resolved.served;
+        if self.listener_keys.advertised.is_some() {
+            self.advertised_listeners = resolved.advertised;
+        }
+        self.controller_listener = resolved.controller;
+        if self.process_role != ProcessRole::Broker
             && !self
                 .controller_quorum_voters
                 .iter()
                 .any(|voter| voter.id == self.node_id)
         {
             return Err(ConfigError::Conflict(format!(
-                "process.roles=controller needs node.id={} among controller.quorum.voters",
-                self.node_id
+                "process.roles={} needs node.id={} among controller.quorum.voters",
+                self.process_role, self.node_id
             )));
         }
         if self.controller_quorum == Some(ControllerQuorum::Local)
@@ -773,6 +892,103 @@ mod tests {
         assert_eq!(config.advertised().host, "127.0.0.1");
         assert_eq!(config.log_dirs, "/data/x");
         assert_eq!(config.log_flush_interval_messages, 1);
+    }
+
+    #[test]
+    fn kafkas_combined_server_properties_run_a_controller_and_a_broker() {
+        let text = "process.roles=broker,controller\nnode.id=1\n\
+            controller.quorum.bootstrap.servers=localhost:9093\n\
+            listeners=PLAINTEXT://:9092,CONTROLLER://:9093\n\
+            inter.broker.listener.name=PLAINTEXT\n\
+            advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093\n\
+            controller.listener.names=CONTROLLER\n\
+            listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL\n\
+            num.network.threads=3\nsocket.send.buffer.bytes=102400\n\
+            transaction.state.log.replication.factor=1\n";
+        let mut config = BrokerConfig::default();
+        apply_properties(&mut config, &parse_properties(text).expect("parses")).expect("valid");
+        assert_eq!(config.process_role, ProcessRole::Combined);
+        assert_eq!(config.listeners.port, 9092);
+        assert_eq!(
+            config.controller_listener.as_ref().map(|l| l.port),
+            Some(9093)
+        );
+        assert_eq!(config.advertised().host, "localhost");
+        // The one bootstrap server is this node: a quorum of one (Kafka's --standalone).
+        assert_eq!(
+            config.controller_quorum_voters,
+            vec![Voter {
+                id: 1,
+                host: "localhost".to_owned(),
+                port: 9093
+            }]
+        );
+        let kept: Vec<&str> = config
+            .without_effect
+            .iter()
+            .map(|(key, _)| key.as_str())
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                "num.network.threads",
+                "socket.send.buffer.bytes",
+                "transaction.state.log.replication.factor"
+            ]
+        );
+        // Validating again (a later key) resolves to the same.
+        let before = config.clone();
+        config.apply([("num.partitions", "3")]).expect("valid");
+        assert_eq!(
+            config.controller_quorum_voters,
+            before.controller_quorum_voters
+        );
+        assert_eq!(config.listeners, before.listeners);
+    }
+
+    #[test]
+    fn combined_mode_refuses_what_it_cannot_serve() {
+        let check = |text: &str, wanted: &str| {
+            let mut config = BrokerConfig::default();
+            let error = apply_properties(&mut config, &parse_properties(text).expect("parses"))
+                .expect_err(text);
+            assert!(error.to_string().contains(wanted), "{text}: {error}");
+        };
+        let combined = "process.roles=broker,controller\nnode.id=1\n\
+            listeners=PLAINTEXT://:9092,CONTROLLER://:9093\n";
+        check(combined, "needs controller.listener.names");
+        check(
+            &format!("{combined}controller.listener.names=CONTROLLER\n"),
+            "needs node.id=1 among controller.quorum.voters",
+        );
+        check(
+            &format!("{combined}controller.listener.names=CONTROLLER\ncontroller.quorum.bootstrap.servers=a:1,b:2\n"),
+            "controller.quorum.voters",
+        );
+        check(
+            &format!("{combined}controller.listener.names=CONTROLLER\ncontroller.quorum.voters=2@a:1\ncontroller.quorum.bootstrap.servers=a:1\n"),
+            "not both",
+        );
+        check(
+            "process.roles=broker,admin\n",
+            "expected broker, controller or broker,controller",
+        );
+        check("num.io.threads=0\n", "at least 1");
+        check("socket.send.buffer.bytes=0\n", "-1 or positive");
+    }
+
+    #[test]
+    fn a_broker_addresses_controllers_from_bootstrap_servers() {
+        let mut config = BrokerConfig::default();
+        config
+            .apply([("controller.quorum.bootstrap.servers", "c1:9093,c2:9093")])
+            .expect("valid");
+        let hosts: Vec<&str> = config
+            .controller_quorum_voters
+            .iter()
+            .map(|v| v.host.as_str())
+            .collect();
+        assert_eq!(hosts, ["c1", "c2"]);
     }
 
     #[test]

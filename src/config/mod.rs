@@ -3,10 +3,14 @@
 //! Every config is set from `(key, value)` string pairs, the way Kafka receives them: from a
 //! `server.properties`-style file ([`parse_properties`]), from CreateTopics config entries, or
 //! from a scenario file. Unknown keys are rejected; Kafka keys that seedlog does not implement
-//! yet are rejected with a message saying so, never silently ignored.
+//! yet are rejected with a message saying so, never silently ignored. A few broker keys that
+//! Kafka's own `server.properties` sets and that would change nothing here (thread counts,
+//! socket buffers, the internal topics of features seedlog lacks) are kept in
+//! `BrokerConfig::without_effect`, and the broker logs each at start-up.
 
 pub mod broker;
 pub mod consumer;
+pub mod listeners;
 pub mod producer;
 pub mod topic;
 

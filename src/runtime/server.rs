@@ -14,9 +14,9 @@ use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 
 use crate::broker::metrics::BrokerMetrics;
 use crate::broker::{
-    Broker, BrokerError, BrokerEvent, ConnectionId, FlushId, Input, Output, Response,
+    Broker, BrokerError, BrokerEvent, ConnectionId, FlushId, Input, Output, PeerRole, Response,
 };
-use crate::config::broker::ControllerQuorum;
+use crate::config::broker::{ControllerQuorum, ProcessRole};
 use crate::config::BrokerConfig;
 use crate::controller::node::{ControllerNode, QuorumInput, QuorumKind};
 use crate::log::FlushSync;
@@ -45,7 +45,7 @@ pub trait Served<F>: StateMachine<Input = Input, Output = Output<F>> {
     /// A snapshot for the metrics endpoint, if the machine has one.
     fn metrics_snapshot(&self) -> Option<BrokerMetrics>;
     /// Where to reach another node (`host:port`), if known.
-    fn peer_address(&self, peer: BrokerId) -> Option<String>;
+    fn peer_address(&self, peer: BrokerId, role: PeerRole) -> Option<String>;
 }
 
 impl<S: DurableStorage> Served<S::File> for Broker<S> {
@@ -53,8 +53,8 @@ impl<S: DurableStorage> Served<S::File> for Broker<S> {
         Some(self.metrics())
     }
 
-    fn peer_address(&self, peer: BrokerId) -> Option<String> {
-        Broker::peer_address(self, peer)
+    fn peer_address(&self, peer: BrokerId, role: PeerRole) -> Option<String> {
+        Broker::peer_address(self, peer, role)
     }
 }
 
@@ -63,7 +63,7 @@ impl<S: DurableStorage> Served<S::File> for ControllerNode<S> {
         None
     }
 
-    fn peer_address(&self, _peer: BrokerId) -> Option<String> {
+    fn peer_address(&self, _peer: BrokerId, _role: PeerRole) -> Option<String> {
         None
     }
 }
@@ -251,6 +251,58 @@ pub async fn run_controller<S: DurableStorage>(
         "controller listening"
     );
     serve(node, clock, storage, listening, options, quorum).await
+}
+
+pub use crate::broker::metadata::COMBINED_CONTROLLER_DIRECTORY;
+
+/// Kafka's combined mode (`process.roles=broker,controller`): a controller on the listener
+/// `controller.listener.names` names, with its files in `controller_storage`, and a broker on
+/// the other listener, in one process. A shutdown stops the broker first, then the controller,
+/// as Kafka's `KafkaRaftServer` does; when either stops on its own, the other is stopped too.
+pub async fn run_combined<S: DurableStorage>(
+    config: BrokerConfig,
+    storage: S,
+    controller_storage: S,
+    options: ServerOptions,
+) -> Result<(), ServerError> {
+    let mut controller_config = config.clone();
+    controller_config.process_role = ProcessRole::Controller;
+    controller_config.listeners = config
+        .controller_listener
+        .clone()
+        .expect("validated: a combined node has a controller listener");
+    controller_config.metrics_listener = None;
+    let mut broker_config = config;
+    broker_config.process_role = ProcessRole::Broker;
+    let stop_controller = Arc::new(Notify::new());
+    let stop_broker = options.shutdown.clone().unwrap_or_default();
+    let controller_options = ServerOptions {
+        shutdown: Some(stop_controller.clone()),
+        ..options.clone()
+    };
+    let broker_options = ServerOptions {
+        shutdown: Some(stop_broker.clone()),
+        ..options
+    };
+    let mut controller = Box::pin(run_controller(
+        controller_config,
+        controller_storage,
+        controller_options,
+    ));
+    let mut broker = Box::pin(run_broker(broker_config, storage, broker_options));
+    tokio::select! {
+        stopped = &mut broker => {
+            stop_controller.notify_one();
+            let controller_stopped = controller.await;
+            stopped.and(controller_stopped)
+        }
+        stopped = &mut controller => {
+            tracing::error!("the controller stopped: stopping the broker");
+            stop_broker.notify_one();
+            let broker_stopped = broker.await;
+            stopped.and(broker_stopped)
+        }
+    }
 }
 
 /// Where and how a node listens.
@@ -469,11 +521,12 @@ fn carry_out<S: DurableStorage, M: Served<S::File>>(
             Output::Stopped { clean } => stopped = Some(clean),
             Output::PeerRequest {
                 peer,
+                role,
                 id,
                 api_version,
                 body,
             } => {
-                let address = driver.machine().peer_address(peer);
+                let address = driver.machine().peer_address(peer, role);
                 let call = PeerCall {
                     id,
                     api_version,

@@ -29,18 +29,33 @@ def free_port() -> int:
 
 
 class Broker:
-    """A `seedlog broker` process; `properties` are added to its node.id, listeners and log.dirs."""
+    """A `seedlog broker` process; `properties` are added to its node.id, listeners and log.dirs.
+    `listeners` replaces the one PLAINTEXT listener on `port` (which must be among them: the
+    process counts as started once it accepts there)."""
 
-    def __init__(self, directory: Path, node_id: int = 0, properties: str = "", port: int | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        node_id: int = 0,
+        properties: str = "",
+        port: int | None = None,
+        listeners: str | None = None,
+    ) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
         self.address = f"127.0.0.1:{self.port}"
-        config = directory / "server.properties"
-        config.write_text(
-            f"node.id={node_id}\nlisteners=PLAINTEXT://{self.address}\nlog.dirs={directory / 'data'}\n{properties}"
+        self.config = directory / "server.properties"
+        listeners = listeners or f"PLAINTEXT://{self.address}"
+        self.config.write_text(
+            f"node.id={node_id}\nlisteners={listeners}\nlog.dirs={directory / 'data'}\n{properties}"
         )
+        self.start()
+
+    def start(self) -> None:
+        """Starts the process (again) on the same config and data directory."""
+        directory, config = self.config.parent, self.config
         self.log_path = directory / "broker.log"
-        self.log = self.log_path.open("w")
+        self.log = self.log_path.open("a")
         self.process = subprocess.Popen(
             [str(seedlog_binary()), "broker", "--config", str(config)], stdout=subprocess.DEVNULL, stderr=self.log
         )

@@ -129,6 +129,21 @@ fn an_unknown_key_is_reported_at_its_line() {
 }
 
 #[test]
+fn keys_the_simulator_sets_are_refused_in_a_scenario() {
+    for key in ["listeners", "process.roles", "controller.listener.names"] {
+        let text = GOOD.replace(
+            r#"config = { "log.flush.interval.messages" = 1 }"#,
+            &format!(r#"config = {{ "{key}" = "x" }}"#),
+        );
+        let error = error_of(&text);
+        assert!(
+            error.contains(&format!("'{key}' is set by the simulator")),
+            "{key}: {error}"
+        );
+    }
+}
+
+#[test]
 fn a_bad_kafka_config_value_is_reported_with_kafkas_reason() {
     let text = GOOD.replace(r#""acks" = "all""#, r#""acks" = "2""#);
     let error = error_of(&text);

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -17,7 +17,9 @@ use seedlog::runtime::admin::{create_topics, metadata, partition_count, NewTopic
 use seedlog::runtime::client::ClientConnection;
 use seedlog::runtime::consumer::{Consumer, ConsumerRecord};
 use seedlog::runtime::producer::Producer;
-use seedlog::runtime::server::{run_broker, run_controller, ServerOptions};
+use seedlog::runtime::server::{
+    run_broker, run_combined, run_controller, ServerOptions, COMBINED_CONTROLLER_DIRECTORY,
+};
 use seedlog::runtime::storage::FileStorage;
 use seedlog::types::TopicPartition;
 use std::sync::Arc;
@@ -245,6 +247,9 @@ async fn broker(path: PathBuf) -> anyhow::Result<()> {
     let mut config = BrokerConfig::default();
     let properties = parse_properties(&text).with_context(|| format!("{}", path.display()))?;
     apply_properties(&mut config, &properties).with_context(|| format!("{}", path.display()))?;
+    for (key, why) in &config.without_effect {
+        tracing::warn!(key = %key, "set, but changes nothing: {why}");
+    }
     let storage = FileStorage::new(&config.log_dirs)
         .with_context(|| format!("opening log.dirs={}", config.log_dirs))?;
     let seed = madsim::rand::random::<u64>();
@@ -258,8 +263,14 @@ async fn broker(path: PathBuf) -> anyhow::Result<()> {
         wall_clock_offset_ms: 0,
     };
     match config.process_role {
-        ProcessRole::Broker => run_broker(config, storage, options).await?,
-        ProcessRole::Controller => run_controller(config, storage, options).await?,
+        ProcessRole::Broker => Box::pin(run_broker(config, storage, options)).await?,
+        ProcessRole::Controller => Box::pin(run_controller(config, storage, options)).await?,
+        ProcessRole::Combined => {
+            let directory = Path::new(&config.log_dirs).join(COMBINED_CONTROLLER_DIRECTORY);
+            let controller_storage = FileStorage::new(&directory)
+                .with_context(|| format!("opening {}", directory.display()))?;
+            Box::pin(run_combined(config, storage, controller_storage, options)).await?
+        }
     }
     Ok(())
 }

@@ -171,6 +171,7 @@ impl Cluster {
             }
             Output::PeerRequest {
                 peer,
+                role: _,
                 id,
                 api_version,
                 body,

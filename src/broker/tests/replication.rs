@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 
 use super::*;
-use crate::broker::{PartitionState, PeerRequestId};
+use crate::broker::{PartitionState, PeerRequestId, PeerRole};
 use crate::types::{BrokerId, LeaderEpoch};
 
 const LEADER: usize = 0;
@@ -111,10 +111,14 @@ impl Pair {
             }
             Output::PeerRequest {
                 peer,
+                role,
                 id,
                 api_version,
                 body,
-            } => self.deliver_peer_request(index, peer, id, api_version, *body),
+            } => {
+                assert_eq!(role, PeerRole::Broker, "replicas fetch from brokers");
+                self.deliver_peer_request(index, peer, id, api_version, *body)
+            }
             Output::Respond {
                 connection,
                 response,
