@@ -145,7 +145,7 @@ impl ListenerKeys {
             Err(ConfigError::not_implemented(
                 "listeners",
                 &format!(
-                    "listener '{}' is {protocol}; seedlog speaks PLAINTEXT only",
+                    "listener '{}' uses security protocol {protocol}; seedlog speaks PLAINTEXT only",
                     entry.name
                 ),
             ))

@@ -291,6 +291,7 @@ pub async fn run_combined<S: DurableStorage>(
     ));
     let mut broker = Box::pin(run_broker(broker_config, storage, broker_options));
     tokio::select! {
+        biased;
         stopped = &mut broker => {
             stop_controller.notify_one();
             let controller_stopped = controller.await;

@@ -44,7 +44,15 @@ fn a_bad_value_is_rejected_with_kafkas_rule() {
     let (ok, stderr) = broker_with("listeners=SSL://:9093\n");
     assert!(!ok);
     assert!(
-        stderr.contains("expected PLAINTEXT://host:port"),
+        stderr.contains("listener 'SSL' uses security protocol SSL; seedlog speaks PLAINTEXT only"),
+        "{stderr}"
+    );
+    let (ok, stderr) = broker_with("listeners=localhost:9093\n");
+    assert!(!ok);
+    assert!(
+        stderr.contains(
+            "line 1: invalid value 'localhost:9093' for 'listeners': 'localhost:9093': expected NAME://host:port"
+        ),
         "{stderr}"
     );
 }
