@@ -515,7 +515,9 @@ fn event_partition(event: &BrokerEvent) -> &TopicPartition {
         | BrokerEvent::Offline { partition, .. }
         | BrokerEvent::Appended { partition, .. }
         | BrokerEvent::PartitionState { partition, .. } => partition,
-        BrokerEvent::ControllerActive { .. } => unreachable!("handled before"),
+        BrokerEvent::ControllerActive { .. } | BrokerEvent::CommitAdmitted { .. } => {
+            unreachable!("handled before")
+        }
     }
 }
 

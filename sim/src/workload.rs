@@ -23,7 +23,7 @@ use seedlog::runtime::producer::Producer;
 use seedlog::runtime::server::BrokerObserver;
 use seedlog::types::TopicPartition;
 
-use crate::checker::FINAL_READER;
+use crate::checker::{Check, FINAL_READER};
 use crate::cluster_monitor::ClusterMonitor;
 use crate::history::{self, Body, Completion, FinalRead, Partition, Recorder, Records, Value};
 use crate::scenario::{ConsumerSpec, GroupSpec, OnRestart, Processing, ProducerSpec};
@@ -196,8 +196,56 @@ impl BrokerObserver for HistoryObserver {
             }
             // The monitor's food: too many to record, and what they break is recorded.
             BrokerEvent::Appended { .. } | BrokerEvent::PartitionState { .. } => return,
+            BrokerEvent::CommitAdmitted {
+                partition,
+                group,
+                member,
+                generation,
+                group_generation,
+                member_known,
+            } => {
+                // Recorded only when the coordinator should have fenced it.
+                let Some(detail) =
+                    unfenced_commit(group, member, *generation, *group_generation, *member_known)
+                else {
+                    return;
+                };
+                let body = Body::Invariant {
+                    check: Check::UnfencedCommit,
+                    partition: self.name(partition),
+                    detail: format!("{} admitted {detail}", self.node),
+                };
+                self.env.event(INVARIANTS, body);
+                return;
+            }
         };
         self.env.event(&self.node, body);
+    }
+}
+
+/// Why the coordinator should have refused a commit it admitted (`unfenced-commit`): a commit
+/// that names a generation must come from a member of the group's current generation, as
+/// Kafka's `GroupCoordinator` requires (a simple consumer's commit, generation -1, is not
+/// fenced).
+fn unfenced_commit(
+    group: &str,
+    member: &str,
+    generation: i32,
+    group_generation: i32,
+    member_known: bool,
+) -> Option<String> {
+    if generation < 0 {
+        None
+    } else if !member_known {
+        Some(format!(
+            "a commit of group {group} by {member}, not a member of generation {group_generation}"
+        ))
+    } else if generation != group_generation {
+        Some(format!(
+            "a commit of group {group} in generation {generation} while the group was in generation {group_generation}"
+        ))
+    } else {
+        None
     }
 }
 
@@ -1265,5 +1313,31 @@ async fn group_consumer_incarnation(env: Env, spec: ConsumerSpec, stop: Arc<Atom
         application
             .handle(&mut recorder, &mut member, &mut consumer, &polled.records)
             .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unfenced_commit;
+
+    #[test]
+    fn a_commit_is_fenced_unless_its_member_is_in_the_current_generation() {
+        assert_eq!(
+            unfenced_commit("g", "m", 3, 3, true),
+            None,
+            "current member and generation"
+        );
+        assert_eq!(
+            unfenced_commit("g", "", -1, 0, false),
+            None,
+            "a simple consumer's"
+        );
+        let stale = unfenced_commit("g", "m", 2, 3, true).expect("an older generation");
+        assert!(
+            stale.contains("in generation 2 while the group was in generation 3"),
+            "{stale}"
+        );
+        let gone = unfenced_commit("g", "m", 3, 3, false).expect("a removed member");
+        assert!(gone.contains("not a member of generation 3"), "{gone}");
     }
 }

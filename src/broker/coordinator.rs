@@ -75,7 +75,7 @@ impl<S: Storage> Broker<S> {
         }
     }
 
-    fn offsets_partitions(&self) -> i32 {
+    pub(super) fn offsets_partitions(&self) -> i32 {
         self.config.groups.offsets_topic_num_partitions
     }
 

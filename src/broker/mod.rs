@@ -237,6 +237,24 @@ pub enum BrokerEvent {
         /// Its CRC (which covers its records, not its offsets or epoch).
         crc: u32,
     },
+    /// The group coordinator let an offset commit of a group member through its fencing (the
+    /// commit goes on to be written), with what the group was at that moment: a commit of a
+    /// generation (`generation` ≥ 0) must come from a member of the group's current generation
+    /// (the simulator checks it as `unfenced-commit`).
+    CommitAdmitted {
+        /// The `__consumer_offsets` partition that holds the group.
+        partition: TopicPartition,
+        /// The group.
+        group: String,
+        /// The committing member.
+        member: String,
+        /// The generation the commit names (-1: a simple consumer's).
+        generation: i32,
+        /// The group's generation when the commit was admitted.
+        group_generation: i32,
+        /// Whether the member belonged to the group then.
+        member_known: bool,
+    },
     /// The partition's leadership and ISR as this broker now knows them (after a controller's
     /// decision, or an ISR change).
     PartitionState {

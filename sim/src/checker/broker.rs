@@ -58,6 +58,7 @@ pub(super) fn check(analysis: &Analysis, ops: &[Op]) -> Vec<CheckResult> {
         invariant(analysis, Check::HwWithinIsr),
         invariant(analysis, Check::StrongIsr),
         invariant(analysis, Check::CommittedLost),
+        invariant(analysis, Check::UnfencedCommit),
         CheckResult::new(Check::Stalled, stalled(analysis, ops)),
     ]
 }

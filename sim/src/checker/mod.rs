@@ -91,11 +91,13 @@ pub enum Check {
     StrongIsr,
     /// `committed-lost`.
     CommittedLost,
+    /// `unfenced-commit`.
+    UnfencedCommit,
 }
 
 impl Check {
     /// Every check, in report order.
-    pub const ALL: [Check; 26] = [
+    pub const ALL: [Check; 27] = [
         Check::LostWrite,
         Check::Unseen,
         Check::Duplicate,
@@ -122,6 +124,7 @@ impl Check {
         Check::HwWithinIsr,
         Check::StrongIsr,
         Check::CommittedLost,
+        Check::UnfencedCommit,
     ];
 
     /// Jepsen's name (or ours, in the same style).
@@ -153,6 +156,7 @@ impl Check {
             Check::HwWithinIsr => "hw-within-isr",
             Check::StrongIsr => "strong-isr",
             Check::CommittedLost => "committed-lost",
+            Check::UnfencedCommit => "unfenced-commit",
         }
     }
 

@@ -642,3 +642,29 @@ fn lagging_consumers_follow_assignments_polls_and_the_final_read() {
         "c3 is assigned t-1 and polled nothing",
     );
 }
+
+#[test]
+fn a_commit_the_coordinator_should_have_fenced_is_an_unfenced_commit() {
+    let mut b = Builder::new();
+    let p = b.process();
+    b.send(p, "t-0", "1-1", Some(0));
+    b.final_read_start();
+    b.final_read("t-0", &[(0, "1-1")], 1);
+    assert_eq!(violated(&b.results()), NONE);
+    let mut b = Builder::new();
+    let p = b.process();
+    b.send(p, "t-0", "1-1", Some(0));
+    let time = b.tick();
+    b.recorder.event(
+        time,
+        "invariants", // workload::INVARIANTS (a madsim-only module)
+        Body::Invariant {
+            check: Check::UnfencedCommit,
+            partition: "__consumer_offsets-0".into(),
+            detail: "broker-0 admitted a commit of group g in generation 1 while the group was in generation 2".into(),
+        },
+    );
+    b.final_read_start();
+    b.final_read("t-0", &[(0, "1-1")], 1);
+    assert_eq!(violated(&b.results()), ["unfenced-commit"]);
+}

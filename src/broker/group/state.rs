@@ -322,6 +322,16 @@ impl Group {
         self.state
     }
 
+    /// Its current generation.
+    pub(crate) fn generation(&self) -> i32 {
+        self.generation
+    }
+
+    /// Whether `member_id` is a member (of the current generation).
+    pub(crate) fn has_member(&self, member_id: &str) -> bool {
+        self.members.contains_key(member_id)
+    }
+
     /// Its protocol type (`consumer`), if any member ever joined.
     pub(crate) fn protocol_type(&self) -> Option<&str> {
         self.protocol_type.as_deref()

@@ -17,7 +17,8 @@ use kafka_protocol::protocol::StrBytes;
 use crate::broker::coordinator::GroupWrite;
 use crate::broker::group::records::{CommittedOffset, OffsetsRecord};
 use crate::broker::group::state::Group;
-use crate::broker::{Broker, Output, ReplyTo, ResponseBody};
+use crate::broker::group::{partition_for, OFFSETS_TOPIC};
+use crate::broker::{Broker, BrokerEvent, Output, ReplyTo, ResponseBody};
 use crate::protocol::ErrorCode;
 use crate::storage::Storage;
 use crate::types::{Millis, TopicPartition};
@@ -46,6 +47,7 @@ impl<S: Storage> Broker<S> {
             out.push(reply_to.respond(ResponseBody::message(ResponseKind::OffsetCommit(response))));
             return;
         }
+        self.note_admitted_commit(request, out);
         let commit_timestamp = self.wall_clock(now);
         let max_metadata = self.config.groups.offset_metadata_max_bytes.max(0) as usize;
         let mut offsets = Vec::new();
@@ -101,6 +103,26 @@ impl<S: Storage> Broker<S> {
             response,
         };
         self.write_group_records(now, group_id, &records, write, out);
+    }
+
+    /// Reports a commit that passed the fencing, with the group as it is now.
+    fn note_admitted_commit(&self, request: &OffsetCommitRequest, out: &mut Vec<Output<S::File>>) {
+        let group_id = request.group_id.as_str();
+        let Some(group) = self.groups.groups.get(group_id) else {
+            return;
+        };
+        let member = request.member_id.as_str();
+        out.push(Output::Event(BrokerEvent::CommitAdmitted {
+            partition: TopicPartition::new(
+                OFFSETS_TOPIC,
+                partition_for(group_id, self.offsets_partitions()),
+            ),
+            group: group_id.to_owned(),
+            member: member.to_owned(),
+            generation: request.generation_id_or_member_epoch,
+            group_generation: group.generation(),
+            member_known: group.has_member(member),
+        }));
     }
 
     /// Kafka's `handleCommitOffsets` checks: an unknown group takes only a simple consumer's
