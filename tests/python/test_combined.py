@@ -1,6 +1,7 @@
 """Kafka's combined mode (`process.roles=broker,controller`): a controller and a broker in one
 process. A node started from the keys of Kafka 4's own `config/server.properties` serves
-kafka-python, shuts down cleanly on SIGTERM and keeps its records across a restart; three
+kafka-python, shuts down cleanly on SIGTERM and keeps its records across a restart (and the
+keys of its `controller.properties` and `broker.properties` start two nodes that work); three
 combined nodes form a cluster (a Raft quorum of three controllers) that survives a kill -9 of
 the partition leader with nothing acknowledged lost."""
 
@@ -89,6 +90,50 @@ def test_kafkas_own_server_properties_start_a_combined_node(tmp_path: Path) -> N
         assert sorted(read_all(bootstrap, "combined")) == sorted(values), "kept across the restart"
     finally:
         node.stop()
+
+
+def test_kafkas_controller_and_broker_properties_start_two_nodes(tmp_path: Path) -> None:
+    """Kafka 4's `config/controller.properties` and `config/broker.properties`: the broker finds
+    its controller by `controller.quorum.bootstrap.servers` alone (no voter ids)."""
+    broker_port, controller_port = free_port(), free_port()
+    common = (
+        f"controller.quorum.bootstrap.servers=localhost:{controller_port}\n"
+        "controller.listener.names=CONTROLLER\n"
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL\n"
+        "num.network.threads=3\nnum.io.threads=8\n"
+        "offsets.topic.replication.factor=1\ntransaction.state.log.replication.factor=1\n"
+    )
+    controller = Broker(
+        tmp_path / "controller",
+        1,
+        "process.roles=controller\n"
+        f"advertised.listeners=CONTROLLER://localhost:{controller_port}\n" + common,
+        port=controller_port,
+        listeners=f"CONTROLLER://:{controller_port}",
+    )
+    broker = Broker(
+        tmp_path / "broker",
+        2,
+        "process.roles=broker\ninter.broker.listener.name=PLAINTEXT\n"
+        f"advertised.listeners=PLAINTEXT://localhost:{broker_port}\n" + common,
+        port=broker_port,
+        listeners=f"PLAINTEXT://localhost:{broker_port}",
+    )
+    try:
+        bootstrap = f"localhost:{broker_port}"
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        create_topic(admin, NewTopic("split", 2, 1))
+        admin.close()
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+        values = [f"value-{index}" for index in range(50)]
+        for value in values:
+            producer.send("split", value.encode())
+        producer.flush(timeout=30)
+        producer.close()
+        assert sorted(read_all(bootstrap, "split")) == sorted(values)
+    finally:
+        broker.stop()
+        controller.stop()
 
 
 @pytest.fixture()
