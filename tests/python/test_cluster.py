@@ -56,6 +56,12 @@ def leader_of(admin: KafkaAdminClient, topic: str) -> int:
 
 def test_acks_all_survives_a_kill_9_of_the_leader(cluster) -> None:
     _, brokers = cluster
+    survive_a_kill_9_of_the_leader(brokers)
+
+
+def survive_a_kill_9_of_the_leader(brokers: list[Broker]) -> None:
+    """RF 3, min.insync.replicas=2, acks=all: the partition leader (`brokers[node]` is node
+    `node`) is killed mid-stream, another takes over, and every acknowledged record is read back."""
     bootstrap = [broker.address for broker in brokers]
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     create_topic(admin, NewTopic("replicated", 1, 3, topic_configs={"min.insync.replicas": "2"}))

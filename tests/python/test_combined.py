@@ -15,7 +15,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
 from conftest import Broker, free_port
-from test_cluster import assert_all_read_back, create_topic, leader_of, leader_of_live, produce_through
+from test_cluster import create_topic, survive_a_kill_9_of_the_leader
 
 
 def kafka_server_properties(broker_port: int, controller_port: int) -> str:
@@ -58,6 +58,21 @@ def read_all(bootstrap: str, topic: str, group: str | None = None) -> list[str]:
     return values
 
 
+def write_and_read_back(bootstrap: str, topic: str, partitions: int, count: int, group: str | None = None) -> list[str]:
+    """Creates `topic`, writes `count` records with acks=all, reads them all back; returns them."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    create_topic(admin, NewTopic(topic, partitions, 1))
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    values = [f"value-{index}" for index in range(count)]
+    for value in values:
+        producer.send(topic, value.encode())
+    producer.flush(timeout=30)
+    producer.close()
+    assert sorted(read_all(bootstrap, topic, group=group)) == sorted(values)
+    return values
+
+
 def test_kafkas_own_server_properties_start_a_combined_node(tmp_path: Path) -> None:
     broker_port, controller_port = free_port(), free_port()
     node = Broker(
@@ -69,16 +84,7 @@ def test_kafkas_own_server_properties_start_a_combined_node(tmp_path: Path) -> N
     )
     try:
         bootstrap = f"127.0.0.1:{broker_port}"
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-        create_topic(admin, NewTopic("combined", 3, 1))
-        admin.close()
-        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-        values = [f"value-{index}" for index in range(200)]
-        for value in values:
-            producer.send("combined", value.encode())
-        producer.flush(timeout=30)
-        producer.close()
-        assert sorted(read_all(bootstrap, "combined", group="readers")) == sorted(values)
+        values = write_and_read_back(bootstrap, "combined", 3, 200, group="readers")
 
         node.process.send_signal(signal.SIGTERM)
         assert node.process.wait(timeout=30) == 0, node.log_path.read_text()
@@ -120,17 +126,7 @@ def test_kafkas_controller_and_broker_properties_start_two_nodes(tmp_path: Path)
         listeners=f"PLAINTEXT://localhost:{broker_port}",
     )
     try:
-        bootstrap = f"localhost:{broker_port}"
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-        create_topic(admin, NewTopic("split", 2, 1))
-        admin.close()
-        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-        values = [f"value-{index}" for index in range(50)]
-        for value in values:
-            producer.send("split", value.encode())
-        producer.flush(timeout=30)
-        producer.close()
-        assert sorted(read_all(bootstrap, "split")) == sorted(values)
+        write_and_read_back(f"localhost:{broker_port}", "split", 2, 50)
     finally:
         broker.stop()
         controller.stop()
@@ -163,14 +159,5 @@ def combined_cluster(tmp_path: Path):
 
 
 def test_a_combined_cluster_survives_a_kill_9_of_the_leader(combined_cluster) -> None:
-    nodes = combined_cluster
-    bootstrap = [node.address for node in nodes]
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    create_topic(admin, NewTopic("replicated", 1, 3, topic_configs={"min.insync.replicas": "2"}))
-    leader = leader_of(admin, "replicated")
     # The leader's process holds one of the three controllers too: the quorum keeps two.
-    acknowledged = produce_through(bootstrap, {100: nodes[leader].process.kill})
-    new_leader = leader_of_live(admin, "replicated", leader)
-    assert new_leader != leader
-    survivors = [node for index, node in enumerate(nodes) if index != leader]
-    assert_all_read_back(acknowledged, survivors)
+    survive_a_kill_9_of_the_leader(combined_cluster)
