@@ -1,28 +1,8 @@
 //! Broker configs (`server.properties`), Kafka names and defaults.
 
 use super::listeners::ListenerKeys;
+pub use super::listeners::{Listener, ProcessRole};
 use super::{parse_at_least, parse_bool, parse_ratio, ConfigError, Configurable, Ratio};
-
-/// A `PLAINTEXT://host:port` listener.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Listener {
-    /// Host to bind or advertise; empty means all interfaces (bind) or `localhost` (advertise).
-    pub host: String,
-    /// TCP port.
-    pub port: u16,
-}
-
-impl Listener {
-    /// `host:port` to bind (an empty host binds every interface).
-    pub fn bind_address(&self) -> String {
-        let host = if self.host.is_empty() {
-            "0.0.0.0"
-        } else {
-            &self.host
-        };
-        format!("{host}:{}", self.port)
-    }
-}
 
 /// Broker configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -295,29 +275,6 @@ impl BrokerConfig {
             } else {
                 ControllerQuorum::Local
             })
-    }
-}
-
-/// What a node runs (`process.roles`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ProcessRole {
-    /// A broker.
-    #[default]
-    Broker,
-    /// A controller.
-    Controller,
-    /// Both in one process (`process.roles=broker,controller`, Kafka's combined mode): a
-    /// controller on the listener `controller.listener.names` names, a broker on the other.
-    Combined,
-}
-
-impl std::fmt::Display for ProcessRole {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            ProcessRole::Broker => "broker",
-            ProcessRole::Controller => "controller",
-            ProcessRole::Combined => "broker,controller",
-        })
     }
 }
 

@@ -6,8 +6,51 @@
 
 use std::collections::BTreeMap;
 
-use super::broker::{Listener, ProcessRole};
 use super::ConfigError;
+
+/// One listener: where a node binds (or is advertised).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    /// Host to bind or advertise; empty means all interfaces (bind) or `localhost` (advertise).
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+}
+
+impl Listener {
+    /// `host:port` to bind (an empty host binds every interface).
+    pub fn bind_address(&self) -> String {
+        let host = if self.host.is_empty() {
+            "0.0.0.0"
+        } else {
+            &self.host
+        };
+        format!("{host}:{}", self.port)
+    }
+}
+
+/// What a node runs (`process.roles`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProcessRole {
+    /// A broker.
+    #[default]
+    Broker,
+    /// A controller.
+    Controller,
+    /// Both in one process (`process.roles=broker,controller`, Kafka's combined mode): a
+    /// controller on the listener `controller.listener.names` names, a broker on the other.
+    Combined,
+}
+
+impl std::fmt::Display for ProcessRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ProcessRole::Broker => "broker",
+            ProcessRole::Controller => "controller",
+            ProcessRole::Combined => "broker,controller",
+        })
+    }
+}
 
 /// One entry of `listeners` or `advertised.listeners`.
 #[derive(Debug, Clone, PartialEq, Eq)]
