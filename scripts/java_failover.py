@@ -11,7 +11,10 @@ controller elects. Afterwards the Java consumer reads every partition back, and 
 checks that every acknowledged record is at its acknowledged offset. TopicCommand --describe
 shows the leaders and ISRs before and after the kill.
 
-    python3 scripts/java_failover.py [--records N] [--bin target/release/seedlog]
+    python3 scripts/java_failover.py [--records N] [--bin target/release/seedlog] [--combined]
+
+With --combined the cluster is three combined nodes (process.roles=broker,controller, a Raft
+quorum of three controllers), so the kill takes one of the controllers with the leader.
 
 Needs java, javac and Maven (the jars come from bench/peers/kafka.sh). Exit status 0 only if
 nothing acknowledged was lost.
@@ -72,6 +75,33 @@ def start_cluster(binary: Path, root: Path) -> tuple[dict[int, subprocess.Popen]
     return processes, bootstrap
 
 
+def start_combined_cluster(binary: Path, root: Path) -> tuple[dict[int, subprocess.Popen], str]:
+    """Three combined nodes (process.roles=broker,controller): each a broker and one of a Raft
+    quorum of three controllers (each takes Raft messages on its controller port + 1)."""
+    ports = {}
+    while len(ports) < 3:
+        broker, controller = free_port(), free_port()
+        taken = {port for pair in ports.values() for port in (pair[0], pair[1], pair[1] + 1)}
+        if not {broker, controller, controller + 1} & taken and broker != controller + 1:
+            ports[len(ports)] = (broker, controller)
+    voters = ",".join(f"{node}@127.0.0.1:{controller}" for node, (_, controller) in ports.items())
+    processes = {}
+    for node, (broker, controller) in ports.items():
+        config = root / f"node-{node}.properties"
+        config.write_text(
+            f"process.roles=broker,controller\nnode.id={node}\n"
+            f"listeners=PLAINTEXT://127.0.0.1:{broker},CONTROLLER://127.0.0.1:{controller}\n"
+            f"controller.listener.names=CONTROLLER\ncontroller.quorum.voters={voters}\n"
+            f"log.dirs={root / f'data-{node}'}\n"
+        )
+        log = open(root / f"node-{node}.log", "w")
+        processes[node] = subprocess.Popen([str(binary), "broker", "--config", str(config)], stderr=log)
+    for broker, _ in ports.values():
+        wait_port(broker)
+    bootstrap = ",".join(f"127.0.0.1:{broker}" for broker, _ in ports.values())
+    return processes, bootstrap
+
+
 def topic_command(classpath: str, bootstrap: str, *args: str) -> str:
     command = ["java", "-cp", classpath, "org.apache.kafka.tools.TopicCommand",
                "--bootstrap-server", bootstrap, *args]
@@ -113,12 +143,16 @@ def main() -> int:
     parser.add_argument("--bin", default=os.environ.get("SEEDLOG_BIN", "target/release/seedlog"))
     parser.add_argument("--kill-at", type=int, default=1 << 20,
                         help="kill once the leader's log of partition 0 holds this many bytes")
+    parser.add_argument("--combined", action="store_true",
+                        help="three combined nodes (process.roles=broker,controller) instead of "
+                             "a controller and three brokers; the kill takes a controller too")
     args = parser.parse_args()
     binary = (REPO / args.bin).resolve()
     classpath = kafka_classpath()
     classes = compile_program(REPO / "bench" / ".cache" / "conformance-java", classpath)
     with tempfile.TemporaryDirectory(prefix="seedlog-java-failover-") as tmp:
-        processes, bootstrap = start_cluster(binary, Path(tmp))
+        start = start_combined_cluster if args.combined else start_cluster
+        processes, bootstrap = start(binary, Path(tmp))
         try:
             topic_command(classpath, bootstrap, "--create", "--topic", TOPIC, "--partitions",
                           str(PARTITIONS), "--replication-factor", "3", "--config",
