@@ -81,8 +81,8 @@ pub struct BrokerConfig {
     /// `controller.quorum.bootstrap.servers` (`host:port,...`), Kafka 4's alternative to
     /// `controller.quorum.voters`. seedlog's voter set is static, so it stands for the voters:
     /// on a controller, one server, this node (Kafka's `--standalone`); on a broker, any number,
-    /// each given a handle of its own.
-    pub controller_quorum_bootstrap_servers: Vec<Listener>,
+    /// each given a handle of its own. Hosts as written, as in `controller.quorum.voters`.
+    pub controller_quorum_bootstrap_servers: Vec<(String, u16)>,
     /// `broker.heartbeat.interval.ms` (default 2000).
     pub broker_heartbeat_interval_ms: i64,
     /// `broker.session.timeout.ms` (default 9000): on a controller, how long a broker may go
@@ -232,32 +232,29 @@ impl BrokerConfig {
             return Ok(());
         }
         let key = "controller.quorum.bootstrap.servers";
-        let voters: Vec<Voter> = match self.process_role {
-            ProcessRole::Broker => servers
-                .iter()
-                .enumerate()
-                .map(|(index, server)| Voter {
-                    // A broker only needs a handle per controller: its requests to controllers
-                    // are addressed by role, so a broker with the same id is never confused.
-                    id: i32::MAX - index as i32,
-                    host: server.host.clone(),
-                    port: server.port,
-                })
-                .collect(),
-            ProcessRole::Controller | ProcessRole::Combined => match servers.as_slice() {
-                [server] => vec![Voter {
-                    id: self.node_id,
-                    host: server.host.clone(),
-                    port: server.port,
-                }],
-                _ => {
-                    return Err(ConfigError::not_implemented(
-                        key,
-                        "a quorum of several controllers is set with controller.quorum.voters (seedlog's voter set is static)",
-                    ))
-                }
-            },
+        let ids: Vec<i32> = match self.process_role {
+            // A broker only needs a handle per controller: its requests to controllers are
+            // addressed by role, so a broker with the same id is never confused.
+            ProcessRole::Broker => (0..servers.len() as i32).map(|i| i32::MAX - i).collect(),
+            ProcessRole::Controller | ProcessRole::Combined if servers.len() == 1 => {
+                vec![self.node_id]
+            }
+            ProcessRole::Controller | ProcessRole::Combined => {
+                return Err(ConfigError::not_implemented(
+                    key,
+                    "a quorum of several controllers is set with controller.quorum.voters (seedlog's voter set is static)",
+                ))
+            }
         };
+        let voters: Vec<Voter> = ids
+            .into_iter()
+            .zip(servers)
+            .map(|(id, (host, port))| Voter {
+                id,
+                host: host.clone(),
+                port: *port,
+            })
+            .collect();
         if !self.controller_quorum_voters.is_empty() && self.controller_quorum_voters != voters {
             return Err(ConfigError::Conflict(format!(
                 "set controller.quorum.voters or {key}, not both"
@@ -276,6 +273,13 @@ impl BrokerConfig {
                 ControllerQuorum::Local
             })
     }
+}
+
+/// `host:port` split at its last colon, the host as written (an IPv6 host keeps its brackets,
+/// so `host:port` can be formed again).
+fn host_port(address: &str) -> Option<(String, u16)> {
+    let (host, port) = address.rsplit_once(':')?;
+    Some((host.to_owned(), port.parse().ok()?))
 }
 
 /// One controller of `controller.quorum.voters`.
@@ -299,11 +303,11 @@ impl Voter {
             .map(|entry| {
                 let invalid = || ConfigError::invalid(key, value, "expected id@host:port,...");
                 let (id, address) = entry.split_once('@').ok_or_else(invalid)?;
-                let (host, port) = address.rsplit_once(':').ok_or_else(invalid)?;
+                let (host, port) = host_port(address).ok_or_else(invalid)?;
                 Ok(Voter {
                     id: id.parse().map_err(|_| invalid())?,
-                    host: host.to_owned(),
-                    port: port.parse().map_err(|_| invalid())?,
+                    host,
+                    port,
                 })
             })
             .collect()
@@ -564,11 +568,8 @@ impl BrokerConfig {
                 self.controller_quorum_bootstrap_servers = super::parse_servers(value)
                     .iter()
                     .map(|server| {
-                        let invalid = || ConfigError::invalid(key, value, "expected host:port,...");
-                        let (host, port) = server.rsplit_once(':').ok_or_else(invalid)?;
-                        Ok(Listener {
-                            host: host.trim_matches(['[', ']']).to_owned(),
-                            port: port.parse().map_err(|_| invalid())?,
+                        host_port(server).ok_or_else(|| {
+                            ConfigError::invalid(key, value, "expected host:port,...")
                         })
                     })
                     .collect::<Result<_, ConfigError>>()?;
@@ -938,14 +939,15 @@ mod tests {
     fn a_broker_addresses_controllers_from_bootstrap_servers() {
         let mut config = BrokerConfig::default();
         config
-            .apply([("controller.quorum.bootstrap.servers", "c1:9093,c2:9093")])
+            .apply([("controller.quorum.bootstrap.servers", "c1:9093,[::1]:9093")])
             .expect("valid");
         let hosts: Vec<&str> = config
             .controller_quorum_voters
             .iter()
             .map(|v| v.host.as_str())
             .collect();
-        assert_eq!(hosts, ["c1", "c2"]);
+        // As in controller.quorum.voters, a host keeps its brackets: `[::1]:9093` is an address.
+        assert_eq!(hosts, ["c1", "[::1]"]);
     }
 
     #[test]
