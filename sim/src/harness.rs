@@ -818,7 +818,7 @@ fn start_brokers(handle: &Handle, env: &Env, scenario: &Scenario) -> Brokers {
                     let result = if config.process_role == ProcessRole::Controller {
                         run_controller(config, storage, options).await
                     } else {
-                        run_broker(config, storage, options).await
+                        Box::pin(run_broker(config, storage, options)).await
                     };
                     if let Err(error) = result {
                         tracing::error!(%error, "node stopped");

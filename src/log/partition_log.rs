@@ -13,7 +13,8 @@
 //!
 //! The producer state is built when first needed, from the newest producer-state snapshot
 //! file and the batch headers past it ([`snapshots`]: when snapshots are written, synced,
-//! trusted and removed).
+//! trusted and removed). The leader-epoch cache is kept in the `leader-epoch-checkpoint` file
+//! ([`epoch_checkpoint`]).
 //!
 //! Invariants (checked by [`PartitionLog::check_invariants`]):
 //! `log_start_offset <= recovery_point <= log_end_offset`; segments are contiguous in offsets;
@@ -33,9 +34,12 @@ use super::segment::{parse_segment_name, LogSegment};
 use super::LogError;
 
 mod cleaning;
+mod epoch_checkpoint;
 mod snapshots;
 
 pub use cleaning::{cleaned_name, swap_name, CleanStage, StartedClean};
+pub use epoch_checkpoint::LeaderEpochLoad;
+use epoch_checkpoint::{is_epoch_checkpoint, EpochCheckpoint};
 use snapshots::ProducerSnapshots;
 pub use snapshots::ProducerStateLoad;
 
@@ -149,6 +153,9 @@ pub struct FlushMark {
     truncations: usize,
     /// How many producer-state snapshots were written when the flush started (it syncs them).
     snapshots_written: u64,
+    /// How many leader-epoch checkpoints were written when the flush started (it syncs the
+    /// last).
+    epochs_written: u64,
 }
 
 /// A flush to run: what to sync, and what becomes durable once it is.
@@ -163,6 +170,8 @@ pub struct PartitionLog<S: Storage> {
     /// The leader-epoch cache, once built ([`PartitionLog::load_leader_epochs`]): a replica in
     /// a cluster needs it, a broker that is its own controller never does.
     leader_epochs: Option<LeaderEpochCache>,
+    /// The `leader-epoch-checkpoint` file.
+    epoch_checkpoint: EpochCheckpoint<S::File>,
     /// The producer state, once built ([`PartitionLog::load_producer_states`]); dropped by a
     /// truncation and rebuilt by the next header walk.
     producer_states: Option<ProducerStates>,
@@ -311,6 +320,9 @@ impl<S: Storage> PartitionLog<S> {
         now: Millis,
     ) -> Result<(Self, RecoveryReport), LogError> {
         let listed = Self::list_after_interrupted_clean(&storage, directory)?;
+        let has_epoch_checkpoint = listed
+            .iter()
+            .any(|name| is_epoch_checkpoint(directory, name));
         let snapshot_offsets: Vec<i64> = listed
             .iter()
             .filter_map(|name| parse_snapshot_name(directory, name))
@@ -343,10 +355,40 @@ impl<S: Storage> PartitionLog<S> {
             ..
         } = opening;
         let created = segments.is_empty();
-        let mut log = PartitionLog {
+        let mut log = Self::opened(storage, directory, config, segments, now);
+        if created {
+            log.create_segment(0)?;
+        }
+        log.log_start_offset = *log.segments.keys().next().expect("at least one segment");
+        log.log_end_offset = log.active_segment().next_offset();
+        log.open_snapshots(snapshot_offsets, recovery_point, &report)?;
+        if report.corruption.is_none() && log.log_end_offset < recovery_point {
+            report.corruption = Some(format!(
+                "the log ends at offset {}, below the recovery point {recovery_point}",
+                log.log_end_offset
+            ));
+        }
+        // A truncated segment's new length must be fsynced too: flush from its start.
+        let trusted = lowest_truncated.map_or(recovery_point, |base| base.min(recovery_point));
+        log.recovery_point = trusted.clamp(log.log_start_offset, log.log_end_offset);
+        log.open_leader_epochs(has_epoch_checkpoint, &mut report);
+        log.check_invariants();
+        Ok((log, report))
+    }
+
+    /// The log as its files were found, before its offsets and recovery point are set.
+    fn opened(
+        storage: S,
+        directory: &str,
+        config: LogConfig,
+        segments: BTreeMap<i64, LogSegment<S::File>>,
+        now: Millis,
+    ) -> Self {
+        PartitionLog {
             truncated_at: Vec::new(),
             cleaning: None,
             leader_epochs: None,
+            epoch_checkpoint: EpochCheckpoint::default(),
             producer_states: None,
             snapshots: ProducerSnapshots::default(),
             producer_state_load: None,
@@ -367,24 +409,7 @@ impl<S: Storage> PartitionLog<S> {
             directory_synced: 0,
             parent_changes: 1,
             parent_synced: 0,
-        };
-        if created {
-            log.create_segment(0)?;
         }
-        log.log_start_offset = *log.segments.keys().next().expect("at least one segment");
-        log.log_end_offset = log.active_segment().next_offset();
-        log.open_snapshots(snapshot_offsets, recovery_point, &report)?;
-        if report.corruption.is_none() && log.log_end_offset < recovery_point {
-            report.corruption = Some(format!(
-                "the log ends at offset {}, below the recovery point {recovery_point}",
-                log.log_end_offset
-            ));
-        }
-        // A truncated segment's new length must be fsynced too: flush from its start.
-        let trusted = lowest_truncated.map_or(recovery_point, |base| base.min(recovery_point));
-        log.recovery_point = trusted.clamp(log.log_start_offset, log.log_end_offset);
-        log.check_invariants();
-        Ok((log, report))
     }
 
     fn create_segment(&mut self, base_offset: i64) -> Result<(), LogError> {
@@ -515,9 +540,7 @@ impl<S: Storage> PartitionLog<S> {
             self.log_end_offset = start;
             self.recovery_point = start;
             self.unflushed_messages = 0;
-            if let Some(epochs) = &mut self.leader_epochs {
-                epochs.truncate_from_start(start);
-            }
+            self.change_leader_epochs(|epochs| epochs.truncate_from_start(start))?;
             self.remove_snapshots_before_start()?;
             return Ok(all);
         }
@@ -535,23 +558,18 @@ impl<S: Storage> PartitionLog<S> {
             .expect("the active segment stays");
         // DeleteRecords may start the log inside its first segment (retention never does).
         self.log_start_offset = start.clamp(first, self.log_end_offset);
-        if let Some(epochs) = &mut self.leader_epochs {
-            epochs.truncate_from_start(self.log_start_offset);
-        }
+        let log_start = self.log_start_offset;
+        self.change_leader_epochs(|epochs| epochs.truncate_from_start(log_start))?;
         self.recovery_point = self.recovery_point.max(self.log_start_offset);
         self.remove_snapshots_before_start()?;
         Ok(doomed)
     }
 
-    /// Builds the leader-epoch cache from the batch headers, if not built yet.
+    /// Builds the leader-epoch cache from every batch header, if not built yet (a log with a
+    /// `leader-epoch-checkpoint` file built it on open).
     pub fn load_leader_epochs(&mut self) -> Result<&LeaderEpochCache, LogError> {
         if self.leader_epochs.is_none() {
-            let mut cache = LeaderEpochCache::default();
-            for segment in self.segments.values() {
-                segment.batch_epochs(|epoch, base| cache.assign(epoch, base))?;
-            }
-            cache.truncate_from_start(self.log_start_offset);
-            self.leader_epochs = Some(cache);
+            self.build_leader_epochs(false)?;
         }
         Ok(self.leader_epochs.as_ref().expect("built above"))
     }
@@ -561,8 +579,17 @@ impl<S: Storage> PartitionLog<S> {
     pub fn start_leader_epoch(&mut self, epoch: i32) -> Result<(), LogError> {
         let end = self.log_end_offset;
         self.load_leader_epochs()?;
-        if let Some(epochs) = &mut self.leader_epochs {
-            epochs.assign(epoch, end);
+        self.change_leader_epochs(|epochs| epochs.assign(epoch, end))
+    }
+
+    /// Applies `change` to the leader-epoch cache, if built, and writes the checkpoint file if
+    /// it changed.
+    fn change_leader_epochs(
+        &mut self,
+        change: impl FnOnce(&mut LeaderEpochCache) -> bool,
+    ) -> Result<(), LogError> {
+        if self.leader_epochs.as_mut().is_some_and(change) {
+            self.write_epoch_checkpoint()?;
         }
         Ok(())
     }
@@ -640,9 +667,8 @@ impl<S: Storage> PartitionLog<S> {
         self.log_end_offset = active.next_offset();
         self.recovery_point = self.recovery_point.min(self.log_end_offset);
         self.truncated_at.push(self.log_end_offset);
-        if let Some(epochs) = &mut self.leader_epochs {
-            epochs.truncate_from_end(self.log_end_offset);
-        }
+        let log_end = self.log_end_offset;
+        self.change_leader_epochs(|epochs| epochs.truncate_from_end(log_end))?;
         self.producer_states = None;
         self.remove_snapshots_above(self.log_end_offset)?;
         self.unflushed_messages = 0;
@@ -653,8 +679,9 @@ impl<S: Storage> PartitionLog<S> {
             parent_changes: self.parent_changes,
             truncations: self.truncated_at.len(),
             snapshots_written: self.snapshots.written,
+            epochs_written: self.epoch_checkpoint.written,
         };
-        let sync = self.with_snapshots(FlushSync {
+        let sync = self.with_state_files(FlushSync {
             files: vec![file],
             directories,
         });
@@ -758,9 +785,9 @@ impl<S: Storage> PartitionLog<S> {
             "a segment outgrew segment.bytes with a second batch"
         );
         self.log_end_offset = header.last_offset() + 1;
-        if let Some(epochs) = &mut self.leader_epochs {
-            epochs.assign(header.partition_leader_epoch, header.base_offset);
-        }
+        self.change_leader_epochs(|epochs| {
+            epochs.assign(header.partition_leader_epoch, header.base_offset)
+        })?;
         if let Some(states) = &mut self.producer_states {
             states.update(&header);
         }
@@ -789,8 +816,12 @@ impl<S: Storage> PartitionLog<S> {
             parent_changes: self.parent_changes,
             truncations: self.truncated_at.len(),
             snapshots_written: self.snapshots.written,
+            epochs_written: self.epoch_checkpoint.written,
         };
-        Some((self.with_snapshots(FlushSync { files, directories }), mark))
+        Some((
+            self.with_state_files(FlushSync { files, directories }),
+            mark,
+        ))
     }
 
     /// Starts a flush of the segments below `end` (a segment base offset) and of the log's
@@ -812,8 +843,12 @@ impl<S: Storage> PartitionLog<S> {
             parent_changes: self.parent_changes,
             truncations: self.truncated_at.len(),
             snapshots_written: self.snapshots.written,
+            epochs_written: self.epoch_checkpoint.written,
         };
-        Some((self.with_snapshots(FlushSync { files, directories }), mark))
+        Some((
+            self.with_state_files(FlushSync { files, directories }),
+            mark,
+        ))
     }
 
     /// The files of the segments holding data past the recovery point, among those whose base
@@ -846,6 +881,12 @@ impl<S: Storage> PartitionLog<S> {
         directories
     }
 
+    /// `sync` with the producer-state snapshots and the leader-epoch checkpoint that no
+    /// completed flush has covered yet.
+    fn with_state_files(&self, sync: FlushSync<S::File>) -> FlushSync<S::File> {
+        self.with_epoch_checkpoint(self.with_snapshots(sync))
+    }
+
     /// Records that every sync of a flush started earlier succeeded.
     pub fn flush_completed(&mut self, mark: FlushMark) {
         assert!(
@@ -861,6 +902,7 @@ impl<S: Storage> PartitionLog<S> {
         self.directory_synced = self.directory_synced.max(mark.directory_changes);
         self.parent_synced = self.parent_synced.max(mark.parent_changes);
         self.snapshots.synced(mark.snapshots_written);
+        self.epoch_checkpoint.synced(mark.epochs_written);
     }
 
     /// When `flush.ms` next requires a flush, if there is unflushed data.
@@ -942,6 +984,7 @@ impl<S: Storage> PartitionLog<S> {
             "synced directory changes that never happened"
         );
         self.check_snapshot_invariants();
+        self.check_epoch_checkpoint_invariants();
         let active = self.active_segment();
         assert_eq!(
             active.next_offset(),
@@ -980,3 +1023,6 @@ mod snapshot_tests;
 
 #[cfg(test)]
 mod cleaning_tests;
+
+#[cfg(test)]
+mod epoch_checkpoint_tests;

@@ -72,6 +72,39 @@ def survive_a_kill_9_of_the_leader(brokers: list[Broker]) -> None:
     assert_all_read_back(acknowledged, [broker for node, broker in enumerate(brokers) if node != leader])
 
 
+def test_a_restarted_replica_loads_its_leader_epochs_from_the_checkpoint(cluster) -> None:
+    """Each replica keeps its leader epochs in `leader-epoch-checkpoint` (Kafka's format); the
+    killed leader, restarted, loads the file, rejoins the ISR and records the epoch it missed."""
+    _, brokers = cluster
+    survive_a_kill_9_of_the_leader(brokers)
+    admin = KafkaAdminClient(bootstrap_servers=[broker.address for broker in brokers])
+    dead = next(node for node, broker in enumerate(brokers) if broker.process.poll() is not None)
+    new_leader = leader_of_live(admin, "replicated", dead)
+    assert [epoch for epoch, _ in epoch_checkpoint(brokers[new_leader])][-1] >= 1, "the new leader's epoch"
+    brokers[dead].start()
+    leader_of(admin, "replicated")  # the restarted replica is back in the ISR
+    deadline = time.monotonic() + 20
+    while epoch_checkpoint(brokers[dead]) != epoch_checkpoint(brokers[new_leader]):
+        assert time.monotonic() < deadline, (epoch_checkpoint(brokers[dead]), epoch_checkpoint(brokers[new_leader]))
+        time.sleep(0.2)
+    log = brokers[dead].log_path.read_text()
+    assert "leader-epoch-checkpoint unreadable" not in log
+    assert any(
+        "leader epochs loaded from leader-epoch-checkpoint" in line and "replicated-0" in line
+        for line in log.splitlines()
+    ), "the restart read the file"
+
+
+def epoch_checkpoint(broker: Broker) -> list[tuple[int, int]]:
+    """The entries of a replica's `replicated-0/leader-epoch-checkpoint`, checked against Kafka's
+    format: a version line `0`, a count line, then that many `epoch start_offset` lines."""
+    lines = (broker.config.parent / "data" / "replicated-0" / "leader-epoch-checkpoint").read_text().splitlines()
+    assert lines[0] == "0" and int(lines[1]) == len(lines) - 2, lines
+    entries = [(int(epoch), int(start)) for epoch, start in (line.split(" ") for line in lines[2:])]
+    assert entries == sorted(entries) and entries[0] == (0, 0), entries
+    return entries
+
+
 def produce_through(bootstrap: list[str], actions: dict[int, Callable[[], None]]) -> list[str]:
     """Sends 300 records to `replicated` with acks=all, one at a time, running `actions[i]`
     before record i; returns the acknowledged values."""
