@@ -117,9 +117,16 @@ pub enum ServerError {
     /// Startup failed.
     #[error(transparent)]
     Broker(#[from] BrokerError),
-    /// The listener or an fsync failed.
+    /// The listener or an fsync failed. The message carries the error's text, so it is not
+    /// also a `source` (an error chain would print it twice).
     #[error("io: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for ServerError {
+    fn from(error: std::io::Error) -> Self {
+        ServerError::Io(error)
+    }
 }
 
 /// What a connection task hears back for its request.
@@ -178,7 +185,6 @@ pub async fn run_broker<S: DurableStorage>(
         corruption = report.recovery.corruption.as_deref().unwrap_or("none"),
         "log recovered"
     );
-    tracing::info!(address = %bind_address, node_id = broker.node_id().0, "listening");
     let listening = Listening {
         bind_address,
         limits: config_limits,
@@ -244,12 +250,7 @@ pub async fn run_controller<S: DurableStorage>(
             .await
             .map_err(std::io::Error::other)?;
     }
-    tracing::info!(
-        address = %listening.bind_address,
-        node_id,
-        committed = node.committed(),
-        "controller listening"
-    );
+    tracing::info!(node_id, committed = node.committed(), "controller opened");
     serve(node, clock, storage, listening, options, quorum).await
 }
 
@@ -333,6 +334,7 @@ async fn serve<S: DurableStorage, M: Served<S::File>>(
         client_id,
     } = listening;
     let listener = TcpListener::bind(&bind_address).await?;
+    tracing::info!(address = %bind_address, node = %client_id, "listening");
     let (to_driver, inbox) = mpsc::channel(1024);
     // Closed when the shutdown starts: every waiter wakes, in the order it waited. (Not a
     // `watch` channel: its notify shards are picked at random, so wake-ups would not be
@@ -503,7 +505,7 @@ async fn drive<S: DurableStorage, M: Served<S::File>>(
         driver.step(input, &mut outputs);
         let stopped = carry_out(&mut outputs, &driver, &mut replies, &mut shell);
         if let Some(clean) = stopped {
-            tracing::info!(clean, "stopped");
+            tracing::info!(clean_shutdown_marker = clean, "stopped");
             return;
         }
     }

@@ -56,3 +56,29 @@ fn a_bad_value_is_rejected_with_kafkas_rule() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_port_in_use_is_reported_once_and_the_process_exits() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = taken.local_addr().expect("address").port();
+    let dir = temp_dir("port-in-use");
+    let (ok, stderr) = broker_with(&format!(
+        "node.id=0\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={}\n",
+        dir.join("data").display()
+    ));
+    assert!(!ok);
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.starts_with("error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert_eq!(
+        errors[0].matches("Address already in use").count(),
+        1,
+        "the OS error once, not again as the error's source: {stderr}"
+    );
+    assert!(
+        !stderr.contains("listening"),
+        "nothing claims to listen: {stderr}"
+    );
+}

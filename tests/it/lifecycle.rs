@@ -52,7 +52,7 @@ async fn sigterm_leaves_a_clean_marker_and_the_next_start_skips_recovery() {
     let status = broker.terminate();
     assert!(status.success(), "exit status {status}");
     let log = broker.log_text();
-    assert!(log.contains("stopped clean=true"), "{log}");
+    assert!(log.contains("stopped clean_shutdown_marker=true"), "{log}");
     assert!(
         broker.data.join(CLEAN_SHUTDOWN_FILE).exists(),
         "marker written"

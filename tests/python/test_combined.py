@@ -89,7 +89,7 @@ def test_kafkas_own_server_properties_start_a_combined_node(tmp_path: Path) -> N
         node.process.send_signal(signal.SIGTERM)
         assert node.process.wait(timeout=30) == 0, node.log_path.read_text()
         log = node.log_path.read_text()
-        assert "stopped clean=true" in log, log
+        assert "stopped clean_shutdown_marker=true" in log, log
         assert (tmp_path / "node" / "data" / "__controller" / "__cluster_metadata-0").is_dir()
 
         node.start()
