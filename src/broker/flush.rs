@@ -4,7 +4,8 @@
 //!
 //! A failed fsync of a partition takes it offline: everything parked on it is answered
 //! KAFKA_STORAGE_ERROR, and no later completion moves it again (Kafka marks the log directory
-//! offline). A failed fsync of the metadata log stops the broker, as Kafka halts.
+//! offline; a broker in a cluster then halts, see `Broker::maybe_halt`). A failed fsync of the
+//! metadata log halts the broker, as Kafka does.
 
 use std::collections::BTreeSet;
 
@@ -119,10 +120,12 @@ impl<S: Storage> Broker<S> {
             }
             (FlushTarget::Metadata { records, .. }, Err(error)) => {
                 // The records may or may not be on disk: this process must not guess. Kafka halts.
-                panic!(
+                let reason = format!(
                     "fsync of the metadata log failed ({error}) with {} records pending",
                     records.len()
                 );
+                self.halt(reason, out);
+                return;
             }
             (FlushTarget::Checkpoint(kind), result) => {
                 self.on_checkpoint_step(now, kind, result, out);

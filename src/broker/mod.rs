@@ -170,6 +170,14 @@ pub enum Output<F> {
     },
     /// Something the outside world may want to record (the simulator's history does).
     Event(BrokerEvent),
+    /// A storage failure the process cannot serve through: stop at once, without flushing or
+    /// checkpointing (Kafka halts when its only log directory fails). The shell exits with an
+    /// error; a cluster's controller fences the broker when its heartbeats stop and moves its
+    /// leaderships to the other replicas.
+    Halt {
+        /// What failed.
+        reason: String,
+    },
     /// A shutdown finished: the shell may exit. `clean`: the marker is on disk.
     Stopped {
         /// Whether the clean-shutdown marker was written.
@@ -502,6 +510,10 @@ impl<S: Storage> Broker<S> {
 
     /// Reacts to one input. Runs to completion; never blocks.
     pub fn handle(&mut self, now: Millis, input: Input, out: &mut Vec<Output<S::File>>) {
+        if self.closing == Some(shutdown::Closing::Halted) {
+            return; // the shell is exiting: nothing more happens here
+        }
+        let first_output = out.len();
         match input {
             Input::Request {
                 connection,
@@ -529,6 +541,36 @@ impl<S: Storage> Broker<S> {
             for (write, error) in std::mem::take(&mut self.finished_group_writes) {
                 self.on_group_write_done(now, write, error, out);
             }
+        }
+        self.maybe_halt(first_output, out);
+    }
+
+    /// A partition that went offline in this step (a failed fsync, write or read) halts a
+    /// broker in a cluster, as Kafka halts when its only log directory fails: staying up would
+    /// keep the partition's leadership on a replica that cannot serve it, since nothing tells
+    /// the controller. A broker that is its own controller keeps serving its other partitions
+    /// (the offline one answers KAFKA_STORAGE_ERROR).
+    fn maybe_halt(&mut self, first_output: usize, out: &mut Vec<Output<S::File>>) {
+        if self.cluster.is_none() {
+            return;
+        }
+        let offline = out[first_output..].iter().find_map(|output| match output {
+            Output::Event(BrokerEvent::Offline { partition, reason }) => {
+                Some(format!("{partition}: {reason}"))
+            }
+            _ => None,
+        });
+        if let Some(reason) = offline {
+            self.halt(reason, out);
+        }
+    }
+
+    /// Stops at once on a storage failure ([`Output::Halt`]).
+    pub(crate) fn halt(&mut self, reason: String, out: &mut Vec<Output<S::File>>) {
+        if self.closing != Some(shutdown::Closing::Halted) {
+            tracing::error!(%reason, "storage failure: halting");
+            self.closing = Some(shutdown::Closing::Halted);
+            out.push(Output::Halt { reason });
         }
     }
 

@@ -630,7 +630,7 @@ impl<S: Storage> Broker<S> {
                     rolled = info.rolled.or(rolled);
                 }
                 Err(error) => {
-                    tracing::error!(partition = %topic_partition, %error, "replicated append failed");
+                    replicated_append_failed(partition, topic_partition, &error, out);
                     return false;
                 }
             }
@@ -794,6 +794,26 @@ impl<S: Storage> Broker<S> {
             }
         }
         ok
+    }
+}
+
+/// A follower's append failed: a failed disk takes the partition offline (a broker in a cluster
+/// then halts, as Kafka does when its log directory fails); a batch out of place is left for the
+/// next fetch to retry.
+fn replicated_append_failed<S: Storage>(
+    partition: &mut crate::broker::partition::Partition<S>,
+    topic_partition: &TopicPartition,
+    error: &crate::log::LogError,
+    out: &mut Vec<Output<S::File>>,
+) {
+    tracing::error!(partition = %topic_partition, %error, "replicated append failed");
+    if matches!(error, crate::log::LogError::Io(_)) {
+        let reason = format!("replicated append failed: {error}");
+        partition.go_offline(reason.clone());
+        out.push(Output::Event(BrokerEvent::Offline {
+            partition: topic_partition.clone(),
+            reason,
+        }));
     }
 }
 

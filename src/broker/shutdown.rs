@@ -35,6 +35,8 @@ pub(super) enum Closing {
     Marking,
     /// Done; [`Output::Stopped`] was sent.
     Stopped,
+    /// A storage failure stopped the broker at once; [`Output::Halt`] was sent.
+    Halted,
 }
 
 impl<S: Storage> Broker<S> {
@@ -89,7 +91,7 @@ impl<S: Storage> Broker<S> {
             }
             Closing::Checkpointing => self.write_marker(out),
             Closing::Marking => self.stop(true, out),
-            Closing::Stopped => {}
+            Closing::Stopped | Closing::Halted => {}
         }
     }
 

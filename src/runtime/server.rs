@@ -121,6 +121,9 @@ pub enum ServerError {
     /// also a `source` (an error chain would print it twice).
     #[error("io: {0}")]
     Io(std::io::Error),
+    /// A storage failure halted the node ([`Output::Halt`]).
+    #[error("halted: {0}")]
+    Halted(String),
 }
 
 impl From<std::io::Error> for ServerError {
@@ -385,8 +388,7 @@ async fn serve<S: DurableStorage, M: Served<S::File>>(
         all_closed,
         snapshots,
     };
-    drive(machine, clock, inbox, shell, stop).await;
-    Ok(())
+    drive(machine, clock, inbox, shell, stop).await
 }
 
 /// How the driver loop stops.
@@ -397,6 +399,25 @@ struct Stop {
     all_closed: mpsc::Receiver<()>,
     /// The metrics endpoint's requests for a snapshot of the core.
     snapshots: Option<mpsc::Receiver<SnapshotRequest>>,
+}
+
+impl Stop {
+    /// The machine stopped (`Ok(clean)`) or halted (`Err(reason)`): after a halt, with no drain
+    /// and no flush, every connection closes now.
+    fn finish(self, stopped: Result<bool, String>) -> Result<(), ServerError> {
+        match stopped {
+            Ok(clean) => {
+                tracing::info!(clean_shutdown_marker = clean, "stopped");
+                Ok(())
+            }
+            Err(reason) => {
+                self.accept_task.abort();
+                self.closing.close();
+                tracing::error!(%reason, "halted");
+                Err(ServerError::Halted(reason))
+            }
+        }
+    }
 }
 
 /// What the driver needs to carry out outputs.
@@ -447,7 +468,7 @@ async fn drive<S: DurableStorage, M: Served<S::File>>(
     mut inbox: mpsc::Receiver<DriverMessage<S::File>>,
     mut shell: Shell<S>,
     mut stop: Stop,
-) {
+) -> Result<(), ServerError> {
     let mut replies: BTreeMap<ConnectionId, oneshot::Sender<Reply<S::File>>> = BTreeMap::new();
     let mut outputs = Vec::new();
     let mut driver = Driver::new(machine, clock);
@@ -503,25 +524,25 @@ async fn drive<S: DurableStorage, M: Served<S::File>>(
             }
         };
         driver.step(input, &mut outputs);
-        let stopped = carry_out(&mut outputs, &driver, &mut replies, &mut shell);
-        if let Some(clean) = stopped {
-            tracing::info!(clean_shutdown_marker = clean, "stopped");
-            return;
+        if let Some(stopped) = carry_out(&mut outputs, &driver, &mut replies, &mut shell) {
+            return stop.finish(stopped);
         }
     }
 }
 
-/// Carries out a step's outputs in order; returns `Some(clean)` if the machine stopped.
+/// Carries out a step's outputs in order; returns `Some(Ok(clean))` if the machine stopped,
+/// `Some(Err(reason))` if it halted.
 fn carry_out<S: DurableStorage, M: Served<S::File>>(
     outputs: &mut Vec<Output<S::File>>,
     driver: &Driver<M>,
     replies: &mut BTreeMap<ConnectionId, oneshot::Sender<Reply<S::File>>>,
     shell: &mut Shell<S>,
-) -> Option<bool> {
+) -> Option<Result<bool, String>> {
     let mut stopped = None;
     for output in outputs.drain(..) {
         match output {
-            Output::Stopped { clean } => stopped = Some(clean),
+            Output::Stopped { clean } => stopped = Some(Ok(clean)),
+            Output::Halt { reason } => stopped = Some(Err(reason)),
             Output::PeerRequest {
                 peer,
                 role,
@@ -583,7 +604,9 @@ fn execute<S: DurableStorage>(
             None => unreachable!("only a controller in a Raft quorum proposes"),
         },
         Output::Event(event) => publish(shell.observer.as_deref(), &event),
-        Output::Stopped { .. } => unreachable!("the driver loop handles Stopped"),
+        Output::Stopped { .. } | Output::Halt { .. } => {
+            unreachable!("the driver loop handles Stopped and Halt")
+        }
     }
 }
 

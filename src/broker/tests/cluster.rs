@@ -219,6 +219,13 @@ impl Cluster {
                 self.feed(to, Input::PeerResponse { peer, id, result })
             }
             Output::Event(_) => Vec::new(),
+            Output::Halt { reason } => {
+                // The process exits: as a kill, and the harness remembers why.
+                let id = self.nodes[index].id;
+                self.kill(id);
+                self.client.push(Output::Halt { reason });
+                Vec::new()
+            }
             other => {
                 self.client.push(other);
                 Vec::new()
@@ -476,6 +483,64 @@ fn a_cluster_replicates_and_fails_over_without_losing_acknowledged_writes() {
         .map(|broker| broker.id.0)
         .collect();
     assert_eq!(fenced, vec![leader.0], "only the dead broker is fenced");
+}
+
+/// Kafka halts a broker whose only log directory fails: a leader whose disk fails a write stops
+/// at once (no flush, no clean-shutdown marker), its session expires, and the controller moves the
+/// leadership to a replica that holds every acknowledged write. Staying up with the partition
+/// offline would keep the leadership where nothing can be served.
+#[test]
+fn a_leader_whose_disk_fails_halts_and_the_controller_moves_its_leadership() {
+    let mut cluster = cluster_with_a_topic();
+    let leader = cluster.leader();
+    for index in 0..3 {
+        assert_eq!(
+            cluster.produce(leader.0, -1, &format!("v{index}")),
+            (ErrorCode::None, index)
+        );
+    }
+    let index = cluster.index(leader.0);
+    cluster.nodes[index]
+        .storage
+        .inject(&crate::storage::memory::DiskFaults {
+            fail_writes: 1,
+            fail_syncs: 0,
+        });
+    let mut outputs = cluster.request(leader.0, 9, produce_one("t", -1, 30_000, "unwritten"));
+    assert!(
+        matches!(outputs.pop(), Some(Output::Halt { reason }) if reason.contains("append failed")),
+        "the leader halts, saying why"
+    );
+    let (code, _) = produced_offset(outputs);
+    assert_eq!(
+        ErrorCode::from_code(code),
+        ErrorCode::KafkaStorageError,
+        "a failed write is answered, not acknowledged"
+    );
+    assert!(cluster.nodes[index].down, "the leader halted");
+    assert!(
+        !cluster.nodes[index]
+            .storage
+            .list(CLEAN_SHUTDOWN_FILE)
+            .expect("list")
+            .iter()
+            .any(|name| name == CLEAN_SHUTDOWN_FILE),
+        "a halt writes no clean-shutdown marker"
+    );
+
+    cluster.advance(12_000);
+    let new_leader = cluster.leader();
+    assert!(
+        new_leader != leader && new_leader != NO_LEADER,
+        "the controller moved the leadership: {new_leader:?}"
+    );
+    let acknowledged: Vec<String> = (0..3).map(|index| format!("v{index}")).collect();
+    assert_eq!(cluster.values(new_leader.0)[..3], acknowledged[..]);
+    assert_eq!(
+        cluster.produce(new_leader.0, -1, "after").0,
+        ErrorCode::None,
+        "the partition takes acks=all writes again"
+    );
 }
 
 /// The catalogue's first anomaly, in the core: an acks=1 write that only the leader had is
