@@ -601,13 +601,8 @@ impl<S: Storage> PartitionLog<S> {
         if self.producer_states.is_none() {
             let (mut states, snapshot_offset, invalid_snapshots) = self.newest_snapshot()?;
             let from = snapshot_offset.unwrap_or(i64::MIN);
-            let first = self
-                .segments
-                .range(..=from)
-                .next_back()
-                .map_or(from, |(base, _)| *base);
             let mut batches_walked = 0;
-            for segment in self.segments.range(first..).map(|(_, segment)| segment) {
+            for segment in self.segments_from(from) {
                 segment.batch_headers(|header| {
                     if header.base_offset >= from {
                         states.update(header);
@@ -623,6 +618,17 @@ impl<S: Storage> PartitionLog<S> {
             self.producer_states = Some(states);
         }
         Ok(self.producer_states.as_ref().expect("built above"))
+    }
+
+    /// The segments holding offsets at or past `offset`, oldest first (whole segments below it
+    /// are skipped, not read).
+    fn segments_from(&self, offset: i64) -> impl Iterator<Item = &LogSegment<S::File>> {
+        let first = self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .map_or(offset, |(base, _)| *base);
+        self.segments.range(first..).map(|(_, segment)| segment)
     }
 
     /// How the producer state was last built, if it was.

@@ -127,13 +127,8 @@ impl<S: Storage> PartitionLog<S> {
         let mut cache = on_disk.clone().unwrap_or_default();
         let walk_from = trusted_below.unwrap_or(i64::MIN);
         cache.keep_below(walk_from);
-        let first = self
-            .segments
-            .range(..=walk_from)
-            .next_back()
-            .map_or(walk_from, |(base, _)| *base);
         let mut batches_walked = 0;
-        for segment in self.segments.range(first..).map(|(_, segment)| segment) {
+        for segment in self.segments_from(walk_from) {
             segment.batch_headers(|header| {
                 if header.last_offset() >= walk_from {
                     cache.assign(header.partition_leader_epoch, header.base_offset);

@@ -15,19 +15,7 @@ const SEGMENT_BYTES: u64 = 250;
 const CHECKPOINT: &str = "t-0/leader-epoch-checkpoint";
 
 fn open(storage: &MemoryStorage, recovery_point: i64) -> PartitionLog<MemoryStorage> {
-    let config = LogConfig {
-        segment_bytes: SEGMENT_BYTES,
-        index_interval_bytes: 100,
-        flush_messages: i64::MAX,
-        flush_ms: None,
-        segment_ms: i64::MAX,
-        compacted: false,
-    };
-    let (log, report) =
-        PartitionLog::open(storage.clone(), "t-0", config, recovery_point, Millis(0))
-            .expect("open");
-    assert!(report.corruption.is_none(), "{report:?}");
-    log
+    super::snapshot_tests::open_with(storage, recovery_point, SEGMENT_BYTES)
 }
 
 /// Appends one batch of one record written by the leader of `epoch`.

@@ -15,7 +15,9 @@ fn open(storage: &MemoryStorage, recovery_point: i64) -> PartitionLog<MemoryStor
     open_with(storage, recovery_point, SEGMENT_BYTES)
 }
 
-fn open_with(
+/// Opens the log `t-0` (no flush policy, `segment_bytes` segments); the other test modules use
+/// it too.
+pub(super) fn open_with(
     storage: &MemoryStorage,
     recovery_point: i64,
     segment_bytes: u64,
