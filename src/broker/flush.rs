@@ -157,11 +157,7 @@ impl<S: Storage> Broker<S> {
             Err(error) => {
                 let reason = format!("fsync failed: {error}");
                 if partition.offline().is_none() {
-                    partition.go_offline(reason.clone());
-                    out.push(Output::Event(BrokerEvent::Offline {
-                        partition: topic_partition.clone(),
-                        reason,
-                    }));
+                    partition.go_offline_with_event(reason, out);
                 }
             }
         }

@@ -23,6 +23,8 @@ use crate::storage::Storage;
 use crate::types::{BrokerId, LeaderEpoch, Millis, TopicPartition};
 
 use crate::log::{AppendInfo, FlushMark, LogError, PartitionLog};
+
+use super::{BrokerEvent, Output};
 use crate::protocol::record_batch::RecordBatchHeader;
 
 /// One partition's replica state on this broker.
@@ -173,6 +175,26 @@ impl<S: Storage> Partition<S> {
         assert!(!reason.is_empty(), "an offline partition says why");
         tracing::error!(partition = %self.topic_partition, %reason, "partition offline");
         self.offline.get_or_insert(reason);
+    }
+
+    /// A follower's append failed: a failed disk takes the partition offline (a broker in a
+    /// cluster then halts, as Kafka does when its log directory fails); a batch out of place is
+    /// left for the next fetch to retry.
+    pub fn follower_append_failed<F>(&mut self, error: &LogError, out: &mut Vec<Output<F>>) {
+        tracing::error!(partition = %self.topic_partition, %error, "replicated append failed");
+        if matches!(error, LogError::Io(_)) {
+            self.go_offline_with_event(format!("replicated append failed: {error}"), out);
+        }
+    }
+
+    /// [`go_offline`](Self::go_offline), and the `offline` event that tells the simulator's
+    /// history (and, in a cluster, `Broker::maybe_halt`).
+    pub fn go_offline_with_event<F>(&mut self, reason: String, out: &mut Vec<Output<F>>) {
+        self.go_offline(reason.clone());
+        out.push(Output::Event(BrokerEvent::Offline {
+            partition: self.topic_partition.clone(),
+            reason,
+        }));
     }
 
     /// Appends a validated batch as leader. An append that requires an fsync first becomes a

@@ -142,12 +142,7 @@ impl<S: Storage> Broker<S> {
         partition.partition_epoch = state.partition_epoch;
         let generation = self.config.replication.generation;
         if let Err(error) = partition.log.load_leader_epochs() {
-            let reason = format!("leader epochs unreadable: {error}");
-            partition.go_offline(reason.clone());
-            out.push(Output::Event(BrokerEvent::Offline {
-                partition: topic_partition.clone(),
-                reason,
-            }));
+            partition.go_offline_with_event(format!("leader epochs unreadable: {error}"), out);
             return;
         }
         if state.leader == local {
@@ -250,12 +245,7 @@ impl<S: Storage> Broker<S> {
                 self.start_flush(target, sync, out);
             }
             Err(error) => {
-                let reason = format!("truncation failed: {error}");
-                partition.go_offline(reason.clone());
-                out.push(Output::Event(BrokerEvent::Offline {
-                    partition: topic_partition.clone(),
-                    reason,
-                }));
+                partition.go_offline_with_event(format!("truncation failed: {error}"), out);
             }
         }
     }
@@ -630,7 +620,7 @@ impl<S: Storage> Broker<S> {
                     rolled = info.rolled.or(rolled);
                 }
                 Err(error) => {
-                    replicated_append_failed(partition, topic_partition, &error, out);
+                    partition.follower_append_failed(&error, out);
                     return false;
                 }
             }
@@ -794,26 +784,6 @@ impl<S: Storage> Broker<S> {
             }
         }
         ok
-    }
-}
-
-/// A follower's append failed: a failed disk takes the partition offline (a broker in a cluster
-/// then halts, as Kafka does when its log directory fails); a batch out of place is left for the
-/// next fetch to retry.
-fn replicated_append_failed<S: Storage>(
-    partition: &mut crate::broker::partition::Partition<S>,
-    topic_partition: &TopicPartition,
-    error: &crate::log::LogError,
-    out: &mut Vec<Output<S::File>>,
-) {
-    tracing::error!(partition = %topic_partition, %error, "replicated append failed");
-    if matches!(error, crate::log::LogError::Io(_)) {
-        let reason = format!("replicated append failed: {error}");
-        partition.go_offline(reason.clone());
-        out.push(Output::Event(BrokerEvent::Offline {
-            partition: topic_partition.clone(),
-            reason,
-        }));
     }
 }
 
