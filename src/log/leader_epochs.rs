@@ -106,11 +106,6 @@ impl LeaderEpochCache {
         &self.entries
     }
 
-    /// Only the entries that start below `offset`.
-    pub(crate) fn keep_below(&mut self, offset: i64) {
-        self.entries.retain(|(_, start)| *start < offset);
-    }
-
     /// The checkpoint file's text.
     pub fn to_checkpoint(&self) -> String {
         use std::fmt::Write;

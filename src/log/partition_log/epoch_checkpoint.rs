@@ -126,7 +126,7 @@ impl<S: Storage> PartitionLog<S> {
         let trusted_below = on_disk.as_ref().map(|_| self.recovery_point);
         let mut cache = on_disk.clone().unwrap_or_default();
         let walk_from = trusted_below.unwrap_or(i64::MIN);
-        cache.keep_below(walk_from);
+        cache.truncate_from_end(walk_from); // trusted below the recovery point only
         let mut batches_walked = 0;
         for segment in self.segments_from(walk_from) {
             segment.batch_headers(|header| {
