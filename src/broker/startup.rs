@@ -258,9 +258,10 @@ impl<S: Storage> Broker<S> {
         if !names.iter().any(|listed| listed == name) {
             return Ok(RecoveryPoints::new());
         }
-        let file = storage.open(name).map_err(LogError::from)?;
-        let mut bytes = vec![0; file.len().map_err(LogError::from)? as usize];
-        file.read_exact_at(&mut bytes, 0).map_err(LogError::from)?;
+        let bytes = storage
+            .open(name)
+            .and_then(|file| file.read_all())
+            .map_err(LogError::from)?;
         checkpoint::parse(&String::from_utf8_lossy(&bytes))
             .map_err(|error| BrokerError::DataDirectory(format!("{name}: {error}")))
     }

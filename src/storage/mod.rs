@@ -50,6 +50,13 @@ pub trait StorageFile: Clone + Send + Sync + std::fmt::Debug + 'static {
     }
     /// Fills `buf` from `position`; `UnexpectedEof` if the file is too short.
     fn read_exact_at(&self, buf: &mut [u8], position: u64) -> io::Result<()>;
+    /// Every byte of the file (a small one: a checkpoint, a snapshot).
+    fn read_all(&self) -> io::Result<Vec<u8>> {
+        let len = usize::try_from(self.len()?).map_err(io::Error::other)?;
+        let mut bytes = vec![0; len];
+        self.read_exact_at(&mut bytes, 0)?;
+        Ok(bytes)
+    }
     /// Writes `data` at `position` (into the page cache: not durable until an fsync).
     fn write_all_at(&self, data: &[u8], position: u64) -> io::Result<()>;
     /// Truncates or extends the file.

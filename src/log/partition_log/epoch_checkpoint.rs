@@ -158,13 +158,10 @@ impl<S: Storage> PartitionLog<S> {
 
     /// The checkpoint file's cache, or why it does not parse.
     fn read_epoch_checkpoint(&self) -> Result<Result<LeaderEpochCache, String>, LogError> {
-        let file = self.storage.open(&self.epoch_checkpoint_name())?;
-        let len = file.len()?;
-        let Ok(len) = usize::try_from(len) else {
-            return Ok(Err(format!("{len} bytes long")));
-        };
-        let mut bytes = vec![0; len];
-        file.read_exact_at(&mut bytes, 0)?;
+        let bytes = self
+            .storage
+            .open(&self.epoch_checkpoint_name())?
+            .read_all()?;
         Ok(LeaderEpochCache::from_checkpoint(&bytes))
     }
 

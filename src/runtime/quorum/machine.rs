@@ -74,9 +74,7 @@ impl<S: DurableStorage> MetadataMachine<S> {
         {
             return Ok(machine);
         }
-        let file = machine.storage.open(SNAPSHOT)?;
-        let mut bytes = vec![0u8; file.len()? as usize];
-        file.read_exact_at(&mut bytes, 0)?;
+        let bytes = machine.storage.open(SNAPSHOT)?.read_all()?;
         let stored: StoredSnapshot = serde_json::from_slice(&bytes).map_err(|error| {
             io::Error::new(io::ErrorKind::InvalidData, format!("{SNAPSHOT}: {error}"))
         })?;
