@@ -5,7 +5,8 @@
 //!   `broker.heartbeat.interval.ms` with the metadata offset it has applied; the controller
 //!   unfences it once that offset passes its registration.
 //! - It follows the metadata log with long-polling Fetches of `__cluster_metadata-0`, applies the
-//!   records to its [`ClusterImage`], and reconciles: topics it did not know are added, partitions
+//!   records to its [`ClusterImage`] (or, when the controller's log starts past its offset,
+//!   fetches the controller's snapshot with FetchSnapshot and takes its image), and reconciles: topics it did not know are added, partitions
 //!   it replicates are opened, and each partition becomes leader or follower as the image says.
 //! - As a leader it asks the controller to change ISRs (AlterPartition) instead of changing them
 //!   itself; until the answer comes the high watermark counts the maximal ISR.
@@ -18,9 +19,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use kafka_protocol::messages::alter_partition_request::{PartitionData, TopicData};
 use kafka_protocol::messages::broker_registration_request::Listener;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_snapshot_request::{
+    PartitionSnapshot, SnapshotId, TopicSnapshot,
+};
 use kafka_protocol::messages::{
     AlterPartitionRequest, BrokerHeartbeatRequest, BrokerRegistrationRequest, CreateTopicsResponse,
-    FetchRequest, RequestKind, ResponseKind, TopicName,
+    FetchRequest, FetchSnapshotRequest, FetchSnapshotResponse, RequestKind, ResponseKind,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -52,6 +57,8 @@ enum Call {
     Registration,
     Heartbeat,
     MetadataFetch,
+    /// A FetchSnapshot of the metadata snapshot being downloaded.
+    SnapshotFetch,
     /// AlterPartition for these partitions.
     AlterPartition(Vec<TopicPartition>),
     /// A client's CreateTopics, to relay (`None`: an auto-creation nobody waits for).
@@ -76,9 +83,24 @@ pub(super) struct Membership {
     /// The next metadata offset to fetch.
     next_offset: i64,
     fenced: bool,
+    /// The controller's snapshot being fetched, when its log starts past `next_offset`.
+    download: Option<SnapshotDownload>,
     /// Partitions whose AlterPartition got no answer (the controller was unreachable): the
     /// same proposal goes again at `retry_at`, as Kafka's `AlterPartitionManager` resends it.
     alter_retries: BTreeSet<TopicPartition>,
+}
+
+/// A metadata snapshot being fetched, chunk by chunk.
+#[derive(Debug)]
+struct SnapshotDownload {
+    end_offset: i64,
+    epoch: i32,
+    bytes: Vec<u8>,
+}
+
+/// Whether a call reads the metadata (a Fetch or a FetchSnapshot): one at a time.
+fn is_metadata_read(call: &Call) -> bool {
+    matches!(call, Call::MetadataFetch | Call::SnapshotFetch)
 }
 
 impl Membership {
@@ -103,6 +125,7 @@ impl Membership {
             image: ClusterImage::default(),
             next_offset: 0,
             fenced: true,
+            download: None,
             alter_retries: BTreeSet::new(),
         }
     }
@@ -143,8 +166,7 @@ impl Membership {
         }
         let heartbeat =
             (!self.has(|call| matches!(call, Call::Heartbeat))).then_some(self.next_heartbeat);
-        let fetch =
-            (!self.has(|call| matches!(call, Call::MetadataFetch))).then_some(self.retry_at);
+        let fetch = (!self.has(is_metadata_read)).then_some(self.retry_at);
         let alter = (!self.alter_retries.is_empty()).then_some(self.retry_at);
         [heartbeat, fetch, alter, self.next_timeout()]
             .into_iter()
@@ -208,8 +230,11 @@ impl<S: Storage> Broker<S> {
         };
         let heartbeat_due = !membership.has(|call| matches!(call, Call::Heartbeat))
             && now >= membership.next_heartbeat;
-        let fetch_due = !membership.has(|call| matches!(call, Call::MetadataFetch))
-            && now >= membership.retry_at;
+        let fetch_due = !membership.has(is_metadata_read) && now >= membership.retry_at;
+        let download = membership
+            .download
+            .as_ref()
+            .map(|download| (download.end_offset, download.epoch, download.bytes.len()));
         let next_offset = membership.next_offset;
         if heartbeat_due {
             let interval = self.config.broker_heartbeat_interval_ms as u64;
@@ -227,6 +252,37 @@ impl<S: Storage> Broker<S> {
             );
         }
         if fetch_due {
+            self.read_metadata(now, download, next_offset, out);
+        }
+        self.retry_alter_partitions(now, out);
+    }
+
+    /// Reads on: the next chunk of the snapshot being downloaded (`(end_offset, epoch,
+    /// position)`), or else the metadata log from `next_offset`.
+    fn read_metadata(
+        &mut self,
+        now: Millis,
+        download: Option<(i64, i32, usize)>,
+        next_offset: i64,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        if let Some((end_offset, epoch, position)) = download {
+            let wanted = PartitionSnapshot::default()
+                .with_partition(0)
+                .with_snapshot_id(
+                    SnapshotId::default()
+                        .with_end_offset(end_offset)
+                        .with_epoch(epoch),
+                )
+                .with_position(position as i64);
+            let body = FetchSnapshotRequest::default()
+                .with_max_bytes(1 << 20)
+                .with_topics(vec![TopicSnapshot::default()
+                    .with_name(TopicName(StrBytes::from_static_str(METADATA_TOPIC)))
+                    .with_partitions(vec![wanted])]);
+            let body = RequestKind::FetchSnapshot(body);
+            self.controller_call(now, Call::SnapshotFetch, body, 0, out);
+        } else {
             let wanted = FetchPartition::default()
                 .with_partition(0)
                 .with_fetch_offset(next_offset)
@@ -240,7 +296,6 @@ impl<S: Storage> Broker<S> {
                     .with_partitions(vec![wanted])]);
             self.controller_call(now, Call::MetadataFetch, RequestKind::Fetch(body), 12, out);
         }
-        self.retry_alter_partitions(now, out);
     }
 
     /// Sends again the AlterPartition proposals that got no answer, once `retry_at` has come;
@@ -306,6 +361,10 @@ impl<S: Storage> Broker<S> {
         let membership = self.cluster.as_mut().expect("in a cluster");
         tracing::warn!(?call, %error, controller = voter.0, "controller request failed");
         membership.next_voter(voter);
+        if matches!(call, Call::SnapshotFetch) {
+            // The next voter may hold another snapshot: a Fetch there tells which.
+            membership.download = None;
+        }
         if let Call::AlterPartition(partitions) = &call {
             membership.alter_retries.extend(partitions.iter().cloned());
         }
@@ -370,6 +429,9 @@ impl<S: Storage> Broker<S> {
             (Call::MetadataFetch, ResponseKind::Fetch(body)) => {
                 self.on_metadata_fetched(now, body, out);
             }
+            (Call::SnapshotFetch, ResponseKind::FetchSnapshot(body)) => {
+                self.on_snapshot_fetched(now, body, out);
+            }
             (Call::AlterPartition(partitions), ResponseKind::AlterPartition(body)) => {
                 self.on_alter_partition_answer(now, &partitions, body, out);
             }
@@ -408,6 +470,20 @@ impl<S: Storage> Broker<S> {
             membership.retry_at = now.plus(RETRY_MS);
             return;
         };
+        if data.snapshot_id.end_offset >= 0 {
+            // The controller's log starts past our offset: its snapshot comes first.
+            tracing::info!(
+                next_offset = membership.next_offset,
+                end_offset = data.snapshot_id.end_offset,
+                "fetching the metadata snapshot"
+            );
+            membership.download = Some(SnapshotDownload {
+                end_offset: data.snapshot_id.end_offset,
+                epoch: data.snapshot_id.epoch,
+                bytes: Vec::new(),
+            });
+            return;
+        }
         let bytes = data.records.clone().unwrap_or_default();
         let records = match decode_records(&bytes) {
             Ok(records) => records,
@@ -432,6 +508,74 @@ impl<S: Storage> Broker<S> {
             membership.next_offset = record.offset + 1;
         }
         self.reconcile(now, out);
+    }
+
+    /// Takes a chunk of the metadata snapshot; once it is whole, its image replaces ours and
+    /// fetching goes on from its end offset. Any error drops the download: the next Fetch
+    /// names the snapshot to fetch then.
+    fn on_snapshot_fetched(
+        &mut self,
+        now: Millis,
+        response: &FetchSnapshotResponse,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let membership = self.cluster.as_mut().expect("in a cluster");
+        let Some(mut download) = membership.download.take() else {
+            return;
+        };
+        let data = response
+            .topics
+            .first()
+            .and_then(|topic| topic.partitions.first())
+            .filter(|data| {
+                response.error_code == 0
+                    && data.error_code == 0
+                    && data.snapshot_id.end_offset == download.end_offset
+                    && data.snapshot_id.epoch == download.epoch
+                    && data.position == download.bytes.len() as i64
+            });
+        let Some(data) = data else {
+            tracing::warn!(?response, "metadata snapshot fetch failed");
+            membership.retry_at = now.plus(RETRY_MS);
+            return;
+        };
+        download.bytes.extend_from_slice(&data.unaligned_records);
+        let size = data.size.max(0) as usize;
+        let got = download.bytes.len();
+        if got < size && !data.unaligned_records.is_empty() {
+            membership.download = Some(download);
+            return;
+        }
+        let image = decode_records(&bytes::Bytes::from(std::mem::take(&mut download.bytes)))
+            .map_err(|error| error.to_string())
+            .and_then(|records| {
+                let decoded = records
+                    .iter()
+                    .map(|record| Record::decode(record.value.as_deref().unwrap_or_default()))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|error| error.to_string())?;
+                ClusterImage::from_records(&decoded)
+            });
+        match image {
+            Ok(image) if got == size => {
+                tracing::info!(
+                    end_offset = download.end_offset,
+                    bytes = size,
+                    "metadata snapshot fetched"
+                );
+                membership.image = image;
+                membership.next_offset = download.end_offset;
+                self.reconcile(now, out);
+            }
+            Ok(_) => {
+                tracing::error!(size, got, "metadata snapshot cut short");
+                membership.retry_at = now.plus(RETRY_MS);
+            }
+            Err(error) => {
+                tracing::error!(%error, "metadata snapshot does not apply");
+                membership.retry_at = now.plus(RETRY_MS);
+            }
+        }
     }
 
     /// Opens (and recovers) a partition the metadata assigns here; reports what recovery kept,
@@ -682,6 +826,7 @@ fn is_not_controller(response: &ResponseKind) -> bool {
         ResponseKind::BrokerHeartbeat(body) => body.error_code == code,
         ResponseKind::AlterPartition(body) => body.error_code == code,
         ResponseKind::Fetch(body) => body.error_code == code,
+        ResponseKind::FetchSnapshot(body) => body.error_code == code,
         ResponseKind::CreateTopics(body) => {
             body.topics.iter().any(|topic| topic.error_code == code)
         }

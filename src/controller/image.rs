@@ -103,6 +103,56 @@ impl ClusterImage {
             .and_then(|topic| topic.partitions.get(&partition))
     }
 
+    /// The records that rebuild this image from nothing (a metadata snapshot, Kafka's
+    /// `MetadataImage.write`): each broker's registration, then its unfencing if it is active;
+    /// each topic, then each partition as it stands now, epochs included. Applied in order to an
+    /// empty image they give an image equal to this one.
+    pub fn to_records(&self) -> Vec<Record> {
+        let mut records = Vec::new();
+        for broker in self.brokers.values() {
+            records.push(Record::RegisterBroker {
+                broker: broker.id,
+                epoch: broker.epoch,
+                host: broker.host.clone(),
+                port: broker.port,
+            });
+            if !broker.fenced {
+                records.push(Record::UnfenceBroker {
+                    broker: broker.id,
+                    epoch: broker.epoch,
+                });
+            }
+        }
+        for topic in self.topics.values() {
+            records.push(Record::Topic {
+                name: topic.name.clone(),
+                topic_id: topic.topic_id,
+                configs: topic.configs.clone(),
+            });
+            for (index, partition) in &topic.partitions {
+                records.push(Record::Partition {
+                    topic_id: topic.topic_id,
+                    partition: *index,
+                    replicas: partition.replicas.clone(),
+                    isr: partition.isr.clone(),
+                    leader: partition.leader,
+                    leader_epoch: partition.leader_epoch,
+                    partition_epoch: partition.partition_epoch,
+                });
+            }
+        }
+        records
+    }
+
+    /// The image `records` build from nothing, or why one does not apply.
+    pub fn from_records<'a>(records: impl IntoIterator<Item = &'a Record>) -> Result<Self, String> {
+        let mut image = ClusterImage::default();
+        for record in records {
+            image.apply(record)?;
+        }
+        Ok(image)
+    }
+
     /// Applies one record, or says why it does not apply.
     pub fn apply(&mut self, record: &Record) -> Result<(), String> {
         match record {

@@ -15,6 +15,11 @@
 //! Brokers talk to it with Kafka's own APIs: BrokerRegistration, BrokerHeartbeat,
 //! AlterPartition, CreateTopics (forwarded by brokers), and Fetch of `__cluster_metadata-0`,
 //! whose record values are encoded [`Record`]s and whose offsets are metadata offsets.
+//!
+//! In Raft mode the quorum also hands the node each metadata snapshot (the image as the records
+//! that rebuild it, at an end offset): the node's copy of the log then starts at that offset. A
+//! broker fetching below it is answered with the snapshot's id (Fetch's `SnapshotId`) and
+//! fetches the snapshot itself with FetchSnapshot, as KIP-630 has it.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -25,7 +30,8 @@ use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::{
     AlterPartitionRequest, AlterPartitionResponse, BrokerHeartbeatRequest, BrokerHeartbeatResponse,
     BrokerRegistrationRequest, BrokerRegistrationResponse, CreateTopicsRequest,
-    CreateTopicsResponse, FetchRequest, RequestKind, ResponseKind,
+    CreateTopicsResponse, FetchRequest, FetchSnapshotRequest, FetchSnapshotResponse, RequestKind,
+    ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -70,6 +76,19 @@ struct ParkedFetch {
     deadline: Millis,
 }
 
+/// The latest metadata snapshot a Raft-mode node was handed: where its copy of the log starts.
+#[derive(Debug)]
+struct MetadataSnapshot {
+    /// The metadata offset the image stands at.
+    end_offset: i64,
+    /// The Raft term of the last entry it covers (Kafka's snapshot epoch).
+    epoch: i32,
+    /// The records that rebuild the image.
+    records: Vec<Record>,
+    /// The records as one RecordBatch, as FetchSnapshot serves them.
+    bytes: bytes::Bytes,
+}
+
 /// How a controller node's metadata records become committed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QuorumKind {
@@ -91,6 +110,17 @@ pub enum QuorumInput {
         /// The entry's term.
         term: u64,
         /// Its metadata records.
+        records: Vec<Record>,
+    },
+    /// A metadata snapshot: the image at `end_offset`, as the records that rebuild it. Either
+    /// this node's own (its copy of the log already reaches `end_offset`, and now starts there)
+    /// or one it installed (its copy then starts over, empty, at `end_offset`).
+    Snapshot {
+        /// The term of the last entry it covers.
+        term: u64,
+        /// How many metadata records were committed before it.
+        end_offset: i64,
+        /// The records that rebuild the image.
         records: Vec<Record>,
     },
     /// The quorum's leader as this node knows it, and the current term.
@@ -126,6 +156,8 @@ pub struct ControllerNode<S: Storage> {
     /// Defaults topic configs are validated against.
     defaults: BrokerConfig,
     log: PartitionLog<S>,
+    /// Raft mode: the latest metadata snapshot, where `log` starts.
+    snapshot: Option<MetadataSnapshot>,
     flushes: BTreeMap<FlushId, FlushMark>,
     next_flush_id: u64,
     pending: Vec<Pending<S::File>>,
@@ -195,6 +227,7 @@ impl<S: Storage> ControllerNode<S> {
             raft,
             defaults,
             log,
+            snapshot: None,
             flushes: BTreeMap::new(),
             next_flush_id: 0,
             pending: Vec::new(),
@@ -352,8 +385,86 @@ impl<S: Storage> ControllerNode<S> {
                 }
                 self.release(now, out);
             }
+            QuorumInput::Snapshot {
+                term,
+                end_offset,
+                records,
+            } => self.on_snapshot(now, term, end_offset, records, out),
         }
         self.maybe_activate(now, out);
+    }
+
+    /// Takes a new snapshot. One of this node's own moves the copy's start to the previous
+    /// snapshot's end: a broker a little behind still reads records, one further behind (or
+    /// starting from nothing) reads the latest snapshot. A snapshot past the copy's end was
+    /// installed from the leader: the copy starts over there, and the image is the snapshot's.
+    /// Brokers registered in it must reach its end before they unfence (Kafka replays a
+    /// snapshot's records at its end offset).
+    fn on_snapshot(
+        &mut self,
+        now: Millis,
+        term: u64,
+        end_offset: i64,
+        records: Vec<Record>,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        if end_offset < self.log.log_start_offset()
+            || self
+                .snapshot
+                .as_ref()
+                .is_some_and(|snapshot| snapshot.end_offset >= end_offset)
+        {
+            return;
+        }
+        let installed = end_offset > self.log.log_end_offset();
+        let start = if installed {
+            end_offset
+        } else {
+            self.snapshot
+                .as_ref()
+                .map_or(self.log.log_start_offset(), |previous| previous.end_offset)
+        };
+        if let Err(error) = self.log.delete_segments_below(start) {
+            panic!("starting the metadata log copy at {start} failed: {error}");
+        }
+        let values: Vec<Vec<u8>> = records.iter().map(Record::encode).collect();
+        let batch = if values.is_empty() {
+            Vec::new()
+        } else {
+            value_batch(&values).0
+        };
+        tracing::info!(
+            end_offset,
+            records = records.len(),
+            installed,
+            start,
+            "metadata snapshot taken"
+        );
+        self.snapshot = Some(MetadataSnapshot {
+            end_offset,
+            epoch: i32::try_from(term).unwrap_or(i32::MAX),
+            records,
+            bytes: bytes::Bytes::from(batch),
+        });
+        if !installed {
+            return;
+        }
+        let raft = self.raft.as_mut().expect("Raft mode");
+        raft.applied_term = term;
+        let active = raft.active;
+        for record in &self.snapshot.as_ref().expect("just set").records {
+            if let Record::RegisterBroker { broker, .. } = record {
+                self.registered_at.insert(*broker, end_offset);
+            }
+        }
+        if active {
+            // A leader installs no snapshot; should one come, the image follows it.
+            self.step_down(now, out);
+        } else {
+            let seed = self.raft.as_ref().expect("Raft mode").seed;
+            self.rebuild_controller(seed);
+        }
+        self.release(now, out);
     }
 
     /// Becomes the controller once this node leads and has applied an entry of its term.
@@ -377,14 +488,20 @@ impl<S: Storage> ControllerNode<S> {
         self.controller.activate(now);
     }
 
-    /// A controller whose image is the committed records, drawing ids from `seed`.
+    /// A controller whose image is the committed records (the snapshot's, then the log's),
+    /// drawing ids from `seed`.
     fn rebuild_controller(&mut self, seed: u64) {
         self.controller = QuorumController::new(self.controller.config().clone(), seed);
-        for (_, record) in self
-            .read_records(0)
-            .expect("the metadata log copy reads back")
-        {
-            if let Err(error) = self.controller.replay(&record) {
+        let from = self
+            .snapshot
+            .as_ref()
+            .map_or(self.log.log_start_offset(), |snapshot| snapshot.end_offset);
+        let logged = self
+            .read_records(from)
+            .expect("the metadata log copy reads back");
+        let snapshot = self.snapshot.iter().flat_map(|snapshot| &snapshot.records);
+        for record in snapshot.chain(logged.iter().map(|(_, record)| record)) {
+            if let Err(error) = self.controller.replay(record) {
                 panic!("a committed metadata record does not apply: {error}");
             }
         }
@@ -451,6 +568,12 @@ impl<S: Storage> ControllerNode<S> {
                 self.on_create_topics(now, reply_to, api_version, &body, out)
             }
             RequestKind::Fetch(body) => self.on_fetch(now, reply_to, body, out),
+            RequestKind::FetchSnapshot(body) => {
+                let answer = self.read_snapshot(&body);
+                out.push(
+                    reply_to.respond(ResponseBody::message(ResponseKind::FetchSnapshot(answer))),
+                );
+            }
             other => out.push(Output::Close {
                 connection,
                 reason: format!(
@@ -753,7 +876,6 @@ impl<S: Storage> ControllerNode<S> {
             };
             return (parts, true);
         }
-        let committed = self.committed();
         let mut has_records = false;
         let topics = request
             .topics
@@ -762,45 +884,7 @@ impl<S: Storage> ControllerNode<S> {
                 let partitions = topic
                     .partitions
                     .iter()
-                    .map(|wanted| {
-                        let mut entry = FetchPartitionResponse {
-                            partition_index: wanted.partition,
-                            error_code: 0,
-                            high_watermark: committed,
-                            last_stable_offset: committed,
-                            log_start_offset: self.log.log_start_offset(),
-                            diverging_epoch: None,
-                            records: RecordsSource::Empty,
-                        };
-                        if topic.topic.as_str() != METADATA_TOPIC || wanted.partition != 0 {
-                            entry.error_code = ErrorCode::UnknownTopicOrPartition.code();
-                            return entry;
-                        }
-                        let max_bytes = wanted.partition_max_bytes.max(1) as u64;
-                        match self.log.read(wanted.fetch_offset, committed, max_bytes) {
-                            Ok(LogRead::Records {
-                                file,
-                                position,
-                                len,
-                            }) => {
-                                has_records = true;
-                                entry.records = RecordsSource::File {
-                                    file,
-                                    position,
-                                    len,
-                                };
-                            }
-                            Ok(LogRead::Empty) => {}
-                            Ok(LogRead::OutOfRange) => {
-                                entry.error_code = ErrorCode::OffsetOutOfRange.code();
-                            }
-                            Err(error) => {
-                                tracing::error!(%error, "metadata log read failed");
-                                entry.error_code = ErrorCode::KafkaStorageError.code();
-                            }
-                        }
-                        entry
-                    })
+                    .map(|wanted| self.read_metadata_partition(topic, wanted, &mut has_records))
                     .collect();
                 FetchTopicResponse {
                     topic: topic.topic.to_string(),
@@ -815,6 +899,122 @@ impl<S: Storage> ControllerNode<S> {
             topics,
         };
         (parts, has_records)
+    }
+}
+
+impl<S: Storage> ControllerNode<S> {
+    /// One partition of a metadata Fetch: committed records from the fetch offset, or the id
+    /// of the snapshot to fetch instead when the offset lies below the copy's start (KIP-630).
+    /// Sets `has_records` when the answer should go at once.
+    fn read_metadata_partition(
+        &self,
+        topic: &kafka_protocol::messages::fetch_request::FetchTopic,
+        wanted: &kafka_protocol::messages::fetch_request::FetchPartition,
+        has_records: &mut bool,
+    ) -> FetchPartitionResponse<S::File> {
+        let committed = self.committed();
+        let mut entry = FetchPartitionResponse {
+            partition_index: wanted.partition,
+            error_code: 0,
+            high_watermark: committed,
+            last_stable_offset: committed,
+            log_start_offset: self.log.log_start_offset(),
+            diverging_epoch: None,
+            snapshot_id: None,
+            records: RecordsSource::Empty,
+        };
+        if topic.topic.as_str() != METADATA_TOPIC || wanted.partition != 0 {
+            entry.error_code = ErrorCode::UnknownTopicOrPartition.code();
+            return entry;
+        }
+        if let Some(snapshot) = self
+            .snapshot
+            .as_ref()
+            .filter(|_| wanted.fetch_offset < self.log.log_start_offset())
+        {
+            entry.snapshot_id = Some((snapshot.end_offset, snapshot.epoch));
+            *has_records = true;
+            return entry;
+        }
+        let max_bytes = wanted.partition_max_bytes.max(1) as u64;
+        match self.log.read(wanted.fetch_offset, committed, max_bytes) {
+            Ok(LogRead::Records {
+                file,
+                position,
+                len,
+            }) => {
+                *has_records = true;
+                entry.records = RecordsSource::File {
+                    file,
+                    position,
+                    len,
+                };
+            }
+            Ok(LogRead::Empty) => {}
+            Ok(LogRead::OutOfRange) => {
+                entry.error_code = ErrorCode::OffsetOutOfRange.code();
+            }
+            Err(error) => {
+                tracing::error!(%error, "metadata log read failed");
+                entry.error_code = ErrorCode::KafkaStorageError.code();
+            }
+        }
+        entry
+    }
+
+    /// A FetchSnapshot answer: the bytes of the snapshot asked for from `position`, at most
+    /// `max_bytes` of them; `SNAPSHOT_NOT_FOUND` when it is not the latest snapshot (the broker
+    /// fetches again and learns the new one), `POSITION_OUT_OF_RANGE` past its end.
+    fn read_snapshot(&self, request: &FetchSnapshotRequest) -> FetchSnapshotResponse {
+        use kafka_protocol::messages::fetch_snapshot_response::{
+            PartitionSnapshot, SnapshotId, TopicSnapshot,
+        };
+        if !self.is_active() {
+            return FetchSnapshotResponse::default()
+                .with_error_code(ErrorCode::NotController.code());
+        }
+        let topics = request
+            .topics
+            .iter()
+            .map(|topic| {
+                let partitions = topic
+                    .partitions
+                    .iter()
+                    .map(|wanted| {
+                        let mut answer = PartitionSnapshot::default()
+                            .with_index(wanted.partition)
+                            .with_snapshot_id(
+                                SnapshotId::default()
+                                    .with_end_offset(wanted.snapshot_id.end_offset)
+                                    .with_epoch(wanted.snapshot_id.epoch),
+                            )
+                            .with_position(wanted.position);
+                        let snapshot = self.snapshot.as_ref().filter(|snapshot| {
+                            topic.name.as_str() == METADATA_TOPIC
+                                && wanted.partition == 0
+                                && snapshot.end_offset == wanted.snapshot_id.end_offset
+                                && snapshot.epoch == wanted.snapshot_id.epoch
+                        });
+                        let Some(snapshot) = snapshot else {
+                            return answer.with_error_code(ErrorCode::SnapshotNotFound.code());
+                        };
+                        let size = snapshot.bytes.len() as i64;
+                        if wanted.position < 0 || wanted.position > size {
+                            return answer.with_error_code(ErrorCode::PositionOutOfRange.code());
+                        }
+                        let from = wanted.position as usize;
+                        let to = (from + request.max_bytes.max(1) as usize).min(size as usize);
+                        answer.size = size;
+                        answer.unaligned_records = snapshot.bytes.slice(from..to);
+                        answer
+                    })
+                    .collect();
+                TopicSnapshot::default()
+                    .with_name(topic.name.clone())
+                    .with_partitions(partitions)
+            })
+            .collect();
+        FetchSnapshotResponse::default().with_topics(topics)
     }
 }
 
@@ -1098,7 +1298,7 @@ mod tests {
         assert_eq!(reopened.machine.controller().image(), &image);
     }
 
-    fn registration(broker: i32) -> Request {
+    pub(super) fn registration(broker: i32) -> Request {
         let listener = Listener::default()
             .with_name(StrBytes::from_static_str("PLAINTEXT"))
             .with_host(StrBytes::from_static_str("localhost"))
@@ -1116,14 +1316,17 @@ mod tests {
         }
     }
 
-    fn step(node: &mut ControllerNode<MemoryStorage>, input: Input) -> Vec<Output<MemoryFile>> {
+    pub(super) fn step(
+        node: &mut ControllerNode<MemoryStorage>,
+        input: Input,
+    ) -> Vec<Output<MemoryFile>> {
         let mut out = Vec::new();
         node.handle(Millis(0), input, &mut out);
         node.check_invariants();
         out
     }
 
-    fn request(
+    pub(super) fn request(
         node: &mut ControllerNode<MemoryStorage>,
         request: Request,
     ) -> Vec<Output<MemoryFile>> {
@@ -1147,7 +1350,7 @@ mod tests {
         })
     }
 
-    fn raft_node() -> ControllerNode<MemoryStorage> {
+    pub(super) fn raft_node() -> ControllerNode<MemoryStorage> {
         let (node, to_sync) = ControllerNode::open_with(
             QuorumKind::Raft { me: 1000 },
             ControllerConfig::default(),
@@ -1164,18 +1367,18 @@ mod tests {
         node
     }
 
-    fn quorum(
+    pub(super) fn quorum(
         node: &mut ControllerNode<MemoryStorage>,
         input: QuorumInput,
     ) -> Vec<Output<MemoryFile>> {
         step(node, Input::Quorum(input))
     }
 
-    fn committed(term: u64, records: Vec<Record>) -> QuorumInput {
+    pub(super) fn committed(term: u64, records: Vec<Record>) -> QuorumInput {
         QuorumInput::Committed { term, records }
     }
 
-    fn proposal(outputs: &[Output<MemoryFile>]) -> Vec<Record> {
+    pub(super) fn proposal(outputs: &[Output<MemoryFile>]) -> Vec<Record> {
         outputs
             .iter()
             .find_map(|output| match output {
@@ -1292,3 +1495,6 @@ mod tests {
         assert!(node.controller().image().broker(BrokerId(2)).is_some());
     }
 }
+
+#[cfg(test)]
+mod snapshot_tests;

@@ -317,3 +317,76 @@ fn replaying_the_log_rebuilds_the_same_image_through_the_record_bytes() {
     assert_eq!(follower.image(), cluster.controller.image());
     follower.image().check_invariants();
 }
+
+/// One step of a random cluster history.
+#[derive(Debug, Clone)]
+enum Step {
+    /// A topic with this many partitions and this replication factor (skipped when too few
+    /// brokers are active).
+    Create(i32, i16),
+    /// Seconds of heartbeats, with the brokers in the mask silent.
+    Run(u64, u8),
+    /// A broker registers again (a restart).
+    Restart(i32),
+}
+
+fn steps() -> impl proptest::strategy::Strategy<Value = Vec<Step>> {
+    use proptest::prelude::*;
+    let step = prop_oneof![
+        (1..4i32, 1..4i16).prop_map(|(partitions, factor)| Step::Create(partitions, factor)),
+        (1..12u64, 0..8u8).prop_map(|(seconds, mask)| Step::Run(seconds, mask)),
+        (0..3i32).prop_map(Step::Restart),
+    ];
+    proptest::collection::vec(step, 1..24)
+}
+
+proptest::proptest! {
+    /// A snapshot of the image at any offset, followed by the records after that offset, gives
+    /// the image of the whole log, and a controller rebuilt that way hands out the same next
+    /// broker epoch (Kafka's snapshot plus log replay).
+    #[test]
+    fn a_snapshot_at_any_offset_plus_the_rest_of_the_log_rebuilds_the_image(steps in steps()) {
+        let mut cluster = Cluster::new(3, ControllerConfig::default());
+        for (index, step) in steps.iter().enumerate() {
+            match step {
+                Step::Create(partitions, factor) => {
+                    let active = cluster.controller.image().brokers().filter(|b| !b.fenced).count();
+                    if active >= *factor as usize {
+                        cluster.create(&format!("t{index}"), *partitions, *factor, &[]);
+                    }
+                }
+                Step::Run(seconds, mask) => {
+                    let silent: Vec<BrokerId> =
+                        (0..3).filter(|id| mask & (1 << id) != 0).map(BrokerId).collect();
+                    cluster.run(seconds * 1_000, &silent);
+                }
+                Step::Restart(broker) => cluster.start(BrokerId(*broker)),
+            }
+        }
+        let full = cluster.controller.image().clone();
+        for cut in 0..=cluster.log.len() {
+            let prefix = ClusterImage::from_records(&cluster.log[..cut]).expect("the log applies");
+            let snapshot: Vec<Record> = prefix
+                .to_records()
+                .iter()
+                .map(|record| Record::decode(&record.encode()).expect("round trip"))
+                .collect();
+            let mut rebuilt = QuorumController::new(ControllerConfig::default(), 1);
+            for record in snapshot.iter().chain(&cluster.log[cut..]) {
+                rebuilt.replay(record).expect("the snapshot and the rest apply");
+            }
+            proptest::prop_assert_eq!(
+                ClusterImage::from_records(&snapshot).expect("applies"),
+                prefix
+            );
+            proptest::prop_assert_eq!(rebuilt.image(), &full);
+            let mut replayed = QuorumController::new(ControllerConfig::default(), 1);
+            for record in &cluster.log {
+                replayed.replay(record).expect("applies");
+            }
+            let (ours, _) = rebuilt.register_broker(cluster.now, BrokerId(7), "h", 1);
+            let (theirs, _) = replayed.register_broker(cluster.now, BrokerId(7), "h", 1);
+            proptest::prop_assert_eq!(ours, theirs);
+        }
+    }
+}

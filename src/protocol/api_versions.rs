@@ -51,9 +51,10 @@ pub const SUPPORTED_APIS: [SupportedApi; 20] = [
 ];
 
 /// What a controller answers: brokers register, heartbeat, change ISRs, forward topic
-/// creation and fetch the metadata log.
-pub const CONTROLLER_APIS: [SupportedApi; 6] = [
+/// creation, and fetch the metadata log and its snapshot.
+pub const CONTROLLER_APIS: [SupportedApi; 7] = [
     api(ApiKey::Fetch, 12, 16),
+    api(ApiKey::FetchSnapshot, 0, 1),
     api(ApiKey::ApiVersions, 0, 4),
     api(ApiKey::CreateTopics, 2, 7),
     api(ApiKey::AlterPartition, 2, 3),

@@ -278,6 +278,7 @@ impl RequestApiKey for RequestKind {
             RequestKind::BrokerRegistration(_) => ApiKey::BrokerRegistration,
             RequestKind::BrokerHeartbeat(_) => ApiKey::BrokerHeartbeat,
             RequestKind::AlterPartition(_) => ApiKey::AlterPartition,
+            RequestKind::FetchSnapshot(_) => ApiKey::FetchSnapshot,
             RequestKind::OffsetForLeaderEpoch(_) => ApiKey::OffsetForLeaderEpoch,
             RequestKind::DescribeConfigs(_) => ApiKey::DescribeConfigs,
             RequestKind::FindCoordinator(_) => ApiKey::FindCoordinator,

@@ -42,6 +42,8 @@ pub enum ErrorCode {
     NotController = 41,
     StaleBrokerEpoch = 77,
     InvalidUpdateVersion = 95,
+    SnapshotNotFound = 98,
+    PositionOutOfRange = 99,
     BrokerIdNotRegistered = 102,
     IneligibleReplica = 107,
     OffsetMetadataTooLarge = 12,
@@ -128,7 +130,7 @@ impl ErrorCode {
     }
 }
 
-const ALL: [ErrorCode; 53] = [
+const ALL: [ErrorCode; 55] = [
     ErrorCode::UnknownServerError,
     ErrorCode::None,
     ErrorCode::OffsetOutOfRange,
@@ -165,6 +167,8 @@ const ALL: [ErrorCode; 53] = [
     ErrorCode::NotController,
     ErrorCode::StaleBrokerEpoch,
     ErrorCode::InvalidUpdateVersion,
+    ErrorCode::SnapshotNotFound,
+    ErrorCode::PositionOutOfRange,
     ErrorCode::BrokerIdNotRegistered,
     ErrorCode::IneligibleReplica,
     ErrorCode::OffsetMetadataTooLarge,

@@ -51,6 +51,9 @@ pub struct FetchPartitionResponse<F> {
     /// KIP-320/595 (v12+, a tagged field): the follower's log diverges from the leader's; its
     /// last fetched epoch ends at this `(epoch, end_offset)` here.
     pub diverging_epoch: Option<(i32, i64)>,
+    /// KIP-630 (v12+, tagged field 2): the fetch offset lies below the log start of a KRaft
+    /// log; fetch this snapshot `(end_offset, epoch)` instead.
+    pub snapshot_id: Option<(i64, i32)>,
     pub records: RecordsSource<F>,
 }
 
@@ -242,18 +245,28 @@ impl<F: Clone> Encoder<F> {
                 });
             }
         }
-        match partition.diverging_epoch {
-            Some((epoch, end_offset)) if self.flexible => {
-                // One tagged field, tag 0: EpochEndOffset { epoch, end_offset, no tags }.
-                let buf = &mut self.buf;
-                put_unsigned_varint(buf, 1);
-                put_unsigned_varint(buf, 0);
-                put_unsigned_varint(buf, 13);
-                buf.put_i32(epoch);
-                buf.put_i64(end_offset);
-                buf.put_u8(0);
-            }
-            _ => self.tags(),
+        if !self.flexible {
+            return;
+        }
+        let buf = &mut self.buf;
+        let count = u32::from(partition.diverging_epoch.is_some())
+            + u32::from(partition.snapshot_id.is_some());
+        put_unsigned_varint(buf, count);
+        if let Some((epoch, end_offset)) = partition.diverging_epoch {
+            // Tag 0: EpochEndOffset { epoch, end_offset, no tags }.
+            put_unsigned_varint(buf, 0);
+            put_unsigned_varint(buf, 13);
+            buf.put_i32(epoch);
+            buf.put_i64(end_offset);
+            buf.put_u8(0);
+        }
+        if let Some((end_offset, epoch)) = partition.snapshot_id {
+            // Tag 2: SnapshotId { end_offset, epoch, no tags }.
+            put_unsigned_varint(buf, 2);
+            put_unsigned_varint(buf, 13);
+            buf.put_i64(end_offset);
+            buf.put_i32(epoch);
+            buf.put_u8(0);
         }
     }
 
@@ -303,6 +316,7 @@ mod tests {
     fn ours(file: &Bytes, topic_id: Uuid) -> FetchResponseParts<TestFile> {
         let partition = |index, error, hw: i64, start: i64, records| FetchPartitionResponse {
             diverging_epoch: None,
+            snapshot_id: None,
             partition_index: index,
             error_code: error,
             high_watermark: hw,
@@ -372,6 +386,27 @@ mod tests {
             )
             .expect("encodes");
             let chunks = ours(&file, topic_id).encode(version, 77);
+            assert_eq!(flatten(&chunks), expected.to_vec(), "Fetch v{version}");
+            if version < 12 {
+                continue;
+            }
+            // The tagged fields, alone and together.
+            let mut tagged = theirs(version, topic_id);
+            let parts = &mut tagged.responses[0].partitions;
+            parts[0].snapshot_id.end_offset = 40;
+            parts[0].snapshot_id.epoch = 3;
+            parts[0].diverging_epoch.epoch = 2;
+            parts[0].diverging_epoch.end_offset = 9;
+            parts[1].snapshot_id.end_offset = 7;
+            parts[1].snapshot_id.epoch = 1;
+            let expected =
+                encode_response(ApiKey::Fetch, version, 77, &ResponseKind::Fetch(tagged))
+                    .expect("encodes");
+            let mut mine = ours(&file, topic_id);
+            mine.topics[0].partitions[0].snapshot_id = Some((40, 3));
+            mine.topics[0].partitions[0].diverging_epoch = Some((2, 9));
+            mine.topics[0].partitions[1].snapshot_id = Some((7, 1));
+            let chunks = mine.encode(version, 77);
             assert_eq!(flatten(&chunks), expected.to_vec(), "Fetch v{version}");
             assert!(chunks
                 .iter()

@@ -44,6 +44,7 @@ fn error_partition<F>(partition_index: i32, error: ErrorCode) -> FetchPartitionR
         last_stable_offset: -1,
         log_start_offset: -1,
         diverging_epoch: None,
+        snapshot_id: None,
         records: RecordsSource::Empty,
     }
 }
@@ -207,6 +208,7 @@ impl<S: Storage> Broker<S> {
             last_stable_offset: high_watermark,
             log_start_offset: partition.log.log_start_offset(),
             diverging_epoch: None,
+            snapshot_id: None,
             records: RecordsSource::Empty,
         };
         let max_bytes = (wanted.partition_max_bytes.max(0) as u64).min(budget.remaining);

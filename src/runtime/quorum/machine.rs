@@ -1,9 +1,15 @@
-//! The Raft state machine of a controller: it keeps every committed metadata record (a
-//! snapshot is that list, at the last applied entry) and hands each applied entry to the
-//! controller node's driver, which owns the image. Between snapshots it is volatile: after a
-//! restart it starts from the last snapshot, which is durable (written to a temporary file,
-//! fsynced, renamed over `__raft/snapshot`, directory fsynced) before openraft may purge the log
-//! entries it covers, and openraft applies the log again from there.
+//! The Raft state machine of a controller: the metadata image the committed records make, and
+//! how many records made it (the metadata offset it stands at). A snapshot is that image, as the
+//! records that rebuild it ([`ClusterImage::to_records`], Kafka's `MetadataImage.write`), with
+//! its end offset: its size follows the cluster, not the length of its history. Every applied
+//! entry goes to the controller node's driver, which owns the controller's decisions and the
+//! copy of the log brokers fetch; every snapshot goes there too, so that the copy can start at
+//! the snapshot and lagging brokers fetch the snapshot instead (KIP-630).
+//!
+//! Between snapshots the machine is volatile: after a restart it starts from the last snapshot,
+//! which is durable (written to a temporary file, fsynced, renamed over `__raft/snapshot`,
+//! directory fsynced) before openraft may purge the log entries it covers, and openraft applies
+//! the log again from there.
 
 use std::io::{self, Cursor};
 
@@ -15,6 +21,7 @@ use openraft::{
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
+use crate::controller::image::ClusterImage;
 use crate::controller::node::QuorumInput;
 use crate::controller::records::Record;
 use crate::runtime::storage::{DurableFile, DurableStorage};
@@ -27,10 +34,33 @@ const SNAPSHOT: &str = "__raft/snapshot";
 /// Where a new snapshot is written before it replaces the old one.
 const SNAPSHOT_NEW: &str = "__raft/snapshot.new";
 
-/// What a snapshot holds: every committed record so far, encoded.
+/// What a snapshot holds: the records that rebuild the image, encoded, and the metadata offset
+/// the image stands at.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct SnapshotData {
+    /// How many metadata records were committed before the snapshot. Absent in a snapshot
+    /// written by an older seedlog, whose `records` were every committed record: then it is
+    /// their count.
+    #[serde(default)]
+    end_offset: Option<i64>,
     records: Vec<Vec<u8>>,
+}
+
+impl SnapshotData {
+    /// The end offset and the decoded records.
+    fn decode(&self) -> io::Result<(i64, Vec<Record>)> {
+        let records = decode_all(&self.records)?;
+        let end_offset = self.end_offset.unwrap_or(records.len() as i64);
+        Ok((end_offset, records))
+    }
+}
+
+fn decode_all(records: &[Vec<u8>]) -> io::Result<Vec<Record>> {
+    records
+        .iter()
+        .map(|bytes| Record::decode(bytes))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error))
 }
 
 /// A snapshot as stored: its metadata and its data.
@@ -45,19 +75,23 @@ struct StoredSnapshot {
 pub(crate) struct MetadataMachine<S> {
     last_applied: Option<LogId<u64>>,
     membership: StoredMembership<u64, BasicNode>,
-    records: Vec<Vec<u8>>,
+    /// What the records applied so far say.
+    image: ClusterImage,
+    /// How many records were applied (the snapshot's, then the log's).
+    end_offset: i64,
     to_node: mpsc::Sender<QuorumInput>,
     storage: S,
 }
 
 impl<S: DurableStorage> MetadataMachine<S> {
-    /// The machine as the last durable snapshot left it (empty without one); feeds `to_node`
-    /// the snapshot's records, as one entry, at once.
+    /// The machine as the last durable snapshot left it (empty without one); hands `to_node`
+    /// that snapshot at once.
     pub(crate) async fn open(storage: S, to_node: mpsc::Sender<QuorumInput>) -> io::Result<Self> {
         let mut machine = MetadataMachine {
             last_applied: None,
             membership: StoredMembership::default(),
-            records: Vec::new(),
+            image: ClusterImage::default(),
+            end_offset: 0,
             to_node,
             storage,
         };
@@ -78,21 +112,19 @@ impl<S: DurableStorage> MetadataMachine<S> {
         let stored: StoredSnapshot = serde_json::from_slice(&bytes).map_err(|error| {
             io::Error::new(io::ErrorKind::InvalidData, format!("{SNAPSHOT}: {error}"))
         })?;
+        let (end_offset, records) = stored.data.decode()?;
         tracing::info!(
             snapshot = %stored.meta.snapshot_id,
-            records = stored.data.records.len(),
+            end_offset,
+            records = records.len(),
             "metadata snapshot loaded"
         );
         machine.last_applied = stored.meta.last_log_id;
         machine.membership = stored.meta.last_membership;
-        let term = machine
-            .last_applied
-            .map_or(0, |log_id| log_id.leader_id.term);
         machine
-            .feed(term, &stored.data.records)
+            .take_snapshot(end_offset, records)
             .await
             .map_err(io::Error::other)?;
-        machine.records = stored.data.records;
         Ok(machine)
     }
 
@@ -116,28 +148,66 @@ impl<S: DurableStorage> MetadataMachine<S> {
         serde_json::to_vec(&stored.data).map_err(io::Error::other)
     }
 
-    async fn feed(&self, term: u64, records: &[Vec<u8>]) -> Result<(), StorageError<u64>> {
-        let decoded = records
-            .iter()
-            .map(|bytes| Record::decode(bytes))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|error| StorageIOError::read_state_machine(&error))?;
-        // The node gone means the process is stopping: nothing left to feed.
-        let _ = self
-            .to_node
-            .send(QuorumInput::Committed {
-                term,
-                records: decoded,
-            })
-            .await;
+    /// The term of the last applied entry.
+    fn term(&self) -> u64 {
+        self.last_applied.map_or(0, |log_id| log_id.leader_id.term)
+    }
+
+    /// Applies one committed entry's records and hands them to the node.
+    async fn feed(&mut self, term: u64, records: &[Vec<u8>]) -> Result<(), StorageError<u64>> {
+        let decoded = decode_all(records).map_err(|error| {
+            StorageIOError::apply(self.last_applied.expect("set before feeding"), &error)
+        })?;
+        for record in &decoded {
+            self.image.apply(record).map_err(|error| {
+                StorageIOError::apply(
+                    self.last_applied.expect("set before feeding"),
+                    &io::Error::new(io::ErrorKind::InvalidData, error),
+                )
+            })?;
+        }
+        self.end_offset += decoded.len() as i64;
+        self.send(QuorumInput::Committed {
+            term,
+            records: decoded,
+        })
+        .await;
         Ok(())
+    }
+
+    /// Makes the image the one `records` build, at `end_offset`, and hands the snapshot to the
+    /// node.
+    async fn take_snapshot(
+        &mut self,
+        end_offset: i64,
+        records: Vec<Record>,
+    ) -> Result<(), StorageError<u64>> {
+        self.image = ClusterImage::from_records(&records).map_err(|error| {
+            StorageIOError::read_state_machine(&io::Error::new(io::ErrorKind::InvalidData, error))
+        })?;
+        self.end_offset = end_offset;
+        let term = self.term();
+        self.send(QuorumInput::Snapshot {
+            term,
+            end_offset,
+            records,
+        })
+        .await;
+        Ok(())
+    }
+
+    async fn send(&self, input: QuorumInput) {
+        // The node gone means the process is stopping: nothing left to feed.
+        let _ = self.to_node.send(input).await;
     }
 }
 
 impl<S: DurableStorage> RaftSnapshotBuilder<MetadataRaft> for MetadataMachine<S> {
     async fn build_snapshot(&mut self) -> Result<Snapshot<MetadataRaft>, StorageError<u64>> {
+        let records = self.image.to_records();
         let data = SnapshotData {
-            records: self.records.clone(),
+            end_offset: Some(self.end_offset),
+            records: records.iter().map(Record::encode).collect(),
         };
         let snapshot_id = match self.last_applied {
             Some(log_id) => format!("{}-{}", log_id.leader_id.term, log_id.index),
@@ -152,6 +222,14 @@ impl<S: DurableStorage> RaftSnapshotBuilder<MetadataRaft> for MetadataMachine<S>
             .persist(&meta, data)
             .await
             .map_err(|error| StorageIOError::write_snapshot(Some(meta.signature()), &error))?;
+        // Every entry this image covers went to the node before this builder was cloned, so
+        // the node's copy of the log reaches `end_offset` already: it starts there now.
+        self.send(QuorumInput::Snapshot {
+            term: self.term(),
+            end_offset: self.end_offset,
+            records,
+        })
+        .await;
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(bytes)),
@@ -179,10 +257,7 @@ impl<S: DurableStorage> RaftStateMachine<MetadataRaft> for MetadataMachine<S> {
             let term = entry.log_id.leader_id.term;
             match entry.payload {
                 EntryPayload::Blank => self.feed(term, &[]).await?,
-                EntryPayload::Normal(batch) => {
-                    self.feed(term, &batch.records).await?;
-                    self.records.extend(batch.records);
-                }
+                EntryPayload::Normal(batch) => self.feed(term, &batch.records).await?,
                 EntryPayload::Membership(membership) => {
                     self.membership = StoredMembership::new(Some(entry.log_id), membership);
                     self.feed(term, &[]).await?;
@@ -211,24 +286,21 @@ impl<S: DurableStorage> RaftStateMachine<MetadataRaft> for MetadataMachine<S> {
         let bytes = snapshot.into_inner();
         let data: SnapshotData = serde_json::from_slice(&bytes)
             .map_err(|error| StorageIOError::read_snapshot(Some(meta.signature()), &error))?;
-        // Raft's logs agree on every committed prefix: what this node has is a prefix of the
-        // snapshot, and the node is fed the rest.
-        let have = self.records.len().min(data.records.len());
-        let term = meta.last_log_id.map_or(0, |log_id| log_id.leader_id.term);
+        let (end_offset, records) = data
+            .decode()
+            .map_err(|error| StorageIOError::read_snapshot(Some(meta.signature()), &error))?;
         tracing::info!(
             snapshot = %meta.snapshot_id,
-            records = data.records.len(),
-            new = data.records.len() - have,
+            end_offset,
+            records = records.len(),
             "metadata snapshot installed"
         );
-        self.feed(term, &data.records[have..]).await?;
-        self.persist(meta, data.clone())
+        self.persist(meta, data)
             .await
             .map_err(|error| StorageIOError::write_snapshot(Some(meta.signature()), &error))?;
-        self.records = data.records;
         self.last_applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();
-        Ok(())
+        self.take_snapshot(end_offset, records).await
     }
 
     async fn get_current_snapshot(
