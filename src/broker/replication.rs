@@ -54,6 +54,9 @@ struct Fetcher {
     in_flight: Option<PeerRequestId>,
     /// After a failed fetch, no new one before this.
     backoff_until: Option<Millis>,
+    /// Partitions whose part of the last fetch failed, left out of fetches until then; the
+    /// others go on (Kafka's `AbstractFetcherThread.delayPartitions`).
+    delayed: BTreeMap<TopicPartition, Millis>,
     /// Appends that must be durable before the next fetch reports them: partition and end.
     awaiting_flush: Vec<(TopicPartition, i64)>,
     /// `kip-101` and `kip-279`: partitions that must find where their log agrees with the
@@ -70,6 +73,7 @@ impl ReplicaFetchers {
                 .awaiting_flush
                 .retain(|(partition, _)| partition != topic_partition);
             fetcher.truncating.remove(topic_partition);
+            fetcher.delayed.remove(topic_partition);
             !fetcher.partitions.is_empty()
         });
     }
@@ -77,7 +81,12 @@ impl ReplicaFetchers {
     fn next_deadline(&self) -> Option<Millis> {
         self.by_leader
             .values()
-            .filter_map(|fetcher| fetcher.backoff_until)
+            .flat_map(|fetcher| {
+                fetcher
+                    .backoff_until
+                    .into_iter()
+                    .chain(fetcher.delayed.values().copied())
+            })
             .min()
     }
 }
@@ -169,6 +178,7 @@ impl<S: Storage> Broker<S> {
             if !Self::is_no_leader(leader) {
                 let fetcher = self.fetchers.by_leader.entry(leader).or_default();
                 fetcher.partitions.insert(topic_partition.clone());
+                fetcher.delayed.remove(topic_partition);
                 if matches!(
                     generation,
                     ReplicationGeneration::Kip101 | ReplicationGeneration::Kip279
@@ -400,6 +410,7 @@ impl<S: Storage> Broker<S> {
                 .by_leader
                 .get_mut(&leader)
                 .expect("listed above");
+            fetcher.delayed.retain(|_, until| now < *until);
             fetcher.awaiting_flush.retain(|(topic_partition, end)| {
                 replicas.get(topic_partition).is_some_and(|partition| {
                     partition.offline().is_none() && !partition.is_durable(*end)
@@ -447,7 +458,7 @@ impl<S: Storage> Broker<S> {
             let Some(partition) = self.replicas.get(topic_partition) else {
                 continue;
             };
-            if partition.offline().is_some() {
+            if partition.offline().is_some() || fetcher.delayed.contains_key(topic_partition) {
                 continue;
             }
             let last_fetched_epoch = match settings.generation {
@@ -541,23 +552,22 @@ impl<S: Storage> Broker<S> {
                 return;
             }
         };
-        let mut failed = false;
         for topic in response.responses {
             for data in topic.partitions {
                 let topic_partition =
                     TopicPartition::new(topic.topic.to_string(), data.partition_index);
-                failed |= !self.on_replicated_partition(now, peer, &topic_partition, data, out);
-            }
-        }
-        if failed {
-            if let Some(fetcher) = self.fetchers.by_leader.get_mut(&peer) {
-                fetcher.backoff_until = Some(backoff);
+                if !self.on_replicated_partition(now, peer, &topic_partition, data, out) {
+                    if let Some(fetcher) = self.fetchers.by_leader.get_mut(&peer) {
+                        fetcher.delayed.insert(topic_partition, backoff);
+                    }
+                }
             }
         }
         self.send_replica_fetches(now, out);
     }
 
-    /// One partition of a follower fetch response. Returns false if the fetch should back off.
+    /// One partition of a follower fetch response. Returns false if the partition should back
+    /// off.
     fn on_replicated_partition(
         &mut self,
         now: Millis,

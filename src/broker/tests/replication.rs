@@ -520,3 +520,110 @@ fn the_max_timestamp_lookup_answers_nothing_past_the_high_watermark() {
     assert_eq!(pair.partition(LEADER).high_watermark(), 1);
     assert_eq!(max_timestamp_offset(&mut pair).0, 0);
 }
+
+/// The partitions a follower's fetch asks for, and its id.
+fn fetched_partitions(outputs: &[Output<File>]) -> Option<(PeerRequestId, Vec<i32>)> {
+    outputs.iter().find_map(|output| match output {
+        Output::PeerRequest { id, body, .. } => match body.as_ref() {
+            RequestKind::Fetch(fetch) => Some((
+                *id,
+                fetch
+                    .topics
+                    .iter()
+                    .flat_map(|topic| topic.partitions.iter().map(|wanted| wanted.partition))
+                    .collect(),
+            )),
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
+/// A leader's answer to fetch `id`: each partition with its error and no records.
+fn fetch_answer(id: PeerRequestId, parts: &[(i32, ErrorCode)]) -> Input {
+    use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+    use kafka_protocol::messages::{FetchResponse, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+
+    let partitions = parts
+        .iter()
+        .map(|(index, error)| {
+            PartitionData::default()
+                .with_partition_index(*index)
+                .with_error_code(error.code())
+                .with_high_watermark(0)
+                .with_records(Some(bytes::Bytes::default()))
+        })
+        .collect();
+    let topic = FetchableTopicResponse::default()
+        .with_topic(TopicName(StrBytes::from_static_str("t")))
+        .with_partitions(partitions);
+    Input::PeerResponse {
+        peer: BrokerId(0),
+        id,
+        result: Ok(Box::new(ResponseKind::Fetch(
+            FetchResponse::default().with_responses(vec![topic]),
+        ))),
+    }
+}
+
+#[test]
+fn a_partition_whose_fetch_failed_backs_off_alone_while_the_others_go_on_fetching() {
+    let mut follower = Harness::with_config(MemoryStorage::new(), node_config(1));
+    follower.create_topic("t", 2, &[]);
+    let mut sent = Vec::new();
+    for index in [0, 1] {
+        let state = PartitionState {
+            leader: BrokerId(0),
+            leader_epoch: LeaderEpoch(1),
+            replicas: vec![BrokerId(0), BrokerId(1)],
+            isr: vec![BrokerId(0), BrokerId(1)],
+            partition_epoch: 0,
+        };
+        let now = follower.now;
+        let mut out = Vec::new();
+        follower.broker.become_leader_or_follower(
+            now,
+            &TopicPartition::new("t", index),
+            state,
+            &mut out,
+        );
+        sent.extend(out);
+    }
+    let (id, partitions) = fetched_partitions(&sent).expect("a fetch");
+    assert_eq!(partitions, [0], "the second partition joins the next fetch");
+    let out = follower.input(fetch_answer(id, &[(0, ErrorCode::None)]));
+    let (id, partitions) = fetched_partitions(&out).expect("fetches again at once");
+    assert_eq!(partitions, [0, 1]);
+
+    // Partition 0 fails: it waits `replica.fetch.backoff.ms`, partition 1 is fetched at once.
+    let out = follower.input(fetch_answer(
+        id,
+        &[(0, ErrorCode::UnknownLeaderEpoch), (1, ErrorCode::None)],
+    ));
+    let (id, partitions) = fetched_partitions(&out).expect("the other partition goes on");
+    assert_eq!(partitions, [1]);
+    let backoff = follower.broker.config.replication.fetch_backoff_ms as u64;
+    follower.now = follower.now.plus(backoff - 1);
+    let out = follower.input(fetch_answer(id, &[(1, ErrorCode::None)]));
+    let (id, partitions) = fetched_partitions(&out).expect("still fetching");
+    assert_eq!(partitions, [1], "partition 0 still waits");
+    follower.now = follower.now.plus(1);
+    let out = follower.input(fetch_answer(id, &[(1, ErrorCode::None)]));
+    assert_eq!(fetched_partitions(&out).expect("fetching").1, [0, 1]);
+
+    // When every partition waits, no fetch goes until the first wait ends.
+    let (id, _) = fetched_partitions(&out).expect("fetching");
+    let out = follower.input(fetch_answer(
+        id,
+        &[
+            (0, ErrorCode::UnknownLeaderEpoch),
+            (1, ErrorCode::UnknownLeaderEpoch),
+        ],
+    ));
+    assert!(fetched_partitions(&out).is_none());
+    assert_eq!(
+        follower.broker.next_deadline(),
+        Some(follower.now.plus(backoff))
+    );
+}
