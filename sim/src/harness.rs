@@ -199,6 +199,7 @@ impl Cluster {
         madsim::plugin::simulator::<SimDisks>().set_next_crash(id, level);
         self.handle.kill(id);
         self.monitor_down(target);
+        self.unpause(target);
         self.stopped
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -350,6 +351,7 @@ impl Cluster {
             madsim::plugin::simulator::<SimDisks>().set_next_crash(id, CrashLevel::Process);
             self.handle.kill(id);
             self.monitor_down(target);
+            self.unpause(target);
         }
         self.handle.restart(id);
         self.env.nemesis("restart", &json!({"node": target}));
@@ -607,6 +609,16 @@ impl Cluster {
             FaultAction::Delay { .. } => self.delay(None),
             other => unreachable!("{other:?} ends by unclogging its links"),
         }
+    }
+
+    /// Forgets a pause of `target`, which a kill ends: its process is gone, and the one a restart
+    /// starts runs (madsim starts a restarted node unpaused). The history records no `resume`
+    /// for it then.
+    fn unpause(&self, target: &str) {
+        self.paused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(target);
     }
 
     /// Lets a paused `target` run again; a node no longer paused is left alone.

@@ -125,3 +125,72 @@ fn a_synchronous_commit_outlives_a_coordinator_failover() {
     }
     assert!(lost.is_empty(), "commits given up: {lost:?}");
 }
+
+/// A kill ends a pause: the restarted process runs, and the history records no `resume` for a
+/// node that was crashed while paused (madsim starts a restarted node unpaused). Before, the
+/// harness kept the node in its paused set and the pause's end recorded a `resume` of a process
+/// that no longer existed.
+#[test]
+fn a_crash_ends_a_pause_and_the_history_records_no_resume_for_it() {
+    use seedlog_sim::history::Body;
+    install_quiet_panic_hook();
+    let source = r#"
+[scenario]
+name = "a paused broker crashes"
+duration_ms = 6_000
+liveness_ms = 20_000
+
+[cluster]
+brokers = 1
+
+[[topics]]
+name = "t"
+partitions = 1
+
+[[producers]]
+id = "p1"
+config = { "acks" = "all", "retries" = 1_000 }
+workload = { topic = "t", messages = 200, rate_per_sec = 50 }
+
+[[faults]]
+at_ms = 1_000
+kind = "pause"
+target = "broker-0"
+heal_after_ms = 3_000
+
+[[faults]]
+at_ms = 2_000
+kind = "crash"
+target = "broker-0"
+level = "process"
+restart_after_ms = 500
+
+[expect]
+violated = []
+
+[expect.may_violate]
+duplicate = "retries without idempotence"
+"#;
+    let scenario = seedlog_sim::scenario::parse("pause-then-crash.toml", source)
+        .unwrap_or_else(|error| panic!("{error}"));
+    let history = run_seed(&scenario, 1, false).history;
+    let nemeses: Vec<&str> = history
+        .ops
+        .iter()
+        .filter_map(|op| match &op.body {
+            Body::Nemesis { f, .. } => Some(f.as_str()),
+            _ => None,
+        })
+        .collect();
+    let crash = nemeses.iter().position(|f| *f == "crash").expect("a crash");
+    assert!(
+        nemeses[..crash].contains(&"pause"),
+        "paused first: {nemeses:?}"
+    );
+    assert!(
+        !nemeses[crash..].contains(&"resume"),
+        "no resume after the crash ended the pause: {nemeses:?}"
+    );
+    let (verdict, _) = judge(&scenario, 1);
+    assert!(verdict.as_expected(), "{}", verdict.reason());
+}
