@@ -1452,17 +1452,24 @@ mod tests {
         assert!(node.is_active());
     }
 
-    #[test]
-    fn a_deposed_raft_controller_answers_not_controller_and_follows_the_new_leader() {
+    /// A Raft-mode node that leads `term` and has applied its blank entry: the active
+    /// controller.
+    pub(super) fn active_raft_node(term: u64) -> ControllerNode<MemoryStorage> {
         let mut node = raft_node();
         quorum(
             &mut node,
             QuorumInput::Leader {
                 leader: Some(1000),
-                term: 2,
+                term,
             },
         );
-        quorum(&mut node, committed(2, Vec::new()));
+        quorum(&mut node, committed(term, Vec::new()));
+        node
+    }
+
+    #[test]
+    fn a_deposed_raft_controller_answers_not_controller_and_follows_the_new_leader() {
+        let mut node = active_raft_node(2);
         let out = request(&mut node, registration(1));
         quorum(&mut node, committed(2, proposal(&out)));
         // Deposed with a proposal in flight: its answer is NOT_CONTROLLER, and the image goes

@@ -34,6 +34,17 @@ fn tp() -> TopicPartition {
     TopicPartition::new("t", 0)
 }
 
+/// Led by broker 0 in epoch 1, brokers 0 and 1 its replicas and in sync.
+fn led_by_broker_0() -> PartitionState {
+    PartitionState {
+        leader: BrokerId(0),
+        leader_epoch: LeaderEpoch(1),
+        replicas: vec![BrokerId(0), BrokerId(1)],
+        isr: vec![BrokerId(0), BrokerId(1)],
+        partition_epoch: 0,
+    }
+}
+
 fn node_config(node_id: i32) -> BrokerConfig {
     BrokerConfig {
         node_id,
@@ -58,13 +69,7 @@ impl Pair {
             in_flight: Vec::new(),
             client: Vec::new(),
         };
-        let state = PartitionState {
-            leader: BrokerId(0),
-            leader_epoch: LeaderEpoch(1),
-            replicas: vec![BrokerId(0), BrokerId(1)],
-            isr: vec![BrokerId(0), BrokerId(1)],
-            partition_epoch: 0,
-        };
+        let state = led_by_broker_0();
         for index in [LEADER, FOLLOWER] {
             let node = &mut pair.nodes[index];
             let mut out = Vec::new();
@@ -573,13 +578,7 @@ fn a_partition_whose_fetch_failed_backs_off_alone_while_the_others_go_on_fetchin
     follower.create_topic("t", 2, &[]);
     let mut sent = Vec::new();
     for index in [0, 1] {
-        let state = PartitionState {
-            leader: BrokerId(0),
-            leader_epoch: LeaderEpoch(1),
-            replicas: vec![BrokerId(0), BrokerId(1)],
-            isr: vec![BrokerId(0), BrokerId(1)],
-            partition_epoch: 0,
-        };
+        let state = led_by_broker_0();
         let now = follower.now;
         let mut out = Vec::new();
         follower.broker.become_leader_or_follower(

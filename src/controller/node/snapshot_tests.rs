@@ -9,7 +9,9 @@ use kafka_protocol::messages::{FetchSnapshotRequest, FetchSnapshotResponse};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::TopicName;
 
-use super::tests::{committed, proposal, quorum, raft_node, registration, request};
+use super::tests::{
+    active_raft_node, committed, proposal, quorum, raft_node, registration, request,
+};
 use super::*;
 use crate::controller::image::ClusterImage;
 use crate::protocol::record_batch::decode_records;
@@ -115,15 +117,7 @@ fn download(node: &mut ControllerNode<MemoryStorage>, id: (i64, i32), chunk: i32
 
 /// A node leading term 2 with brokers 1 and 2 registered: two committed records.
 fn leader_with_two_brokers() -> ControllerNode<MemoryStorage> {
-    let mut node = raft_node();
-    quorum(
-        &mut node,
-        QuorumInput::Leader {
-            leader: Some(1000),
-            term: 2,
-        },
-    );
-    quorum(&mut node, committed(2, Vec::new()));
+    let mut node = active_raft_node(2);
     for broker in [1, 2] {
         let out = request(&mut node, registration(broker));
         quorum(&mut node, committed(2, proposal(&out)));
