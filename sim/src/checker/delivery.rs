@@ -7,11 +7,16 @@
 //! at the final reader: `at-least-once` asks whether every acknowledged value of a consumer's
 //! assignment reached that consumer, `at-most-once` whether an incarnation consumed a value twice.
 
+use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
+use std::sync::Arc;
 
-use super::{Analysis, Check, CheckResult, Coverage, Outcome, PollRecord, SendInfo};
+use super::{
+    final_read_covers, final_read_skipped, log_version, Analysis, Check, CheckResult, Coverage,
+    Outcome, PollRecord, SendInfo, Truncation,
+};
 use crate::history::{Partition, Value};
 
 pub(super) fn check(analysis: &Analysis) -> Vec<CheckResult> {
@@ -27,7 +32,7 @@ pub(super) fn check(analysis: &Analysis) -> Vec<CheckResult> {
         CheckResult::new(Check::Duplicate, duplicates(analysis, &observed)),
         CheckResult::new(
             Check::InconsistentOffsets,
-            inconsistent_offsets(analysis, &observed),
+            inconsistent_offsets(analysis, &ranks, &observed),
         ),
         CheckResult::new(Check::G1a, aborted_reads(analysis)),
         CheckResult::new(Check::AtLeastOnce, at_least_once),
@@ -72,8 +77,13 @@ impl fmt::Display for Ranked<'_> {
     }
 }
 
-/// Every partition the sends, polls and final reads name, ranked by name.
-struct Ranks<'a>(BTreeMap<&'a str, u32>);
+/// Every partition the sends, polls and final reads name, ranked by name. The history holds a
+/// few copies of each name (one per producer, reader and broker that recorded it), so a rank is
+/// looked up by name once per copy and then by the copy's address.
+struct Ranks<'a> {
+    names: BTreeMap<&'a str, u32>,
+    by_address: RefCell<BTreeMap<usize, u32>>,
+}
 
 impl<'a> Ranks<'a> {
     fn new(analysis: &'a Analysis) -> Ranks<'a> {
@@ -86,16 +96,109 @@ impl<'a> Ranks<'a> {
         for (rank, slot) in (0..).zip(names.values_mut()) {
             *slot = rank;
         }
-        Ranks(names)
+        Ranks {
+            names,
+            by_address: RefCell::default(),
+        }
     }
 
     fn of(&self, partition: &'a Partition) -> Ranked<'a> {
-        let rank = self.0.get(&**partition).copied();
-        Ranked {
-            rank: rank.expect("every partition of the analysis is ranked"),
-            partition,
+        // The copy's address, as a number: the analysis holds every copy, so it is unique.
+        let address = Arc::as_ptr(partition).cast::<u8>() as usize;
+        let known = self.by_address.borrow().get(&address).copied();
+        let rank = known.unwrap_or_else(|| {
+            let rank = self.names.get(&**partition).copied();
+            let rank = rank.expect("every partition of the analysis is ranked");
+            self.by_address.borrow_mut().insert(address, rank);
+            rank
+        });
+        Ranked { rank, partition }
+    }
+
+    /// The ranked names, in rank order.
+    fn names(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.names.keys().copied()
+    }
+}
+
+/// Sorts `items` as `sort_unstable` would, when each item's order starts with a dense key: `key`
+/// gives `(group, index)`, and items must order by group, then index, then the rest. Values are
+/// such keys (a producer process counts its sequence up from 0 or 1), and so are a partition's
+/// offsets. A counting sort puts every item in its key's slot in one pass and compares only
+/// items of one key (mostly two or three a run): a comparison sort of the tens of thousands of
+/// observations of a run was most of this checker's time. Keys too sparse for a slot table (more
+/// slots than four times the items) or missing (`None`) fall back to `sort_unstable`; equal
+/// items are identical, so the result is the same either way.
+fn sort_densely<T: Ord + Copy>(items: &mut Vec<T>, key: impl Fn(&T) -> Option<(u64, u64)>) {
+    if items.len() < 64 {
+        items.sort_unstable();
+        return;
+    }
+    let mut keys = Vec::with_capacity(items.len());
+    // Each group with the end of its indexes, then (below) its first slot; a run has a few
+    // groups (producer processes, partitions), so a list searched from the last hit will do.
+    let mut groups: Vec<(u64, u64)> = Vec::new();
+    let mut last = 0;
+    for item in items.iter() {
+        let Some((group, index)) = key(item) else {
+            items.sort_unstable();
+            return;
+        };
+        if groups.get(last).is_none_or(|found| found.0 != group) {
+            last = groups
+                .iter()
+                .position(|found| found.0 == group)
+                .unwrap_or_else(|| {
+                    groups.push((group, 0));
+                    groups.len() - 1
+                });
+        }
+        groups[last].1 = groups[last].1.max(index.saturating_add(1));
+        keys.push((last, index));
+    }
+    let slots = groups
+        .iter()
+        .fold(0u64, |sum, group| sum.saturating_add(group.1));
+    if slots > (items.len() as u64).saturating_mul(4) {
+        items.sort_unstable();
+        return;
+    }
+    // First slots in group order, so that slots run in key order.
+    let mut order: Vec<usize> = (0..groups.len()).collect();
+    order.sort_unstable_by_key(|at| groups[*at].0);
+    let mut first = vec![0u64; groups.len()];
+    let mut next_first = 0u64;
+    for at in order {
+        first[at] = next_first;
+        next_first += groups[at].1;
+    }
+    let mut starts = vec![0usize; slots as usize + 1];
+    for (at, index) in &mut keys {
+        let slot = (first[*at] + *index) as usize;
+        *at = slot;
+        starts[slot + 1] += 1;
+    }
+    for slot in 1..starts.len() {
+        starts[slot] += starts[slot - 1];
+    }
+    let mut next = starts.clone();
+    let mut placed = items.clone();
+    for (item, (slot, _)) in items.iter().zip(&keys) {
+        placed[next[*slot]] = *item;
+        next[*slot] += 1;
+    }
+    *items = placed;
+    for run in starts.windows(2) {
+        if run[1] - run[0] > 1 {
+            items[run[0]..run[1]].sort_unstable();
         }
     }
+}
+
+/// A value as a dense key: its process, then its sequence.
+#[allow(clippy::unnecessary_wraps)] // the shape `sort_densely` takes
+fn value_key(value: Value) -> Option<(u64, u64)> {
+    Some((value.process, value.sequence))
 }
 
 /// Sends that ended in a definite failure (`fail`): the producer gave up on a record it knows
@@ -135,7 +238,7 @@ fn final_positions<'a>(analysis: &'a Analysis, ranks: &Ranks<'a>) -> Vec<(Value,
                 .map(move |(offset, value)| (*value, partition, *offset))
         })
         .collect();
-    positions.sort_unstable();
+    sort_densely(&mut positions, |position| value_key(position.0));
     positions
 }
 
@@ -173,7 +276,7 @@ impl FinalLog<'_> {
         if offset < read.log_start_offset {
             return Verdict::Present; // deleted by retention, not lost
         }
-        match analysis.final_read_covers(partition, offset) {
+        match final_read_covers(read, offset) {
             Coverage::Unknown => Verdict::Unjudged,
             Coverage::PastTheEnd(end) => Verdict::Lost(format!(
                 "the final log of {partition} ends at offset {end}{}",
@@ -182,7 +285,7 @@ impl FinalLog<'_> {
             Coverage::Unreadable(position) => Verdict::Lost(format!(
                 "unreadable: the final read stopped at a corrupt batch at {partition}@{position}"
             )),
-            Coverage::Read if analysis.final_read_skipped(partition, offset) => {
+            Coverage::Read if final_read_skipped(read, offset) => {
                 Verdict::Lost("unreadable: in a corrupt batch the final read skipped".into())
             }
             Coverage::Read => {
@@ -244,7 +347,7 @@ fn lost_and_unseen<'a>(analysis: &'a Analysis, ranks: &Ranks<'a>) -> (Vec<String
         .chain(&analysis.final_polls)
         .map(|poll| poll.value)
         .collect();
-    polled.sort_unstable();
+    sort_densely(&mut polled, |value| value_key(*value));
     let mut furthest: BTreeMap<&Partition, i64> = BTreeMap::new();
     for poll in analysis.polls.iter().chain(&analysis.final_polls) {
         let entry = furthest.entry(&poll.partition).or_insert(poll.offset);
@@ -346,7 +449,7 @@ fn observations<'a>(analysis: &'a Analysis, ranks: &Ranks<'a>) -> Vec<Observatio
             poll.index,
         ));
     }
-    seen.sort_unstable();
+    sort_densely(&mut seen, |seen| value_key(seen.0));
     seen
 }
 
@@ -404,15 +507,33 @@ fn duplicates(analysis: &Analysis, observed: &[Observation<'_>]) -> Vec<String> 
 }
 
 /// One offset holding two values in the same log version (`inconsistent-offsets`).
-fn inconsistent_offsets(analysis: &Analysis, observed: &[Observation<'_>]) -> Vec<String> {
+fn inconsistent_offsets(
+    analysis: &Analysis,
+    ranks: &Ranks<'_>,
+    observed: &[Observation<'_>],
+) -> Vec<String> {
+    // Each partition's truncations by its rank, looked up once instead of by name per value.
+    let truncations: Vec<&[Truncation]> = ranks
+        .names()
+        .map(|name| {
+            analysis
+                .truncations
+                .get(name)
+                .map_or(&[][..], Vec::as_slice)
+        })
+        .collect();
     let mut held: Vec<(Ranked<'_>, i64, usize, Value)> = observed
         .iter()
         .map(|&(value, partition, offset, index)| {
-            let version = analysis.log_version(partition.partition, offset, index);
+            let version = log_version(truncations[partition.rank as usize], offset, index);
             (partition, offset, version, value)
         })
         .collect();
-    held.sort_unstable();
+    // Offsets of a partition are dense: slot them by partition and offset.
+    sort_densely(&mut held, |held| {
+        let offset = u64::try_from(held.1).ok()?;
+        Some((u64::from(held.0.rank), offset))
+    });
     held.dedup();
     held.chunk_by(|a, b| (a.0, a.1, a.2) == (b.0, b.1, b.2))
         .filter(|values| values.len() > 1)
@@ -511,4 +632,56 @@ fn consumed_more_than_once(analysis: &Analysis) -> Vec<String> {
             )
         })
         .collect()
+}
+
+#[cfg(test)]
+mod sort_tests {
+    use super::*;
+
+    /// A small deterministic generator (no dependency): xorshift64.
+    fn numbers(mut state: u64) -> impl FnMut() -> u64 {
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        }
+    }
+
+    #[test]
+    fn sorting_densely_gives_what_a_comparison_sort_gives() {
+        let mut next = numbers(0x5eed);
+        for round in 0..40 {
+            let len = [0, 1, 63, 64, 65, 500, 3_000][round % 7];
+            let processes = 1 + next() % 4;
+            // Dense sequences (the usual case), then sparse ones (the fallback).
+            let spread = if round % 3 == 2 {
+                1_000_000
+            } else {
+                len as u64 / 2 + 1
+            };
+            let mut items: Vec<(Value, u32, i64, u64)> = (0..len)
+                .map(|_| {
+                    let value = Value {
+                        process: 1 + next() % processes,
+                        sequence: next() % spread,
+                    };
+                    (value, (next() % 3) as u32, (next() % 50) as i64, next() % 7)
+                })
+                .collect();
+            let mut expected = items.clone();
+            expected.sort_unstable();
+            sort_densely(&mut items, |item| value_key(item.0));
+            assert_eq!(items, expected, "round {round}: {len} items");
+        }
+    }
+
+    #[test]
+    fn a_missing_key_falls_back_to_the_comparison_sort() {
+        let mut items: Vec<(i64, u64)> = (0..200).map(|i| (100 - i, i as u64 % 5)).collect();
+        let mut expected = items.clone();
+        expected.sort_unstable();
+        sort_densely(&mut items, |item| Some((0, u64::try_from(item.0).ok()?)));
+        assert_eq!(items, expected);
+    }
 }

@@ -506,49 +506,33 @@ impl Analysis {
                 && truncation.index < before
         })
     }
+}
 
-    /// How many recorded truncations of `partition` reached `offset` before history index
-    /// `index`: the version of the log at that offset.
-    pub(crate) fn log_version(&self, partition: &Partition, offset: i64, index: u64) -> usize {
-        self.truncations.get(partition).map_or(0, |truncations| {
-            truncations
-                .iter()
-                .filter(|truncation| truncation.from_offset <= offset && truncation.index < index)
-                .count()
-        })
+/// What the final read `read` of a partition says about its `offset` (for values that existed
+/// before its snapshot).
+pub(crate) fn final_read_covers(read: &FinalRead, offset: i64) -> Coverage {
+    if offset < read.read_to {
+        return Coverage::Read;
     }
+    if read.reached_end && offset >= read.end_offset {
+        return Coverage::PastTheEnd(read.end_offset);
+    }
+    let corrupt = read
+        .error
+        .as_deref()
+        .is_some_and(|error| error.contains("CORRUPT"));
+    if corrupt && offset < read.end_offset {
+        Coverage::Unreadable(read.read_to)
+    } else {
+        Coverage::Unknown
+    }
+}
 
-    /// What the final read says about `offset` of `partition` (for values that existed before
-    /// its snapshot).
-    pub(crate) fn final_read_covers(&self, partition: &Partition, offset: i64) -> Coverage {
-        let Some(read) = self.final_reads.get(partition) else {
-            return Coverage::Unknown;
-        };
-        if offset < read.read_to {
-            return Coverage::Read;
-        }
-        if read.reached_end && offset >= read.end_offset {
-            return Coverage::PastTheEnd(read.end_offset);
-        }
-        let corrupt = read
-            .error
-            .as_deref()
-            .is_some_and(|error| error.contains("CORRUPT"));
-        if corrupt && offset < read.end_offset {
-            Coverage::Unreadable(read.read_to)
-        } else {
-            Coverage::Unknown
-        }
-    }
-
-    /// Whether the final reader skipped `offset` as part of a corrupt batch.
-    pub(crate) fn final_read_skipped(&self, partition: &Partition, offset: i64) -> bool {
-        self.final_reads.get(partition).is_some_and(|read| {
-            read.skipped
-                .iter()
-                .any(|(first, last)| (*first..=*last).contains(&offset))
-        })
-    }
+/// Whether the final reader skipped `offset` as part of a corrupt batch.
+pub(crate) fn final_read_skipped(read: &FinalRead, offset: i64) -> bool {
+    read.skipped
+        .iter()
+        .any(|(first, last)| (*first..=*last).contains(&offset))
 }
 
 /// What the final read says about one offset.
@@ -588,6 +572,15 @@ pub fn check_all(history: &History) -> Vec<CheckResult> {
         "every check reports once"
     );
     results
+}
+
+/// How many of a partition's `truncations` reached `offset` before history index `index`: the
+/// version of the log at that offset.
+pub(crate) fn log_version(truncations: &[Truncation], offset: i64, index: u64) -> usize {
+    truncations
+        .iter()
+        .filter(|truncation| truncation.from_offset <= offset && truncation.index < index)
+        .count()
 }
 
 #[cfg(test)]
