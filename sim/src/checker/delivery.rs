@@ -355,30 +355,30 @@ fn lost_and_unseen<'a>(analysis: &'a Analysis, ranks: &Ranks<'a>) -> (Vec<String
     }
     let mut lost: BTreeMap<Value, String> = BTreeMap::new();
     let mut unseen = Vec::new();
-    for (value, send) in &analysis.sends {
+    for (value, send) in analysis.sends.iter() {
         let Outcome::Ok(offset) = send.outcome else {
             continue;
         };
         let place = || format!("{value} acknowledged at {}@{offset}", send.partition);
         if judged_by_final_read(analysis, send) {
             let acked = send.completed_index.unwrap_or(0);
-            match final_log.judge(*value, &send.partition, offset, acked) {
+            match final_log.judge(value, &send.partition, offset, acked) {
                 Verdict::Present => continue,
                 Verdict::Lost(why) => {
-                    lost.insert(*value, format!("{}: {why}", place()));
+                    lost.insert(value, format!("{}: {why}", place()));
                     continue;
                 }
                 Verdict::Unjudged => {}
             }
         }
-        if polled.binary_search(value).is_err() {
+        if polled.binary_search(&value).is_err() {
             let read_past = offset >= 0
                 && furthest
                     .get(&send.partition)
                     .is_some_and(|furthest| *furthest > offset);
             if read_past {
                 lost.insert(
-                    *value,
+                    value,
                     format!("{}: never polled although reads went past it", place()),
                 );
             } else {
@@ -434,10 +434,10 @@ fn judged_by_final_read(analysis: &Analysis, send: &SendInfo) -> bool {
 /// observations of one value are adjacent, and within them those of one place.
 fn observations<'a>(analysis: &'a Analysis, ranks: &Ranks<'a>) -> Vec<Observation<'a>> {
     let mut seen = Vec::with_capacity(analysis.sends.len() + analysis.polls.len());
-    for (value, send) in &analysis.sends {
+    for (value, send) in analysis.sends.iter() {
         if let (Outcome::Ok(offset), Some(index)) = (send.outcome, send.completed_index) {
             if offset >= 0 {
-                seen.push((*value, ranks.of(&send.partition), offset, index));
+                seen.push((value, ranks.of(&send.partition), offset, index));
             }
         }
     }
@@ -575,11 +575,11 @@ fn aborted_reads(analysis: &Analysis) -> Vec<String> {
 fn never_consumed(analysis: &Analysis) -> Vec<String> {
     let mut violations = Vec::new();
     for (node, consumer) in &analysis.consumers {
-        for (value, send) in &analysis.sends {
+        for (value, send) in analysis.sends.iter() {
             let Outcome::Ok(offset) = send.outcome else {
                 continue;
             };
-            if !consumer.assigned.contains(&send.partition) || consumer.consumed.contains(value) {
+            if !consumer.assigned.contains(&send.partition) || consumer.consumed.contains(&value) {
                 continue;
             }
             let late = analysis

@@ -22,7 +22,7 @@ fn at_least_once(analysis: &Analysis) -> Vec<String> {
     let mut violations = Vec::new();
     for (group, topics) in &analysis.group_topics {
         let processed = analysis.processed.get(group);
-        for (value, send) in &analysis.sends {
+        for (value, send) in analysis.sends.iter() {
             let Outcome::Ok(offset) = send.outcome else {
                 continue;
             };
@@ -32,7 +32,7 @@ fn at_least_once(analysis: &Analysis) -> Vec<String> {
             {
                 continue;
             }
-            if processed.is_none_or(|seen| !seen.contains_key(value)) {
+            if processed.is_none_or(|seen| !seen.contains_key(&value)) {
                 violations.push(format!(
                     "group {group}: {value} (acknowledged at {}@{offset}) was never processed",
                     send.partition

@@ -29,12 +29,14 @@ mod broker;
 mod delivery;
 mod group;
 mod order;
+mod values;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 
 use crate::history::{Body, FinalRead, History, Op, OpType, Partition, Process, Value};
+use values::{ValueMap, ValueSet};
 
 /// Every check, in report order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -268,7 +270,7 @@ pub(crate) struct Truncation {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ConsumerNode {
     pub(crate) assigned: BTreeSet<Partition>,
-    pub(crate) consumed: BTreeSet<Value>,
+    pub(crate) consumed: ValueSet,
 }
 
 /// `(history index, offset)` samples of one broker's view of one partition.
@@ -277,7 +279,7 @@ pub(crate) type Samples = BTreeMap<(Arc<str>, Partition), Vec<(u64, i64)>>;
 /// The history digested once for every check.
 #[derive(Debug, Default)]
 pub(crate) struct Analysis {
-    pub(crate) sends: BTreeMap<Value, SendInfo>,
+    pub(crate) sends: ValueMap<SendInfo>,
     /// Records polled by clients (the final reader excluded).
     pub(crate) polls: Vec<PollRecord>,
     /// Records polled by the final reader.
@@ -380,7 +382,7 @@ impl Analysis {
                                 .entry(Arc::clone(&node))
                                 .or_default()
                                 .consumed
-                                .insert(*value);
+                                .insert(*value, ());
                             self.polls.push(record);
                         }
                     }

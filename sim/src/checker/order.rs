@@ -19,10 +19,11 @@ use super::{Analysis, Check, CheckResult, Outcome, PollRecord};
 use crate::history::{Partition, Value};
 
 pub(super) fn check(analysis: &Analysis) -> Vec<CheckResult> {
+    let streams = streams(analysis);
     vec![
         CheckResult::new(Check::NonmonotonicSend, nonmonotonic_sends(analysis)),
-        CheckResult::new(Check::NonmonotonicPoll, nonmonotonic_polls(analysis)),
-        CheckResult::new(Check::PollSkip, poll_skips(analysis)),
+        CheckResult::new(Check::NonmonotonicPoll, nonmonotonic_polls(&streams)),
+        CheckResult::new(Check::PollSkip, poll_skips(analysis, &streams)),
         CheckResult::new(Check::TruncationSkip, truncation_skips(analysis)),
     ]
 }
@@ -62,13 +63,13 @@ type AckedSend = (u64, u64, i64, Value);
 
 fn nonmonotonic_sends(analysis: &Analysis) -> Vec<String> {
     let mut sends: BTreeMap<(u64, &Partition), Vec<AckedSend>> = BTreeMap::new();
-    for (value, send) in &analysis.sends {
+    for (value, send) in analysis.sends.iter() {
         if let (Outcome::Ok(offset), Some(acked)) = (send.outcome, send.completed_index) {
             if offset >= 0 {
                 sends
                     .entry((send.process, &send.partition))
                     .or_default()
-                    .push((send.invoke_index, acked, offset, *value));
+                    .push((send.invoke_index, acked, offset, value));
             }
         }
     }
@@ -98,8 +99,11 @@ fn nonmonotonic_sends(analysis: &Analysis) -> Vec<String> {
 }
 
 /// Each consumer incarnation's records of each partition, in the order it polled them.
-fn streams(analysis: &Analysis) -> BTreeMap<(u64, &Partition), Vec<&PollRecord>> {
-    let mut streams: BTreeMap<(u64, &Partition), Vec<&PollRecord>> = BTreeMap::new();
+type Streams<'a> = BTreeMap<(u64, &'a Partition), Vec<&'a PollRecord>>;
+
+/// The [`Streams`] of a history, built once for the checks that walk them.
+fn streams(analysis: &Analysis) -> Streams<'_> {
+    let mut streams = Streams::new();
     for poll in analysis.polls.iter().chain(&analysis.final_polls) {
         streams
             .entry((poll.process, &poll.partition))
@@ -112,9 +116,9 @@ fn streams(analysis: &Analysis) -> BTreeMap<(u64, &Partition), Vec<&PollRecord>>
     streams
 }
 
-fn nonmonotonic_polls(analysis: &Analysis) -> Vec<String> {
+fn nonmonotonic_polls(streams: &Streams<'_>) -> Vec<String> {
     let mut violations = Vec::new();
-    for ((process, partition), stream) in streams(analysis) {
+    for (&(process, partition), stream) in streams {
         for pair in stream.windows(2) {
             let (previous, next) = (pair[0], pair[1]);
             if next.offset <= previous.offset {
@@ -144,9 +148,9 @@ fn repositioned(
     })
 }
 
-fn poll_skips(analysis: &Analysis) -> Vec<String> {
+fn poll_skips(analysis: &Analysis, streams: &Streams<'_>) -> Vec<String> {
     let mut violations = Vec::new();
-    for ((process, partition), stream) in streams(analysis) {
+    for (&(process, partition), stream) in streams {
         let Some(final_log) = analysis.final_logs.get(partition) else {
             continue; // without a final log a gap cannot be told from offsets that hold no record
         };
