@@ -47,10 +47,11 @@ impl SimClocks {
             .copied()
             .unwrap_or(0)
     }
-}
 
-/// The wall clock as the current node reads it: the simulated time plus the node's skew.
-pub fn wall_clock_ms() -> i64 {
-    let skew = madsim::plugin::simulator::<SimClocks>().skew(madsim::plugin::node());
-    seedlog::runtime::clock::wall_clock_ms() + skew
+    /// The wall clock as `node` reads it: the simulated time plus the node's skew. A caller
+    /// finds the plugin once (a producer reads the clock at every send, and finding the plugin
+    /// costs more than reading the clock).
+    pub fn wall_clock_ms(&self, node: NodeId) -> i64 {
+        seedlog::runtime::clock::wall_clock_ms() + self.skew(node)
+    }
 }

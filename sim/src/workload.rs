@@ -381,6 +381,10 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
     let mut completions = Vec::new();
     let mut values = Values::new(&spec, &progress, process);
     let mut text = String::new();
+    let (clocks, here) = (
+        madsim::plugin::simulator::<crate::clock::SimClocks>(),
+        madsim::plugin::node(),
+    );
     while let Some((value, index)) = values.next() {
         let partition = Arc::clone(&names[index as usize]);
         let send = move |offset| Body::Send {
@@ -395,7 +399,7 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
             key: None,
             value: Some(value_bytes(&mut text, value)),
             // CreateTime from the (simulated) wall clock, as a Kafka producer stamps it.
-            timestamp_ms: crate::clock::wall_clock_ms(),
+            timestamp_ms: clocks.wall_clock_ms(here),
         };
         let delivery = producer.send(record).await;
         let env = env.clone();

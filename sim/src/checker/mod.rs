@@ -378,13 +378,20 @@ impl Analysis {
                         if is_final_reader {
                             self.final_polls.push(record);
                         } else {
-                            self.consumers
-                                .entry(Arc::clone(&node))
-                                .or_default()
-                                .consumed
-                                .insert(*value, ());
                             self.polls.push(record);
                         }
+                    }
+                }
+                // The consumer's set, looked up once a poll (every record is the same node's).
+                let mut values = records
+                    .values()
+                    .flatten()
+                    .map(|(_, value)| *value)
+                    .peekable();
+                if !is_final_reader && values.peek().is_some() {
+                    let consumer = self.consumers.entry(Arc::clone(&node)).or_default();
+                    for value in values {
+                        consumer.consumed.insert(value, ());
                     }
                 }
             }
