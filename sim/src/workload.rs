@@ -454,27 +454,30 @@ fn records_of(
     names: &mut BTreeMap<TopicPartition, Partition>,
 ) -> Records {
     let mut grouped = Records::new();
-    for record in records {
-        let text = record.value.as_deref().unwrap_or_default();
-        let value = std::str::from_utf8(text)
-            .ok()
-            .and_then(Value::parse)
-            .unwrap_or_else(|| {
-                panic!(
-                    "{}@{} holds {text:?}, which no producer of this run wrote",
-                    record.topic_partition, record.offset
-                )
-            });
+    // A poll's records come partition by partition: a name and an entry a run of them.
+    for run in records.chunk_by(|a, b| a.topic_partition == b.topic_partition) {
+        let topic_partition = &run[0].topic_partition;
         // The partition's key and name are made once, for its first record.
-        if !names.contains_key(&record.topic_partition) {
-            let name: Partition = record.topic_partition.to_string().into();
-            names.insert(record.topic_partition.clone(), name);
+        if !names.contains_key(topic_partition) {
+            let name: Partition = topic_partition.to_string().into();
+            names.insert(topic_partition.clone(), name);
         }
-        let name = &names[&record.topic_partition];
-        grouped
-            .entry(Arc::clone(name))
-            .or_default()
-            .push((record.offset, value));
+        let entries = grouped
+            .entry(Arc::clone(&names[topic_partition]))
+            .or_default();
+        for record in run {
+            let text = record.value.as_deref().unwrap_or_default();
+            let value = std::str::from_utf8(text)
+                .ok()
+                .and_then(Value::parse)
+                .unwrap_or_else(|| {
+                    panic!(
+                        "{}@{} holds {text:?}, which no producer of this run wrote",
+                        record.topic_partition, record.offset
+                    )
+                });
+            entries.push((record.offset, value));
+        }
     }
     grouped
 }
