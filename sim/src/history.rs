@@ -422,34 +422,84 @@ pub struct History {
     pub ops: Vec<Op>,
 }
 
-/// FNV-1a, 64 bits: stable across processes and platforms (never hash with `RandomState`).
-#[derive(Debug, Clone, Copy)]
-pub struct Fnv(u64);
+/// The history's hash: a word at a time (FxHash's step, as rustc hashes), then a final
+/// avalanche (MurmurHash3's `fmix64`). Stable across processes and platforms (never hash with
+/// `RandomState`): integers are mixed as the numbers they are, bytes eight at a time in
+/// little-endian order. Hashing byte by byte (FNV-1a) cost 2% of a seed of the standard
+/// scenario, most of the history being integers.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WordHasher(u64);
 
-impl Default for Fnv {
-    fn default() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
+impl WordHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
     }
 }
 
-impl Hasher for Fnv {
+impl Hasher for WordHasher {
     fn finish(&self) -> u64 {
-        self.0
+        let mut hash = self.0;
+        hash ^= hash >> 33;
+        hash = hash.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        hash ^= hash >> 33;
+        hash = hash.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        hash ^ (hash >> 33)
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        for byte in bytes {
-            self.0 ^= u64::from(*byte);
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        let mut words = bytes.chunks_exact(8);
+        for word in &mut words {
+            self.add(u64::from_le_bytes(word.try_into().expect("eight bytes")));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            // The length in the top byte: "a" and "a\0" differ.
+            word[7] = rest.len() as u8;
+            self.add(u64::from_le_bytes(word));
         }
     }
-}
 
-/// FNV-1a of `bytes`.
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut hasher = Fnv::default();
-    hasher.write(bytes);
-    hasher.finish()
+    fn write_u8(&mut self, n: u8) {
+        self.add(u64::from(n));
+    }
+
+    fn write_u16(&mut self, n: u16) {
+        self.add(u64::from(n));
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.add(u64::from(n));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+
+    fn write_i8(&mut self, n: i8) {
+        self.add(n as u64);
+    }
+
+    fn write_i16(&mut self, n: i16) {
+        self.add(n as u64);
+    }
+
+    fn write_i32(&mut self, n: i32) {
+        self.add(n as u64);
+    }
+
+    fn write_i64(&mut self, n: i64) {
+        self.add(n as u64);
+    }
+
+    fn write_isize(&mut self, n: isize) {
+        self.add(n as u64);
+    }
 }
 
 impl History {
@@ -479,7 +529,7 @@ impl History {
 
     /// Hash of the typed operations: equal histories, equal hashes (within one build).
     pub fn hash(&self) -> u64 {
-        let mut hasher = Fnv::default();
+        let mut hasher = WordHasher::default();
         self.ops.hash(&mut hasher);
         hasher.finish()
     }

@@ -1,4 +1,5 @@
 use super::*;
+use std::collections::BTreeSet;
 
 fn node(name: &str) -> Arc<str> {
     name.into()
@@ -157,7 +158,31 @@ fn malformed_operations_are_errors_that_name_the_line() {
 }
 
 #[test]
-fn fnv1a_matches_the_reference_vector() {
-    assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
-    assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+fn the_word_hasher_tells_apart_what_differs_in_one_place() {
+    let hash = |write: &dyn Fn(&mut WordHasher)| {
+        let mut hasher = WordHasher::default();
+        write(&mut hasher);
+        hasher.finish()
+    };
+    let bytes: [&[u8]; 6] = [b"", b"a", b"a\0", b"orders-0", b"orders-00", b"orders-1"];
+    let hashes: BTreeSet<u64> = bytes
+        .iter()
+        .map(|bytes| hash(&|hasher| hasher.write(bytes)))
+        .collect();
+    assert_eq!(hashes.len(), bytes.len(), "{bytes:?}");
+    assert_eq!(
+        hash(&|h| h.write(b"orders-0")),
+        hash(&|h| h.write(b"orders-0"))
+    );
+    assert_ne!(hash(&|h| h.write_u64(1)), hash(&|h| h.write_u64(1 << 63)));
+    assert_ne!(
+        hash(&|h| {
+            h.write_u64(1);
+            h.write_u64(2);
+        }),
+        hash(&|h| {
+            h.write_u64(2);
+            h.write_u64(1);
+        })
+    );
 }
