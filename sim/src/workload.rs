@@ -381,10 +381,8 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
     let mut completions = Vec::new();
     let mut values = Values::new(&spec, &progress, process);
     let mut text = String::new();
-    let (clocks, here) = (
-        madsim::plugin::simulator::<crate::clock::SimClocks>(),
-        madsim::plugin::node(),
-    );
+    let clocks = madsim::plugin::simulator::<crate::clock::SimClocks>();
+    let here = madsim::plugin::node();
     while let Some((value, index)) = values.next() {
         let partition = Arc::clone(&names[index as usize]);
         let send = move |offset| Body::Send {

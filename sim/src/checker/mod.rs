@@ -35,7 +35,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 
-use crate::history::{Body, FinalRead, History, Op, OpType, Partition, Process, Value};
+use crate::history::{Body, FinalRead, History, Op, OpType, Partition, Process, Records, Value};
 use values::{ValueMap, ValueSet};
 
 /// Every check, in report order.
@@ -365,35 +365,7 @@ impl Analysis {
                 }
             },
             Body::Poll { records, .. } if op.op_type == OpType::Ok => {
-                for (partition, entries) in records {
-                    for (offset, value) in entries {
-                        let record = PollRecord {
-                            index: op.index,
-                            process,
-                            node: Arc::clone(&node),
-                            partition: Arc::clone(partition),
-                            offset: *offset,
-                            value: *value,
-                        };
-                        if is_final_reader {
-                            self.final_polls.push(record);
-                        } else {
-                            self.polls.push(record);
-                        }
-                    }
-                }
-                // The consumer's set, looked up once a poll (every record is the same node's).
-                let mut values = records
-                    .values()
-                    .flatten()
-                    .map(|(_, value)| *value)
-                    .peekable();
-                if !is_final_reader && values.peek().is_some() {
-                    let consumer = self.consumers.entry(Arc::clone(&node)).or_default();
-                    for value in values {
-                        consumer.consumed.insert(value, ());
-                    }
-                }
+                self.poll_op(process, op, &node, records);
             }
             Body::Assign { partitions } if !is_final_reader => {
                 let consumer = self.consumers.entry(node).or_default();
@@ -406,6 +378,40 @@ impl Analysis {
             }),
             Body::Breach { detail } => self.breaches.push((op.index, node, detail.clone())),
             _ => self.group_op(op, &node),
+        }
+    }
+
+    /// The records of a client's acknowledged poll.
+    fn poll_op(&mut self, process: u64, op: &Op, node: &Arc<str>, records: &Records) {
+        let is_final_reader = &**node == FINAL_READER;
+        for (partition, entries) in records {
+            for (offset, value) in entries {
+                let record = PollRecord {
+                    index: op.index,
+                    process,
+                    node: Arc::clone(node),
+                    partition: Arc::clone(partition),
+                    offset: *offset,
+                    value: *value,
+                };
+                if is_final_reader {
+                    self.final_polls.push(record);
+                } else {
+                    self.polls.push(record);
+                }
+            }
+        }
+        // The consumer's set, looked up once a poll (every record is the same node's).
+        let mut values = records
+            .values()
+            .flatten()
+            .map(|(_, value)| *value)
+            .peekable();
+        if !is_final_reader && values.peek().is_some() {
+            let consumer = self.consumers.entry(Arc::clone(node)).or_default();
+            for value in values {
+                consumer.consumed.insert(value, ());
+            }
         }
     }
 
