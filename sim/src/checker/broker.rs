@@ -78,9 +78,18 @@ fn stalled(analysis: &Analysis, ops: &[Op]) -> Vec<String> {
             )
         })
         .collect();
+    let corrupt = stopped_by_corruption(ops);
     stuck.extend(
         lagging_consumers(ops)
             .into_iter()
+            .filter(|(node, partition, at, _)| {
+                // It stands before a batch its broker reports corrupt: a Kafka consumer cannot
+                // read past that without a seek (the loss is `lost-write`'s), and the final
+                // reader, which steps over such batches, read further.
+                corrupt
+                    .get(&(*node, *partition))
+                    .is_none_or(|position| position <= at)
+            })
             .map(|(node, partition, at, last)| {
                 format!(
                     "consumer {node} had read {partition} only to offset {at} by the end of the \
@@ -89,6 +98,30 @@ fn stalled(analysis: &Analysis, ops: &[Op]) -> Vec<String> {
             }),
     );
     stuck
+}
+
+/// Where each consumer's last poll error of each partition, if it was `CORRUPT_MESSAGE`, said
+/// the consumer stood: `(consumer, partition) -> position`.
+fn stopped_by_corruption(ops: &[Op]) -> BTreeMap<(&str, &str), i64> {
+    let mut stopped = BTreeMap::new();
+    for op in ops {
+        let (Process::Client(_), Body::Poll { errors, .. }) = (&op.process, &op.body) else {
+            continue;
+        };
+        let node = op.node.as_deref().unwrap_or("");
+        if node == FINAL_READER {
+            continue;
+        }
+        for error in errors {
+            let key = (node, &*error.partition);
+            if error.error == "CORRUPT_MESSAGE" {
+                stopped.insert(key, error.position);
+            } else {
+                stopped.remove(&key);
+            }
+        }
+    }
+    stopped
 }
 
 /// Each assigned consumer's partition whose last record in the final log it had not polled:

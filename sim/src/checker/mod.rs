@@ -23,7 +23,7 @@
 //! | `group-at-most-once` | a group's members processed a value more than once (across members, crashes and rebalances) |
 //! | `zombie-commit` | a group's commit in generation g, invoked after a member had joined a later generation, was acknowledged: a fenced member's commit was accepted |
 //! | `commit-regression` | a group's committed offset of a partition went backwards (in the order the coordinator acknowledged the commits) |
-//! | `stalled` | liveness: the faults were healed, yet a producer had not finished its sends three quarters of the way through the liveness phase, or a consumer had not read an assigned partition to the end of the final log by the end of it; each is named, a consumer with the partition and the offsets (a cluster that never acknowledges passes every safety check; this one it fails) |
+//! | `stalled` | liveness: the faults were healed, yet a producer had not finished its sends three quarters of the way through the liveness phase, or a consumer had not read an assigned partition to the end of the final log by the end of it (unless its broker last answered it `CORRUPT_MESSAGE` past what it read: it cannot go on without a seek); each is named, a consumer with the partition and the offsets (a cluster that never acknowledges passes every safety check; this one it fails) |
 
 mod broker;
 mod delivery;

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::history::{Completion, FinalRead, Recorder, Records};
+use crate::history::{Completion, FinalRead, PartitionError, Recorder, Records};
 
 struct Builder {
     recorder: Recorder,
@@ -520,6 +520,58 @@ fn a_consumer_that_caught_up_is_not_stalled_though_it_read_nothing_new() {
         violated(&b.results()),
         NONE,
         "t-1 is empty: nothing to catch up on"
+    );
+}
+
+/// A consumer told `CORRUPT_MESSAGE` at the batch after what it read cannot go on without a
+/// seek: it is not stalled, though the final reader stepped over the batch and read further
+/// (found by `anomalies/corrupt-segment-loses-data.toml` at seed 105). Stopped by any other
+/// error, or past the corrupt batch, it still is.
+#[test]
+fn a_consumer_stopped_at_a_corrupt_batch_is_not_stalled() {
+    let history = |error: &str, position: i64| {
+        let mut b = Builder::new();
+        let p = b.process();
+        for (offset, sent) in ["1-1", "1-2", "1-3"].into_iter().enumerate() {
+            b.send(p, "t-0", sent, Some(offset as i64));
+        }
+        let c = b.process();
+        b.assign(c, "c1", &["t-0"]);
+        b.poll(c, "c1", "t-0", &[(0, "1-1")]);
+        let time = b.tick();
+        let invoke = b
+            .recorder
+            .invoke(time, c, &"c1".into(), Body::poll_invocation());
+        let body = Body::Poll {
+            records: Records::new(),
+            errors: vec![PartitionError {
+                partition: "t-0".into(),
+                error: error.into(),
+                position,
+            }],
+        };
+        let time = b.tick();
+        b.recorder.complete(time, invoke, Completion::Ok(body));
+        b.final_read_start();
+        let reader = b.process();
+        b.poll(reader, FINAL_READER, "t-0", &[(0, "1-1"), (2, "1-3")]);
+        b.final_read_done(FinalRead {
+            partition: "t-0".into(),
+            log_start_offset: 0,
+            end_offset: 3,
+            read_to: 3,
+            reached_end: true,
+            error: None,
+            skipped: vec![(1, 1)],
+        });
+        b.results()
+    };
+    let stalled = |results: &BTreeMap<Check, CheckResult>| violated(results).contains(&"stalled");
+    assert!(!stalled(&history("CORRUPT_MESSAGE", 1)));
+    assert!(stalled(&history("NOT_LEADER_OR_FOLLOWER", 1)));
+    assert!(
+        stalled(&history("CORRUPT_MESSAGE", 0)),
+        "a corrupt batch at what it already read does not hold it back"
     );
 }
 
