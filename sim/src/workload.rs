@@ -143,11 +143,12 @@ impl HistoryObserver {
 
     fn name(&self, partition: &TopicPartition) -> Partition {
         let mut names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(
-            names
-                .entry(partition.clone())
-                .or_insert_with(|| partition.to_string().into()),
-        )
+        if let Some(name) = names.get(partition) {
+            return Arc::clone(name);
+        }
+        let name: Partition = partition.to_string().into();
+        names.insert(partition.clone(), Arc::clone(&name));
+        name
     }
 }
 
