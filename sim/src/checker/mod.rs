@@ -400,6 +400,11 @@ impl Analysis {
     /// The records of a client's acknowledged poll.
     fn poll_op(&mut self, process: u64, op: &Op, node: &Arc<str>, records: &Records) {
         let is_final_reader = &**node == FINAL_READER;
+        // The consumer's set, looked up once a poll (every record is the same node's), and only
+        // for a poll that brought records.
+        let mut consumed = (!is_final_reader
+            && records.values().any(|entries| !entries.is_empty()))
+        .then(|| &mut self.consumers.entry(Arc::clone(node)).or_default().consumed);
         for (partition, entries) in records {
             for (offset, value) in entries {
                 let record = PollRecord {
@@ -410,23 +415,14 @@ impl Analysis {
                     offset: *offset,
                     value: *value,
                 };
+                if let Some(consumed) = consumed.as_deref_mut() {
+                    consumed.insert(*value, ());
+                }
                 if is_final_reader {
                     self.final_polls.push(record);
                 } else {
                     self.polls.push(record);
                 }
-            }
-        }
-        // The consumer's set, looked up once a poll (every record is the same node's).
-        let mut values = records
-            .values()
-            .flatten()
-            .map(|(_, value)| *value)
-            .peekable();
-        if !is_final_reader && values.peek().is_some() {
-            let consumer = self.consumers.entry(Arc::clone(node)).or_default();
-            for value in values {
-                consumer.consumed.insert(value, ());
             }
         }
     }
