@@ -7,7 +7,7 @@
 //! at the final reader: `at-least-once` asks whether every acknowledged value of a consumer's
 //! assignment reached that consumer, `at-most-once` whether an incarnation consumed a value twice.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
@@ -17,7 +17,7 @@ use super::{
     final_read_covers, final_read_skipped, log_version, Analysis, Check, CheckResult, Coverage,
     Outcome, PollRecord, SendInfo, Truncation,
 };
-use crate::history::{Partition, Value};
+use crate::history::{FinalRead, Partition, Value};
 
 pub(super) fn check(analysis: &Analysis) -> Vec<CheckResult> {
     let ranks = Ranks::new(analysis);
@@ -83,6 +83,8 @@ impl fmt::Display for Ranked<'_> {
 struct Ranks<'a> {
     names: BTreeMap<&'a str, u32>,
     by_address: RefCell<BTreeMap<usize, u32>>,
+    /// The copy looked up last, with its rank: lookups come in runs of one copy.
+    last: Cell<(usize, u32)>,
 }
 
 impl<'a> Ranks<'a> {
@@ -90,7 +92,14 @@ impl<'a> Ranks<'a> {
         let mut names: BTreeMap<&'a str, u32> = BTreeMap::new();
         let sent = analysis.sends.values().map(|send| &send.partition);
         let polled = analysis.polls.iter().chain(&analysis.final_polls);
+        let mut previous: Option<&Partition> = None;
         for partition in sent.chain(polled.map(|poll| &poll.partition)) {
+            // Runs of one copy are common (a send after another to one partition, a poll's
+            // records): a name is looked up once a run.
+            if previous.is_some_and(|previous| Arc::ptr_eq(previous, partition)) {
+                continue;
+            }
+            previous = Some(partition);
             names.entry(&**partition).or_insert(0);
         }
         for (rank, slot) in (0..).zip(names.values_mut()) {
@@ -99,12 +108,20 @@ impl<'a> Ranks<'a> {
         Ranks {
             names,
             by_address: RefCell::default(),
+            last: Cell::new((0, 0)),
         }
     }
 
     fn of(&self, partition: &'a Partition) -> Ranked<'a> {
         // The copy's address, as a number: the analysis holds every copy, so it is unique.
         let address = Arc::as_ptr(partition).cast::<u8>() as usize;
+        let (last_address, last_rank) = self.last.get();
+        if last_address == address {
+            return Ranked {
+                rank: last_rank,
+                partition,
+            };
+        }
         let known = self.by_address.borrow().get(&address).copied();
         let rank = known.unwrap_or_else(|| {
             let rank = self.names.get(&**partition).copied();
@@ -112,6 +129,7 @@ impl<'a> Ranks<'a> {
             self.by_address.borrow_mut().insert(address, rank);
             rank
         });
+        self.last.set((address, rank));
         Ranked { rank, partition }
     }
 
@@ -242,9 +260,61 @@ fn final_positions<'a>(analysis: &'a Analysis, ranks: &Ranks<'a>) -> Vec<(Value,
     positions
 }
 
+/// One partition's final read and final log, by rank: the final log as a slice indexed by
+/// offset from its first, so that judging a value takes no search.
+struct RankedFinalLog<'a> {
+    read: Option<&'a FinalRead>,
+    log: Option<&'a BTreeMap<i64, Value>>,
+    /// The log's values by offset from `first`, when its offsets are dense enough (a slot for
+    /// at most four offsets of eight a record); else empty, and `log` is searched.
+    first: i64,
+    values: Vec<Option<Value>>,
+}
+
+impl<'a> RankedFinalLog<'a> {
+    fn new(analysis: &'a Analysis, name: &str) -> RankedFinalLog<'a> {
+        let read = analysis.final_reads.get(name);
+        let log = analysis.final_logs.get(name);
+        let mut ranked = RankedFinalLog {
+            read,
+            log,
+            first: 0,
+            values: Vec::new(),
+        };
+        let Some(log) = log else {
+            return ranked;
+        };
+        let (Some(first), Some(last)) = (log.keys().next(), log.keys().next_back()) else {
+            return ranked;
+        };
+        // Offsets are dense in a final log unless compaction or corrupt batches left gaps.
+        let span = usize::try_from(last.saturating_sub(*first)).map_or(usize::MAX, |span| span + 1);
+        if span > log.len().saturating_mul(4) {
+            return ranked;
+        }
+        ranked.first = *first;
+        ranked.values = vec![None; span];
+        for (offset, value) in log {
+            ranked.values[usize::try_from(offset - first).expect("sorted offsets")] = Some(*value);
+        }
+        ranked
+    }
+
+    /// The value the final log holds at `offset`.
+    fn at(&self, offset: i64) -> Option<&Value> {
+        if self.values.is_empty() {
+            return self.log?.get(&offset);
+        }
+        let index = usize::try_from(offset.checked_sub(self.first)?).ok()?;
+        self.values.get(index)?.as_ref()
+    }
+}
+
 struct FinalLog<'a> {
     analysis: &'a Analysis,
     positions: Vec<(Value, Ranked<'a>, i64)>,
+    /// Each partition's final read and log, by rank.
+    by_rank: Vec<RankedFinalLog<'a>>,
 }
 
 impl FinalLog<'_> {
@@ -257,9 +327,10 @@ impl FinalLog<'_> {
 
     /// Judges `value`, last known at `partition@offset` (history index `seen`), against the
     /// final log.
-    fn judge(&self, value: Value, partition: &Partition, offset: i64, seen: u64) -> Verdict {
-        let analysis = self.analysis;
-        let Some(read) = analysis.final_reads.get(partition) else {
+    fn judge(&self, value: Value, partition: Ranked<'_>, offset: i64, seen: u64) -> Verdict {
+        let ranked = &self.by_rank[partition.rank as usize];
+        let partition = partition.partition;
+        let Some(read) = ranked.read else {
             return Verdict::Unjudged;
         };
         if offset < 0 {
@@ -289,10 +360,7 @@ impl FinalLog<'_> {
                 Verdict::Lost("unreadable: in a corrupt batch the final read skipped".into())
             }
             Coverage::Read => {
-                let there = analysis
-                    .final_logs
-                    .get(partition)
-                    .and_then(|log| log.get(&offset));
+                let there = ranked.at(offset);
                 if there == Some(&value) {
                     return Verdict::Present;
                 }
@@ -340,6 +408,10 @@ fn lost_and_unseen<'a>(analysis: &'a Analysis, ranks: &Ranks<'a>) -> (Vec<String
     let final_log = FinalLog {
         analysis,
         positions: final_positions(analysis, ranks),
+        by_rank: ranks
+            .names()
+            .map(|name| RankedFinalLog::new(analysis, name))
+            .collect(),
     };
     let mut polled: Vec<Value> = analysis
         .polls
@@ -362,7 +434,7 @@ fn lost_and_unseen<'a>(analysis: &'a Analysis, ranks: &Ranks<'a>) -> (Vec<String
         let place = || format!("{value} acknowledged at {}@{offset}", send.partition);
         if judged_by_final_read(analysis, send) {
             let acked = send.completed_index.unwrap_or(0);
-            match final_log.judge(value, &send.partition, offset, acked) {
+            match final_log.judge(value, ranks.of(&send.partition), offset, acked) {
                 Verdict::Present => continue,
                 Verdict::Lost(why) => {
                     lost.insert(value, format!("{}: {why}", place()));
@@ -386,14 +458,15 @@ fn lost_and_unseen<'a>(analysis: &'a Analysis, ranks: &Ranks<'a>) -> (Vec<String
             }
         }
     }
-    observed_and_gone(analysis, &final_log, &mut lost);
+    observed_and_gone(analysis, ranks, &final_log, &mut lost);
     (lost.into_values().collect(), unseen)
 }
 
 /// Values a consumer observed before the final read that are gone from the final log with no
 /// recorded truncation to explain it (Jepsen counts an observed value as committed).
-fn observed_and_gone(
-    analysis: &Analysis,
+fn observed_and_gone<'a>(
+    analysis: &'a Analysis,
+    ranks: &Ranks<'a>,
     final_log: &FinalLog<'_>,
     lost: &mut BTreeMap<Value, String>,
 ) {
@@ -406,13 +479,15 @@ fn observed_and_gone(
         if lost.contains_key(&poll.value) || !before_final_read(poll.index) {
             continue;
         }
-        let explained = analysis
-            .truncation_between(&poll.partition, poll.offset, poll.index, u64::MAX)
-            .is_some();
-        if let Verdict::Lost(why) =
-            final_log.judge(poll.value, &poll.partition, poll.offset, poll.index)
+        let partition = ranks.of(&poll.partition);
+        if let Verdict::Lost(why) = final_log.judge(poll.value, partition, poll.offset, poll.index)
         {
-            if !explained || why.starts_with("unreadable") {
+            let explained = || {
+                analysis
+                    .truncation_between(&poll.partition, poll.offset, poll.index, u64::MAX)
+                    .is_some()
+            };
+            if why.starts_with("unreadable") || !explained() {
                 let text = format!(
                     "{} observed by {} at {}@{}: {why}",
                     poll.value, poll.node, poll.partition, poll.offset
@@ -609,7 +684,20 @@ fn consumed_more_than_once(analysis: &Analysis) -> Vec<String> {
         .enumerate()
         .map(|(at, poll)| (poll.process, poll.value, at))
         .collect();
-    consumed.sort_unstable();
+    // Dense by (incarnation, producer process) then sequence: a few groups a run.
+    sort_densely(&mut consumed, |&(process, value, _)| {
+        let group = (
+            u32::try_from(process).ok(),
+            u32::try_from(value.process).ok(),
+        );
+        let (Some(process), Some(producer)) = group else {
+            return None;
+        };
+        Some((
+            (u64::from(process) << 32) | u64::from(producer),
+            value.sequence,
+        ))
+    });
     consumed
         .chunk_by(|a, b| (a.0, a.1) == (b.0, b.1))
         .filter(|polls| polls.len() > 1)
