@@ -37,9 +37,10 @@ pub struct Env {
     recorder: Arc<Mutex<Recorder>>,
     start: tokio::time::Instant,
     /// `host:port` of the first broker.
-    pub bootstrap: String,
-    /// `host:port` of every broker: the clients' `bootstrap.servers`.
-    pub servers: Vec<String>,
+    pub bootstrap: Arc<str>,
+    /// `host:port` of every broker: the clients' `bootstrap.servers`. Shared, as is all of an
+    /// `Env` but its start: each send's completion task holds a copy.
+    pub servers: Arc<[String]>,
     /// The controller node that last became active, with its term (Raft quorums only).
     active_controller: Arc<Mutex<Option<(u64, String)>>>,
 }
@@ -50,8 +51,10 @@ impl Env {
         Env {
             recorder: Arc::new(Mutex::new(Recorder::default())),
             start: tokio::time::Instant::now(),
-            bootstrap: servers.first().cloned().unwrap_or_default(),
-            servers,
+            bootstrap: servers
+                .first()
+                .map_or_else(|| "".into(), |first| first.as_str().into()),
+            servers: servers.into(),
             active_controller: Arc::default(),
         }
     }
@@ -371,7 +374,7 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
         .map(|partition| format!("{}-{partition}", spec.topic).into())
         .collect();
     let mut config = spec.config.clone();
-    config.bootstrap_servers = env.servers.clone();
+    config.bootstrap_servers = env.servers.to_vec();
     config.client_id.clone_from(&spec.id);
     let producer = Producer::start(config).expect("the scenario loader validated this config");
     let interval = Duration::from_secs_f64(spec.interval_ms / 1000.0);
@@ -567,7 +570,7 @@ pub async fn consumer_incarnation(env: Env, spec: ConsumerSpec, stop: Arc<Atomic
         names: BTreeMap::new(),
     };
     let mut config = spec.config.clone();
-    config.bootstrap_servers = env.servers.clone();
+    config.bootstrap_servers = env.servers.to_vec();
     config.client_id.clone_from(&spec.id);
     let mut consumer = Consumer::new(config).expect("the scenario loader validated this config");
     consumer.assign(&spec.partitions);
@@ -1257,7 +1260,7 @@ async fn group_consumer_incarnation(env: Env, spec: ConsumerSpec, stop: Arc<Atom
     let group_spec = spec.group.clone().expect("a group member");
     let process = env.record(|recorder, _| recorder.new_process());
     let mut config = spec.config.clone();
-    config.bootstrap_servers = env.servers.clone();
+    config.bootstrap_servers = env.servers.to_vec();
     config.client_id.clone_from(&spec.id);
     let group: Arc<str> = config.group_id.clone().unwrap_or_default().into();
     let mut member = GroupMember::new(&config, group_spec.topics.clone());
