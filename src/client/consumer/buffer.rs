@@ -21,30 +21,33 @@ pub(crate) struct RecordBuffer {
 impl RecordBuffer {
     /// Adds one partition's newly fetched records, in offset order.
     pub(crate) fn extend(&mut self, records: Vec<ConsumerRecord>) {
-        for record in records {
-            // The partition's name is copied only for its first buffered record.
-            match self.held.get_mut(&record.topic_partition) {
-                Some(count) => *count += 1,
+        // A count and a lookup a run of one partition's records; the partition's name is
+        // copied only for its first buffered record.
+        for run in records.chunk_by(|a, b| a.topic_partition == b.topic_partition) {
+            let partition = &run[0].topic_partition;
+            match self.held.get_mut(partition) {
+                Some(count) => *count += run.len(),
                 None => {
-                    self.held.insert(record.topic_partition.clone(), 1);
+                    self.held.insert(partition.clone(), run.len());
                 }
             }
-            self.records.push_back(record);
         }
+        self.records.extend(records);
     }
 
     /// Takes up to `max` records, oldest first.
     pub(crate) fn take(&mut self, max: usize) -> Vec<ConsumerRecord> {
         let n = max.min(self.records.len());
         let taken: Vec<ConsumerRecord> = self.records.drain(..n).collect();
-        for record in &taken {
+        for run in taken.chunk_by(|a, b| a.topic_partition == b.topic_partition) {
+            let partition = &run[0].topic_partition;
             let count = self
                 .held
-                .get_mut(&record.topic_partition)
+                .get_mut(partition)
                 .expect("a buffered record's partition is counted");
-            *count -= 1;
+            *count -= run.len();
             if *count == 0 {
-                self.held.remove(&record.topic_partition);
+                self.held.remove(partition);
             }
         }
         taken
