@@ -505,8 +505,8 @@ fn judged_by_final_read(analysis: &Analysis, send: &SendInfo) -> bool {
         .is_some_and(|(acked, started)| acked < started)
 }
 
-/// Every place a value was seen, as `(value, partition, offset, history index)`, sorted: the
-/// observations of one value are adjacent, and within them those of one place.
+/// Every place a value was seen, as `(value, partition, offset, history index)`, in no
+/// particular order.
 fn observations<'a>(analysis: &'a Analysis, ranks: &Ranks<'a>) -> Vec<Observation<'a>> {
     let mut seen = Vec::with_capacity(analysis.sends.len() + analysis.polls.len());
     for (value, send) in analysis.sends.iter() {
@@ -524,7 +524,6 @@ fn observations<'a>(analysis: &'a Analysis, ranks: &Ranks<'a>) -> Vec<Observatio
             poll.index,
         ));
     }
-    sort_densely(&mut seen, |seen| value_key(seen.0));
     seen
 }
 
@@ -550,6 +549,21 @@ fn placements<'a>(observed: &[Observation<'a>]) -> Placements<'a> {
 /// A value in two places at once (`duplicate`). Two places did not coexist if a recorded
 /// truncation removed the earlier one before the later one was first seen.
 fn duplicates(analysis: &Analysis, observed: &[Observation<'_>]) -> Vec<String> {
+    // Only values seen in more than one place can be duplicates, and only they are sorted.
+    let marked = contested(
+        observed,
+        |seen| value_key(seen.0),
+        |seen| (seen.1.rank, seen.2),
+    );
+    let mut observed: Vec<Observation<'_>> = match marked {
+        Some(marked) => observed
+            .iter()
+            .zip(marked)
+            .filter_map(|(seen, marked)| marked.then_some(*seen))
+            .collect(),
+        None => observed.to_vec(),
+    };
+    sort_densely(&mut observed, |seen| value_key(seen.0));
     let mut violations = Vec::new();
     for group in observed.chunk_by(|a, b| a.0 == b.0) {
         let (first, last) = (group[0], group[group.len() - 1]);
@@ -604,11 +618,15 @@ fn inconsistent_offsets(
             (partition, offset, version, value)
         })
         .collect();
-    // Offsets of a partition are dense: slot them by partition and offset.
-    sort_densely(&mut held, |held| {
+    // Offsets of a partition are dense: slot them by partition and offset. Only offsets seen
+    // holding more than one (version, value) can be inconsistent, and only they are sorted.
+    let offset_key = |held: &(Ranked<'_>, i64, usize, Value)| {
         let offset = u64::try_from(held.1).ok()?;
         Some((u64::from(held.0.rank), offset))
-    });
+    };
+    let marked = contested(&held, offset_key, |held| (held.2, held.3));
+    retain_contested(&mut held, marked);
+    sort_densely(&mut held, offset_key);
     held.dedup();
     held.chunk_by(|a, b| (a.0, a.1, a.2) == (b.0, b.1, b.2))
         .filter(|values| values.len() > 1)
@@ -621,6 +639,70 @@ fn inconsistent_offsets(
             )
         })
         .collect()
+}
+
+/// For each item, whether some item of its key holds something else (`what`): only those can
+/// make a violation of a check that compares the items of one key, and only they need sorting.
+/// `key` is a dense key as [`sort_densely`] takes it; `None` when keys are missing or too
+/// sparse for a slot table (more slots than four an item), and every item must be considered.
+fn contested<T, W: PartialEq + Copy>(
+    items: &[T],
+    key: impl Fn(&T) -> Option<(u64, u64)>,
+    what: impl Fn(&T) -> W,
+) -> Option<Vec<bool>> {
+    // Each group with the end of its indexes; a run has a few groups.
+    let mut groups: Vec<(u64, u64)> = Vec::new();
+    let mut keys = Vec::with_capacity(items.len());
+    let mut last = 0;
+    for item in items {
+        let (group, index) = key(item)?;
+        if groups.get(last).is_none_or(|found| found.0 != group) {
+            last = groups
+                .iter()
+                .position(|found| found.0 == group)
+                .unwrap_or_else(|| {
+                    groups.push((group, 0));
+                    groups.len() - 1
+                });
+        }
+        groups[last].1 = groups[last].1.max(index.saturating_add(1));
+        keys.push((last, index));
+    }
+    let slots = groups
+        .iter()
+        .fold(0u64, |sum, group| sum.saturating_add(group.1));
+    if slots > (items.len() as u64).saturating_mul(4) {
+        return None;
+    }
+    let mut first = Vec::with_capacity(groups.len());
+    let mut next = 0u64;
+    for group in &groups {
+        first.push(next);
+        next += group.1;
+    }
+    let slot = |(group, index): (usize, u64)| usize::try_from(first[group] + index).ok();
+    let mut seen: Vec<Option<W>> = vec![None; usize::try_from(slots).ok()?];
+    let mut contested = vec![false; seen.len()];
+    for (item, key) in items.iter().zip(&keys) {
+        let at = slot(*key)?;
+        let held = what(item);
+        match seen[at] {
+            None => seen[at] = Some(held),
+            Some(other) if other != held => contested[at] = true,
+            Some(_) => {}
+        }
+    }
+    keys.iter()
+        .map(|key| Some(contested[slot(*key)?]))
+        .collect()
+}
+
+/// Keeps the items `contested` marks, if it could mark them.
+fn retain_contested<T>(items: &mut Vec<T>, contested: Option<Vec<bool>>) {
+    if let Some(contested) = contested {
+        let mut flags = contested.into_iter();
+        items.retain(|_| flags.next().unwrap_or(true));
+    }
 }
 
 /// Polled values whose send definitely failed (`G1a`).

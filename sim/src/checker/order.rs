@@ -33,12 +33,18 @@ pub(super) fn check(analysis: &Analysis) -> Vec<CheckResult> {
 fn truncation_skips(analysis: &Analysis) -> Vec<String> {
     let mut violations = Vec::new();
     let mut reported = BTreeSet::new();
+    // A poll's records share a partition copy: its final log is looked up once a run.
+    let mut log: Option<(&Partition, Option<&BTreeMap<i64, Value>>)> = None;
     for poll in &analysis.polls {
-        let Some(kept) = analysis
-            .final_logs
-            .get(&poll.partition)
-            .and_then(|log| log.get(&poll.offset))
-        else {
+        let final_log = match log {
+            Some((partition, final_log)) if Arc::ptr_eq(partition, &poll.partition) => final_log,
+            _ => {
+                let final_log = analysis.final_logs.get(&poll.partition);
+                log = Some((&poll.partition, final_log));
+                final_log
+            }
+        };
+        let Some(kept) = final_log.and_then(|log| log.get(&poll.offset)) else {
             continue;
         };
         if *kept == poll.value {
@@ -63,15 +69,37 @@ type AckedSend = (u64, u64, i64, Value);
 
 fn nonmonotonic_sends(analysis: &Analysis) -> Vec<String> {
     let mut sends: BTreeMap<(u64, &Partition), Vec<AckedSend>> = BTreeMap::new();
+    // Sends come by value, so by process, and a producer's sends share a few partition copies:
+    // runs of one (process, copy) are collected, then filed under their key at once.
+    let mut run: Option<(u64, &Partition, Vec<AckedSend>)> = None;
     for (value, send) in analysis.sends.iter() {
-        if let (Outcome::Ok(offset), Some(acked)) = (send.outcome, send.completed_index) {
-            if offset >= 0 {
-                sends
-                    .entry((send.process, &send.partition))
-                    .or_default()
-                    .push((send.invoke_index, acked, offset, value));
-            }
+        let (Outcome::Ok(offset), Some(acked)) = (send.outcome, send.completed_index) else {
+            continue;
+        };
+        if offset < 0 {
+            continue;
         }
+        let same = run.as_ref().is_some_and(|(process, partition, _)| {
+            *process == send.process && Arc::ptr_eq(partition, &send.partition)
+        });
+        if !same {
+            if let Some((process, partition, acked_sends)) = run.take() {
+                sends
+                    .entry((process, partition))
+                    .or_default()
+                    .extend(acked_sends);
+            }
+            run = Some((send.process, &send.partition, Vec::new()));
+        }
+        if let Some((_, _, acked_sends)) = run.as_mut() {
+            acked_sends.push((send.invoke_index, acked, offset, value));
+        }
+    }
+    if let Some((process, partition, acked_sends)) = run {
+        sends
+            .entry((process, partition))
+            .or_default()
+            .extend(acked_sends);
     }
     let mut violations = Vec::new();
     for ((process, partition), mut ordered) in sends {
@@ -104,11 +132,15 @@ type Streams<'a> = BTreeMap<(u64, &'a Partition), Vec<&'a PollRecord>>;
 /// The [`Streams`] of a history, built once for the checks that walk them.
 fn streams(analysis: &Analysis) -> Streams<'_> {
     let mut streams = Streams::new();
-    for poll in analysis.polls.iter().chain(&analysis.final_polls) {
+    let polls: Vec<&PollRecord> = analysis.polls.iter().chain(&analysis.final_polls).collect();
+    // A poll's records are adjacent and share a partition copy: one lookup a run.
+    for run in
+        polls.chunk_by(|a, b| a.process == b.process && Arc::ptr_eq(&a.partition, &b.partition))
+    {
         streams
-            .entry((poll.process, &poll.partition))
+            .entry((run[0].process, &run[0].partition))
             .or_default()
-            .push(poll);
+            .extend_from_slice(run);
     }
     for stream in streams.values_mut() {
         stream.sort_by_key(|poll| poll.index); // stable: a poll's records keep their order
