@@ -53,6 +53,28 @@ impl Value {
             sequence: sequence.parse().ok()?,
         })
     }
+
+    /// [`Value::parse`] of a record's bytes, without checking them as UTF-8 first (a byte
+    /// that is not ASCII is not a digit either): what [`Value::parse`] accepts and nothing else.
+    pub fn parse_bytes(bytes: &[u8]) -> Option<Value> {
+        let dash = bytes.iter().position(|byte| *byte == b'-')?;
+        Some(Value {
+            process: decimal(&bytes[..dash])?,
+            sequence: decimal(&bytes[dash + 1..])?,
+        })
+    }
+}
+
+/// A `u64` as `str::parse` reads it: an optional `+`, then one or more ASCII digits.
+fn decimal(bytes: &[u8]) -> Option<u64> {
+    let digits = bytes.strip_prefix(b"+").unwrap_or(bytes);
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |number, byte| {
+        let digit = byte.checked_sub(b'0').filter(|digit| *digit < 10)?;
+        number.checked_mul(10)?.checked_add(u64::from(digit))
+    })
 }
 
 /// A partition name (`orders-0`), cheap to clone.

@@ -469,15 +469,12 @@ fn records_of(
             .or_default();
         for record in run {
             let text = record.value.as_deref().unwrap_or_default();
-            let value = std::str::from_utf8(text)
-                .ok()
-                .and_then(Value::parse)
-                .unwrap_or_else(|| {
-                    panic!(
-                        "{}@{} holds {text:?}, which no producer of this run wrote",
-                        record.topic_partition, record.offset
-                    )
-                });
+            let value = Value::parse_bytes(text).unwrap_or_else(|| {
+                panic!(
+                    "{}@{} holds {text:?}, which no producer of this run wrote",
+                    record.topic_partition, record.offset
+                )
+            });
             entries.push((record.offset, value));
         }
     }

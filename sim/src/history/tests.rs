@@ -186,3 +186,29 @@ fn the_word_hasher_tells_apart_what_differs_in_one_place() {
         })
     );
 }
+
+#[test]
+fn parsing_bytes_accepts_what_parsing_text_accepts() {
+    let cases: [&[u8]; 16] = [
+        b"1-2",
+        b"12-345",
+        b"+1-+2",
+        b"1-2-3",
+        b"-1",
+        b"1-",
+        b"1",
+        b"",
+        b"+-1",
+        b"a-1",
+        b"1-2 ",
+        b"18446744073709551615-1",
+        b"18446744073709551616-1",
+        b"\xff-1",
+        b"1-\xc3\xa9",
+        b"007-010",
+    ];
+    for bytes in cases {
+        let text = std::str::from_utf8(bytes).ok().and_then(Value::parse);
+        assert_eq!(Value::parse_bytes(bytes), text, "{bytes:?}");
+    }
+}
