@@ -1151,7 +1151,48 @@ pub struct Recorder {
     history: History,
     next_process: u64,
     /// Invocations not yet completed.
-    open: BTreeSet<u64>,
+    open: OpenInvocations,
+}
+
+/// The indexes of invocations not yet completed: a bit an operation (indexes are dense), in
+/// index order.
+#[derive(Debug, Default)]
+struct OpenInvocations {
+    words: Vec<u64>,
+}
+
+impl OpenInvocations {
+    fn insert(&mut self, index: u64) {
+        let (word, bit) = Self::place(index);
+        if self.words.len() <= word {
+            self.words.resize(word + 1, 0);
+        }
+        self.words[word] |= bit;
+    }
+
+    /// Removes `index`; whether it was there.
+    fn remove(&mut self, index: u64) -> bool {
+        let (word, bit) = Self::place(index);
+        let Some(bits) = self.words.get_mut(word) else {
+            return false;
+        };
+        let was = *bits & bit != 0;
+        *bits &= !bit;
+        was
+    }
+
+    fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        (0u64..).zip(&self.words).flat_map(|(word, bits)| {
+            (0..64)
+                .filter(move |bit| bits & (1 << bit) != 0)
+                .map(move |bit| word * 64 + bit)
+        })
+    }
+
+    fn place(index: u64) -> (usize, u64) {
+        let word = usize::try_from(index / 64).expect("an operation index fits in memory");
+        (word, 1 << (index % 64))
+    }
 }
 
 /// How a client operation ended.
@@ -1203,7 +1244,7 @@ impl Recorder {
     /// Records the completion of invocation `invoke`.
     pub fn complete(&mut self, time_ns: u64, invoke: u64, completion: Completion) {
         assert!(
-            self.open.remove(&invoke),
+            self.open.remove(invoke),
             "a completion of an open invocation"
         );
         let invocation = &self.history.ops[invoke as usize];
@@ -1239,7 +1280,7 @@ impl Recorder {
     /// Completes every invocation still open as `info` (its process crashed or the run ended
     /// first), as Jepsen does for crashed processes.
     pub fn complete_pending(&mut self, time_ns: u64, reason: &str) {
-        let pending: Vec<u64> = self.open.iter().copied().collect();
+        let pending: Vec<u64> = self.open.iter().collect();
         for invoke in pending {
             self.complete(time_ns, invoke, Completion::Info(reason.to_owned()));
         }

@@ -212,3 +212,28 @@ fn parsing_bytes_accepts_what_parsing_text_accepts() {
         assert_eq!(Value::parse_bytes(bytes), text, "{bytes:?}");
     }
 }
+
+#[test]
+fn open_invocations_behave_as_an_ordered_set() {
+    let mut open = OpenInvocations::default();
+    let mut expected = BTreeSet::new();
+    // A deterministic mix of inserts and removes over indexes that cross word boundaries.
+    let mut state = 0x5eed_u64;
+    for _ in 0..2_000 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let index = state % 300;
+        if state % 3 == 0 {
+            assert_eq!(
+                open.remove(index),
+                expected.remove(&index),
+                "remove {index}"
+            );
+        } else {
+            open.insert(index);
+            expected.insert(index);
+        }
+        assert!(open.iter().eq(expected.iter().copied()));
+    }
+}
