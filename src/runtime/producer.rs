@@ -61,7 +61,7 @@ impl Producer {
             bootstrap,
             client_id,
             connections: BTreeMap::new(),
-            replies: BTreeMap::new(),
+            replies: Replies::default(),
             next_id: 0,
         };
         tokio::spawn(task.run(inbox));
@@ -90,12 +90,59 @@ impl Producer {
     }
 }
 
+/// Each queued record's reply by its id. Ids are handed out one after another and records
+/// mostly complete in that order, so a deque from the oldest open id does: a record completed
+/// early leaves an empty slot until those before it complete.
+#[derive(Debug)]
+struct Replies<T> {
+    /// The id of the front slot.
+    first: u64,
+    slots: VecDeque<Option<T>>,
+}
+
+impl<T> Default for Replies<T> {
+    fn default() -> Replies<T> {
+        Replies {
+            first: 0,
+            slots: VecDeque::new(),
+        }
+    }
+}
+
+impl<T> Replies<T> {
+    /// Files the reply of `id`, the id after the last one filed.
+    fn insert(&mut self, id: RecordId, reply: T) {
+        if self.slots.is_empty() {
+            self.first = id.0;
+        }
+        assert_eq!(
+            Some(id.0),
+            u64::try_from(self.slots.len())
+                .ok()
+                .and_then(|len| self.first.checked_add(len)),
+            "record ids are handed out in order"
+        );
+        self.slots.push_back(Some(reply));
+    }
+
+    /// Takes the reply of `id`, if it is still filed.
+    fn remove(&mut self, id: RecordId) -> Option<T> {
+        let at = usize::try_from(id.0.checked_sub(self.first)?).ok()?;
+        let reply = self.slots.get_mut(at)?.take();
+        while matches!(self.slots.front(), Some(None)) {
+            self.slots.pop_front();
+            self.first += 1;
+        }
+        reply
+    }
+}
+
 struct Task {
     driver: Driver<ProducerCore>,
     bootstrap: Bootstrap,
     client_id: String,
     connections: BTreeMap<NodeId, ClientConnection>,
-    replies: BTreeMap<RecordId, oneshot::Sender<Result<RecordMetadata, ProduceError>>>,
+    replies: Replies<oneshot::Sender<Result<RecordMetadata, ProduceError>>>,
     next_id: u64,
 }
 
@@ -190,7 +237,7 @@ impl Task {
             for output in outputs.drain(..) {
                 match output {
                     ProducerOutput::Complete { id, result } => {
-                        if let Some(reply) = self.replies.remove(&id) {
+                        if let Some(reply) = self.replies.remove(id) {
                             let _ = reply.send(result);
                         }
                     }
@@ -236,5 +283,35 @@ impl Task {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_are_taken_once_in_any_order() {
+        let mut replies = Replies::default();
+        for id in 1..=5 {
+            replies.insert(RecordId(id), id * 10);
+        }
+        assert_eq!(replies.remove(RecordId(3)), Some(30));
+        assert_eq!(replies.remove(RecordId(3)), None, "taken once");
+        assert_eq!(replies.remove(RecordId(1)), Some(10));
+        assert_eq!(replies.remove(RecordId(2)), Some(20));
+        assert_eq!(
+            replies.first, 4,
+            "the slots before the oldest open id are gone"
+        );
+        assert_eq!(replies.remove(RecordId(9)), None, "never filed");
+        assert_eq!(replies.remove(RecordId(0)), None, "before the first");
+        replies.insert(RecordId(6), 60);
+        assert_eq!(replies.remove(RecordId(5)), Some(50));
+        assert_eq!(replies.remove(RecordId(4)), Some(40));
+        assert_eq!(replies.remove(RecordId(6)), Some(60));
+        assert!(replies.slots.is_empty());
+        replies.insert(RecordId(7), 70);
+        assert_eq!(replies.remove(RecordId(7)), Some(70));
     }
 }
