@@ -421,9 +421,12 @@ fn lost_and_unseen<'a>(analysis: &'a Analysis, ranks: &Ranks<'a>) -> (Vec<String
         .collect();
     sort_densely(&mut polled, |value| value_key(*value));
     let mut furthest: BTreeMap<&Partition, i64> = BTreeMap::new();
-    for poll in analysis.polls.iter().chain(&analysis.final_polls) {
-        let entry = furthest.entry(&poll.partition).or_insert(poll.offset);
-        *entry = (*entry).max(poll.offset);
+    // A poll's records share a partition copy: one lookup a run of them.
+    let polls: Vec<&PollRecord> = analysis.polls.iter().chain(&analysis.final_polls).collect();
+    for run in polls.chunk_by(|a, b| Arc::ptr_eq(&a.partition, &b.partition)) {
+        let highest = run.iter().map(|poll| poll.offset).max().unwrap_or(i64::MIN);
+        let entry = furthest.entry(&run[0].partition).or_insert(highest);
+        *entry = (*entry).max(highest);
     }
     let mut lost: BTreeMap<Value, String> = BTreeMap::new();
     let mut unseen = Vec::new();
