@@ -23,6 +23,7 @@ use seedlog::runtime::producer::Producer;
 use seedlog::runtime::server::BrokerObserver;
 use seedlog::types::TopicPartition;
 
+use crate::checker::values::ValueMap;
 use crate::checker::{Check, FINAL_READER};
 use crate::cluster_monitor::ClusterMonitor;
 use crate::history::{self, Body, Completion, FinalRead, Partition, Recorder, Records, Value};
@@ -295,7 +296,7 @@ pub struct ProducerProgress {
     finished: bool,
     /// Values sent and not (yet) acknowledged, with their partition index: what an
     /// `on_restart = "resend-unacknowledged"` incarnation sends again.
-    unacknowledged: BTreeMap<Value, i32>,
+    unacknowledged: ValueMap<i32>,
 }
 
 /// Shared progress handle.
@@ -319,19 +320,23 @@ struct Values<'a> {
     progress: &'a SharedProgress,
     process: u64,
     sequence: u64,
-    resends: std::collections::btree_map::IntoIter<Value, i32>,
+    resends: std::vec::IntoIter<(Value, i32)>,
 }
 
 impl<'a> Values<'a> {
     fn new(spec: &'a ProducerSpec, progress: &'a SharedProgress, process: u64) -> Values<'a> {
-        let resends = match spec.on_restart {
-            OnRestart::Continue => BTreeMap::new(),
+        // In value order, as they were first sent.
+        let resends: Vec<(Value, i32)> = match spec.on_restart {
+            OnRestart::Continue => Vec::new(),
             OnRestart::ResendUnacknowledged => std::mem::take(
                 &mut progress
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .unacknowledged,
-            ),
+            )
+            .iter()
+            .map(|(value, index)| (value, *index))
+            .collect(),
         };
         Values {
             spec,

@@ -29,7 +29,7 @@ mod broker;
 mod delivery;
 mod group;
 mod order;
-mod values;
+pub(crate) mod values;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

@@ -1,4 +1,5 @@
-//! [`ValueMap`]: what the checkers know of each value, in slots.
+//! [`ValueMap`]: what the checkers know of each value, in slots (and the values a workload's
+//! producer has not seen acknowledged yet).
 //!
 //! A value is a producer process and a sequence within it, both counters from zero or one, so
 //! a slot per `(process, sequence)` replaces a tree walk per lookup (a history has a send and a
@@ -59,6 +60,22 @@ impl<T> ValueMap<T> {
             self.len += 1;
         }
         previous
+    }
+
+    /// Takes what is at `value` out.
+    pub(crate) fn remove(&mut self, value: &Value) -> Option<T> {
+        let removed = if slotted(*value) {
+            self.slots
+                .get_mut(value.process as usize)?
+                .get_mut(value.sequence as usize)?
+                .take()
+        } else {
+            self.others.remove(value)
+        };
+        if removed.is_some() {
+            self.len -= 1;
+        }
+        removed
     }
 
     /// What is at `value`.
@@ -182,5 +199,21 @@ mod tests {
         assert_eq!(map.get_mut(&value(0, 2)), None);
         *map.get_mut(&value(u64::MAX, u64::MAX)).expect("present") = 200;
         assert_eq!(map.get(&value(u64::MAX, u64::MAX)), Some(&200));
+        model.insert(value(0, 1), 100);
+        model.insert(value(u64::MAX, u64::MAX), 200);
+        for key in [
+            value(3, 7),
+            value(3, 7),
+            value(SLOTTED_PROCESSES + 5, 2),
+            value(9, 9),
+            value(3, 100),
+            value(SLOTTED_PROCESSES, 0),
+        ] {
+            assert_eq!(map.remove(&key), model.remove(&key));
+            assert_eq!(map.len(), model.len());
+        }
+        let iterated: Vec<(Value, usize)> = map.iter().map(|(key, item)| (key, *item)).collect();
+        let expected: Vec<(Value, usize)> = model.iter().map(|(key, item)| (*key, *item)).collect();
+        assert_eq!(iterated, expected, "after removals");
     }
 }
