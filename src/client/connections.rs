@@ -204,18 +204,19 @@ impl<F> Connections<F> {
         needs_metadata: bool,
     ) -> (Vec<(NodeId, Option<String>)>, bool) {
         let mut leaderless = false;
-        let mut leaders: Vec<NodeId> = Vec::new();
+        // Each leader in the order the partitions name it; `start_connect` starts a connection
+        // once, so a leader named again is not opened twice.
+        let mut opened: Vec<NodeId> = Vec::new();
         for partition in partitions {
             match metadata.leader(&partition.topic, partition.partition) {
-                Some(node) if !leaders.contains(&node) => leaders.push(node),
-                Some(_) => {}
+                Some(node) => {
+                    if self.start_connect(node) {
+                        opened.push(node);
+                    }
+                }
                 None => leaderless = true,
             }
         }
-        let mut opened: Vec<NodeId> = leaders
-            .into_iter()
-            .filter(|node| self.start_connect(*node))
-            .collect();
         if (leaderless || needs_metadata) && !self.any_up() {
             if let Some(node) = self.metadata_target(metadata) {
                 if self.start_connect(node) {
