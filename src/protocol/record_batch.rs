@@ -459,17 +459,13 @@ pub fn decode_batch(
             bytes: &whole[RECORD_BATCH_HEADER_BYTES..],
             at: 0,
         };
-        return (0..header.records_count)
-            .map(|_| cursor.record(header, &whole, 0))
-            .collect();
+        return cursor.records(header, &whole, 0);
     }
     let mut cursor = Cursor {
         bytes: &records[range.start + RECORD_BATCH_HEADER_BYTES..range.end],
         at: 0,
     };
-    (0..header.records_count)
-        .map(|_| cursor.record(header, records, range.start))
-        .collect()
+    cursor.records(header, records, range.start)
 }
 
 struct Cursor<'a> {
@@ -480,6 +476,22 @@ struct Cursor<'a> {
 const MALFORMED: BatchError = BatchError::Invalid("malformed record");
 
 impl Cursor<'_> {
+    /// The batch's `records_count` records, in a vector sized for them once (a record takes a
+    /// byte at least, so a count that lies cannot size it past the bytes there are).
+    fn records(
+        &mut self,
+        header: &RecordBatchHeader,
+        whole: &Bytes,
+        base: usize,
+    ) -> Result<Vec<Record>, BatchError> {
+        let count = usize::try_from(header.records_count).unwrap_or(0);
+        let mut decoded = Vec::with_capacity(count.min(self.bytes.len()));
+        for _ in 0..header.records_count {
+            decoded.push(self.record(header, whole, base)?);
+        }
+        Ok(decoded)
+    }
+
     fn varlong(&mut self) -> Result<i64, BatchError> {
         let mut raw: u64 = 0;
         for shift in (0..70).step_by(7) {

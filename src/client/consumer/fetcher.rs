@@ -317,6 +317,7 @@ pub(crate) fn take_records(
                 break;
             }
         };
+        taken.records.reserve(decoded.len());
         for record in decoded
             .into_iter()
             .filter(|r| r.offset >= taken.next_position)
