@@ -7,7 +7,7 @@
 //! at the final reader: `at-least-once` asks whether every acknowledged value of a consumer's
 //! assignment reached that consumer, `at-most-once` whether an incarnation consumed a value twice.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
@@ -310,19 +310,25 @@ impl<'a> RankedFinalLog<'a> {
     }
 }
 
-struct FinalLog<'a> {
+struct FinalLog<'a, 'r> {
     analysis: &'a Analysis,
-    positions: Vec<(Value, Ranked<'a>, i64)>,
+    ranks: &'r Ranks<'a>,
+    /// Where each value sits, sorted by value: built the first time a place is asked for (a
+    /// value written with acks=0, or one gone from its offset), which most runs never do.
+    positions: OnceCell<Vec<(Value, Ranked<'a>, i64)>>,
     /// Each partition's final read and log, by rank.
     by_rank: Vec<RankedFinalLog<'a>>,
 }
 
-impl FinalLog<'_> {
+impl FinalLog<'_, '_> {
     /// The places of `value` in the final log, in partition and offset order.
     fn places(&self, value: Value) -> &[(Value, Ranked<'_>, i64)] {
-        let start = self.positions.partition_point(|place| place.0 < value);
-        let end = self.positions.partition_point(|place| place.0 <= value);
-        &self.positions[start..end]
+        let positions = self
+            .positions
+            .get_or_init(|| final_positions(self.analysis, self.ranks));
+        let start = positions.partition_point(|place| place.0 < value);
+        let end = positions.partition_point(|place| place.0 <= value);
+        &positions[start..end]
     }
 
     /// Judges `value`, last known at `partition@offset` (history index `seen`), against the
@@ -407,27 +413,43 @@ impl FinalLog<'_> {
 fn lost_and_unseen<'a>(analysis: &'a Analysis, ranks: &Ranks<'a>) -> (Vec<String>, Vec<String>) {
     let final_log = FinalLog {
         analysis,
-        positions: final_positions(analysis, ranks),
+        ranks,
+        positions: OnceCell::new(),
         by_rank: ranks
             .names()
             .map(|name| RankedFinalLog::new(analysis, name))
             .collect(),
     };
-    let mut polled: Vec<Value> = analysis
-        .polls
-        .iter()
-        .chain(&analysis.final_polls)
-        .map(|poll| poll.value)
-        .collect();
-    sort_densely(&mut polled, |value| value_key(*value));
-    let mut furthest: BTreeMap<&Partition, i64> = BTreeMap::new();
-    // A poll's records share a partition copy: one lookup a run of them.
-    let polls: Vec<&PollRecord> = analysis.polls.iter().chain(&analysis.final_polls).collect();
-    for run in polls.chunk_by(|a, b| Arc::ptr_eq(&a.partition, &b.partition)) {
-        let highest = run.iter().map(|poll| poll.offset).max().unwrap_or(i64::MIN);
-        let entry = furthest.entry(&run[0].partition).or_insert(highest);
-        *entry = (*entry).max(highest);
-    }
+    // What was polled, and how far, are asked only of a value the final read cannot judge:
+    // built on first use.
+    let polled = OnceCell::new();
+    let polled = || {
+        polled.get_or_init(|| {
+            let mut polled: Vec<Value> = analysis
+                .polls
+                .iter()
+                .chain(&analysis.final_polls)
+                .map(|poll| poll.value)
+                .collect();
+            sort_densely(&mut polled, |value| value_key(*value));
+            polled
+        })
+    };
+    let furthest = OnceCell::new();
+    let furthest = || {
+        furthest.get_or_init(|| {
+            let mut furthest: BTreeMap<&Partition, i64> = BTreeMap::new();
+            // A poll's records share a partition copy: one lookup a run of them.
+            let polls: Vec<&PollRecord> =
+                analysis.polls.iter().chain(&analysis.final_polls).collect();
+            for run in polls.chunk_by(|a, b| Arc::ptr_eq(&a.partition, &b.partition)) {
+                let highest = run.iter().map(|poll| poll.offset).max().unwrap_or(i64::MIN);
+                let entry = furthest.entry(&run[0].partition).or_insert(highest);
+                *entry = (*entry).max(highest);
+            }
+            furthest
+        })
+    };
     let mut lost: BTreeMap<Value, String> = BTreeMap::new();
     let mut unseen = Vec::new();
     for (value, send) in analysis.sends.iter() {
@@ -446,9 +468,9 @@ fn lost_and_unseen<'a>(analysis: &'a Analysis, ranks: &Ranks<'a>) -> (Vec<String
                 Verdict::Unjudged => {}
             }
         }
-        if polled.binary_search(&value).is_err() {
+        if polled().binary_search(&value).is_err() {
             let read_past = offset >= 0
-                && furthest
+                && furthest()
                     .get(&send.partition)
                     .is_some_and(|furthest| *furthest > offset);
             if read_past {
@@ -470,7 +492,7 @@ fn lost_and_unseen<'a>(analysis: &'a Analysis, ranks: &Ranks<'a>) -> (Vec<String
 fn observed_and_gone<'a>(
     analysis: &'a Analysis,
     ranks: &Ranks<'a>,
-    final_log: &FinalLog<'_>,
+    final_log: &FinalLog<'_, '_>,
     lost: &mut BTreeMap<Value, String>,
 ) {
     let before_final_read = |index: u64| {
