@@ -978,7 +978,8 @@ async fn liveness_phase(
     {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    while !env.record(|recorder, _| crate::checker::consumers_caught_up(recorder.ops()))
+    let mut lag = crate::checker::ConsumerLag::default();
+    while !env.record(|recorder, _| lag.caught_up(recorder.ops()))
         && tokio::time::Instant::now() < healed + liveness
     {
         tokio::time::sleep(Duration::from_millis(100)).await;

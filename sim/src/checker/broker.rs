@@ -31,6 +31,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use super::{Analysis, Check, CheckResult, Samples, FINAL_READER};
 use crate::history::{Body, Op, OpType, Partition, Process};
@@ -87,7 +88,7 @@ fn stalled(analysis: &Analysis, ops: &[Op]) -> Vec<String> {
                 // read past that without a seek (the loss is `lost-write`'s), and the final
                 // reader, which steps over such batches, read further.
                 corrupt
-                    .get(&(*node, *partition))
+                    .get(&(&**node, &**partition))
                     .is_none_or(|position| position <= at)
             })
             .map(|(node, partition, at, last)| {
@@ -128,46 +129,96 @@ fn stopped_by_corruption(ops: &[Op]) -> BTreeMap<(&str, &str), i64> {
 /// `(consumer, partition, highest offset polled or -1, last offset of the final log)`, in
 /// consumer and partition order.
 ///
-/// The harness also asks this every 100 ms of the liveness phase
-/// ([`consumers_caught_up`](super::consumers_caught_up)), so it is one pass over the history
-/// that keeps only what the answer needs, not a full [`Analysis`].
-pub(super) fn lagging_consumers(ops: &[Op]) -> Vec<(&str, &str, i64, i64)> {
-    let mut assigned: BTreeSet<(&str, &str)> = BTreeSet::new();
-    let mut reached: BTreeMap<(&str, &str), i64> = BTreeMap::new();
-    let mut last: BTreeMap<&str, i64> = BTreeMap::new();
-    for op in ops {
-        if !matches!(op.process, Process::Client(_)) {
-            continue;
-        }
-        let node = op.node.as_deref().unwrap_or("");
-        match &op.body {
-            Body::Poll { records, .. } if op.op_type == OpType::Ok => {
-                for (partition, entries) in records {
-                    let Some(highest) = entries.iter().map(|(offset, _)| *offset).max() else {
-                        continue;
-                    };
-                    let slot = if node == FINAL_READER {
-                        last.entry(partition).or_insert(highest)
-                    } else {
-                        reached.entry((node, partition)).or_insert(highest)
-                    };
-                    *slot = (*slot).max(highest);
+/// It keeps only what the answer needs, not a full [`Analysis`]: the harness asks the same
+/// question every 100 ms of the liveness phase, of a [`ConsumerLag`] fed as the history grows.
+pub(super) fn lagging_consumers(ops: &[Op]) -> Vec<(Arc<str>, Partition, i64, i64)> {
+    let mut lag = ConsumerLag::default();
+    lag.feed(ops);
+    lag.lagging()
+        .map(|(node, partition, at, last)| (Arc::clone(node), Arc::clone(partition), at, last))
+        .collect()
+}
+
+/// What [`lagging_consumers`] keeps of a history, fed the operations recorded since it was last
+/// fed: the harness asks every 100 ms of the liveness phase
+/// ([`ConsumerLag::caught_up`]), and each time reads only the new operations.
+#[derive(Debug, Default)]
+pub struct ConsumerLag {
+    /// How many operations it has read.
+    fed: usize,
+    assigned: BTreeSet<(Arc<str>, Partition)>,
+    /// The highest offset each consumer polled in each partition.
+    reached: BTreeMap<(Arc<str>, Partition), i64>,
+    /// The highest offset the final reader read in each partition.
+    last: BTreeMap<Partition, i64>,
+}
+
+impl ConsumerLag {
+    /// Reads the operations of `ops` past those it read before (`ops` is the same history, grown).
+    pub fn feed(&mut self, ops: &[Op]) {
+        for op in ops.get(self.fed..).unwrap_or_default() {
+            if !matches!(op.process, Process::Client(_)) {
+                continue;
+            }
+            let node = op.node.as_deref().unwrap_or("");
+            match &op.body {
+                Body::Poll { records, .. } if op.op_type == OpType::Ok => {
+                    for (partition, entries) in records {
+                        let Some(highest) = entries.iter().map(|(offset, _)| *offset).max() else {
+                            continue;
+                        };
+                        if node == FINAL_READER {
+                            raise(&mut self.last, partition, highest);
+                        } else {
+                            let key = (
+                                op.node.clone().unwrap_or_else(|| "".into()),
+                                Arc::clone(partition),
+                            );
+                            raise(&mut self.reached, &key, highest);
+                        }
+                    }
                 }
+                Body::Assign { partitions } if node != FINAL_READER => {
+                    let node = op.node.clone().unwrap_or_else(|| "".into());
+                    self.assigned.extend(
+                        partitions
+                            .iter()
+                            .map(|partition| (Arc::clone(&node), Arc::clone(partition))),
+                    );
+                }
+                _ => {}
             }
-            Body::Assign { partitions } if node != FINAL_READER => {
-                assigned.extend(partitions.iter().map(|partition| (node, &**partition)));
-            }
-            _ => {}
+        }
+        self.fed = self.fed.max(ops.len());
+    }
+
+    /// Whether every assigned consumer has polled the last record the final read found in each
+    /// of its partitions, after reading the operations recorded since the last call.
+    pub fn caught_up(&mut self, ops: &[Op]) -> bool {
+        self.feed(ops);
+        self.lagging().next().is_none()
+    }
+
+    /// `(consumer, partition, highest offset polled or -1, last offset of the final log)` of
+    /// each assigned consumer's partition whose last record it has not polled, in consumer and
+    /// partition order.
+    fn lagging(&self) -> impl Iterator<Item = (&Arc<str>, &Partition, i64, i64)> {
+        self.assigned.iter().filter_map(|key| {
+            let last = *self.last.get(&key.1)?;
+            let at = self.reached.get(key).copied().unwrap_or(-1);
+            (at < last).then_some((&key.0, &key.1, at, last))
+        })
+    }
+}
+
+/// Raises `key`'s entry to `offset` (inserting it if absent).
+fn raise<K: Ord + Clone>(map: &mut BTreeMap<K, i64>, key: &K, offset: i64) {
+    match map.get_mut(key) {
+        Some(highest) => *highest = (*highest).max(offset),
+        None => {
+            map.insert(key.clone(), offset);
         }
     }
-    assigned
-        .into_iter()
-        .filter_map(|(node, partition)| {
-            let last = *last.get(partition)?;
-            let at = reached.get(&(node, partition)).copied().unwrap_or(-1);
-            (at < last).then_some((node, partition, at, last))
-        })
-        .collect()
 }
 
 /// A cluster invariant as the simulator's monitor judged it after every broker step.

@@ -26,6 +26,7 @@
 //! | `stalled` | liveness: the faults were healed, yet a producer had not finished its sends three quarters of the way through the liveness phase, or a consumer had not read an assigned partition to the end of the final log by the end of it (unless its broker last answered it `CORRUPT_MESSAGE` past what it read: it cannot go on without a seek); each is named, a consumer with the partition and the offsets (a cluster that never acknowledges passes every safety check; this one it fails) |
 
 mod broker;
+pub use broker::ConsumerLag;
 mod delivery;
 mod group;
 mod order;
