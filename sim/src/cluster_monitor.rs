@@ -232,8 +232,7 @@ impl ClusterMonitor {
             // Leader, Offline; ControllerActive never comes from a broker.
             _ => return Vec::new(),
         }
-        let name = event_partition(event).clone();
-        self.check_isr(&name, &mut violations);
+        self.check_isr(event_partition(event), &mut violations);
         self.dedupe(violations)
     }
 
@@ -265,9 +264,14 @@ impl ClusterMonitor {
     }
 
     fn replica(&mut self, partition: &TopicPartition, id: BrokerId) -> &mut Replica {
+        // The partition's name is copied only the first time it is seen.
+        if !self.partitions.contains_key(partition) {
+            self.partitions
+                .insert(partition.clone(), PartitionView::default());
+        }
         self.partitions
-            .entry(partition.clone())
-            .or_default()
+            .get_mut(partition)
+            .expect("inserted above")
             .replicas
             .entry(id)
             .or_default()
