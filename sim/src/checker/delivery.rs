@@ -423,33 +423,9 @@ fn lost_and_unseen<'a>(analysis: &'a Analysis, ranks: &Ranks<'a>) -> (Vec<String
     // What was polled, and how far, are asked only of a value the final read cannot judge:
     // built on first use.
     let polled = OnceCell::new();
-    let polled = || {
-        polled.get_or_init(|| {
-            let mut polled: Vec<Value> = analysis
-                .polls
-                .iter()
-                .chain(&analysis.final_polls)
-                .map(|poll| poll.value)
-                .collect();
-            sort_densely(&mut polled, |value| value_key(*value));
-            polled
-        })
-    };
+    let polled = || polled.get_or_init(|| polled_values(analysis));
     let furthest = OnceCell::new();
-    let furthest = || {
-        furthest.get_or_init(|| {
-            let mut furthest: BTreeMap<&Partition, i64> = BTreeMap::new();
-            // A poll's records share a partition copy: one lookup a run of them.
-            let polls: Vec<&PollRecord> =
-                analysis.polls.iter().chain(&analysis.final_polls).collect();
-            for run in polls.chunk_by(|a, b| Arc::ptr_eq(&a.partition, &b.partition)) {
-                let highest = run.iter().map(|poll| poll.offset).max().unwrap_or(i64::MIN);
-                let entry = furthest.entry(&run[0].partition).or_insert(highest);
-                *entry = (*entry).max(highest);
-            }
-            furthest
-        })
-    };
+    let furthest = || furthest.get_or_init(|| furthest_polled(analysis));
     let mut lost: BTreeMap<Value, String> = BTreeMap::new();
     let mut unseen = Vec::new();
     for (value, send) in analysis.sends.iter() {
@@ -485,6 +461,31 @@ fn lost_and_unseen<'a>(analysis: &'a Analysis, ranks: &Ranks<'a>) -> (Vec<String
     }
     observed_and_gone(analysis, ranks, &final_log, &mut lost);
     (lost.into_values().collect(), unseen)
+}
+
+/// Every polled value (the final reader's included), sorted.
+fn polled_values(analysis: &Analysis) -> Vec<Value> {
+    let mut polled: Vec<Value> = analysis
+        .polls
+        .iter()
+        .chain(&analysis.final_polls)
+        .map(|poll| poll.value)
+        .collect();
+    sort_densely(&mut polled, |value| value_key(*value));
+    polled
+}
+
+/// The highest offset polled in each partition (the final reader's polls included).
+fn furthest_polled(analysis: &Analysis) -> BTreeMap<&Partition, i64> {
+    let mut furthest: BTreeMap<&Partition, i64> = BTreeMap::new();
+    // A poll's records share a partition copy: one lookup a run of them.
+    let polls: Vec<&PollRecord> = analysis.polls.iter().chain(&analysis.final_polls).collect();
+    for run in polls.chunk_by(|a, b| Arc::ptr_eq(&a.partition, &b.partition)) {
+        let highest = run.iter().map(|poll| poll.offset).max().unwrap_or(i64::MIN);
+        let entry = furthest.entry(&run[0].partition).or_insert(highest);
+        *entry = (*entry).max(highest);
+    }
+    furthest
 }
 
 /// Values a consumer observed before the final read that are gone from the final log with no

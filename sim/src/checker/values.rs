@@ -63,6 +63,7 @@ impl<T> ValueMap<T> {
     }
 
     /// Takes what is at `value` out.
+    #[cfg_attr(not(madsim), allow(dead_code))] // the workload's, which runs under madsim only
     pub(crate) fn remove(&mut self, value: &Value) -> Option<T> {
         let removed = if slotted(*value) {
             self.slots

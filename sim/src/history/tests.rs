@@ -224,7 +224,7 @@ fn open_invocations_behave_as_an_ordered_set() {
         state ^= state >> 7;
         state ^= state << 17;
         let index = state % 300;
-        if state % 3 == 0 {
+        if state.is_multiple_of(3) {
             assert_eq!(
                 open.remove(index),
                 expected.remove(&index),
