@@ -37,6 +37,11 @@ pub const INVARIANTS: &str = "invariants";
 pub struct Env {
     recorder: Arc<Mutex<Recorder>>,
     start: tokio::time::Instant,
+    /// The simulated clock, read directly: `Instant::now` under madsim goes through its
+    /// `clock_gettime` hook, a handle lookup and two conversions, once a history operation.
+    time: madsim::time::TimeHandle,
+    /// `time`'s reading at `start`.
+    start_elapsed: Duration,
     /// `host:port` of the first broker.
     pub bootstrap: Arc<str>,
     /// `host:port` of every broker: the clients' `bootstrap.servers`. Shared, as is all of an
@@ -49,9 +54,12 @@ pub struct Env {
 impl Env {
     /// A new environment whose clock starts now.
     pub fn new(servers: Vec<String>) -> Env {
+        let time = madsim::time::TimeHandle::current();
         Env {
             recorder: Arc::new(Mutex::new(Recorder::default())),
             start: tokio::time::Instant::now(),
+            start_elapsed: time.elapsed(),
+            time,
             bootstrap: servers
                 .first()
                 .map_or_else(|| "".into(), |first| first.as_str().into()),
@@ -71,7 +79,7 @@ impl Env {
 
     /// Simulated nanoseconds since the run started.
     pub fn now_ns(&self) -> u64 {
-        self.start.elapsed().as_nanos() as u64
+        (self.time.elapsed() - self.start_elapsed).as_nanos() as u64
     }
 
     /// The run's start.
