@@ -32,7 +32,21 @@ impl Clock {
 
     /// Milliseconds since the start.
     pub(crate) fn now(self) -> Millis {
-        Millis(self.start.elapsed().as_millis() as u64)
+        Millis(self.elapsed().as_millis() as u64)
+    }
+
+    #[cfg(not(madsim))]
+    fn elapsed(self) -> Duration {
+        self.start.elapsed()
+    }
+
+    /// Under madsim, `Instant::now` is its `clock_gettime` hook (a handle lookup and two
+    /// conversions); the time handle's own instant is the same value, read directly.
+    #[cfg(madsim)]
+    fn elapsed(self) -> Duration {
+        madsim::time::TimeHandle::current()
+            .now_instant()
+            .duration_since(self.start)
     }
 
     /// Sleeps until `deadline`; callers guard `select!` arms with `deadline.is_some()`.
