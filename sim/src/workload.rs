@@ -79,7 +79,10 @@ impl Env {
 
     /// Simulated nanoseconds since the run started.
     pub fn now_ns(&self) -> u64 {
-        (self.time.elapsed() - self.start_elapsed).as_nanos() as u64
+        self.time
+            .elapsed()
+            .saturating_sub(self.start_elapsed)
+            .as_nanos() as u64
     }
 
     /// The run's start.
