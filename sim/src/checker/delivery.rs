@@ -139,6 +139,63 @@ impl<'a> Ranks<'a> {
     }
 }
 
+/// Items' dense keys (see [`sort_densely`]) as slots of one table: groups (producer processes,
+/// partitions) take consecutive slots in key order, each as many as the end of its indexes.
+struct DenseKeys {
+    /// Each item's slot, with its index.
+    keys: Vec<(usize, u64)>,
+    /// How many slots the table has.
+    slots: usize,
+}
+
+impl DenseKeys {
+    /// `None` when an item has no key, or the keys are too sparse for a slot table (more
+    /// slots than four an item).
+    fn of<T>(items: &[T], key: impl Fn(&T) -> Option<(u64, u64)>) -> Option<DenseKeys> {
+        let mut keys = Vec::with_capacity(items.len());
+        // Each group with the end of its indexes; a run has a few groups, so a list searched
+        // from the last hit will do.
+        let mut groups: Vec<(u64, u64)> = Vec::new();
+        let mut last = 0;
+        for item in items {
+            let (group, index) = key(item)?;
+            if groups.get(last).is_none_or(|found| found.0 != group) {
+                last = groups
+                    .iter()
+                    .position(|found| found.0 == group)
+                    .unwrap_or_else(|| {
+                        groups.push((group, 0));
+                        groups.len() - 1
+                    });
+            }
+            groups[last].1 = groups[last].1.max(index.saturating_add(1));
+            keys.push((last, index));
+        }
+        let slots = groups
+            .iter()
+            .fold(0u64, |sum, group| sum.saturating_add(group.1));
+        if slots > (items.len() as u64).saturating_mul(4) {
+            return None;
+        }
+        // First slots in group order, so that slots run in key order.
+        let mut order: Vec<usize> = (0..groups.len()).collect();
+        order.sort_unstable_by_key(|at| groups[*at].0);
+        let mut first = vec![0u64; groups.len()];
+        let mut next_first = 0u64;
+        for at in order {
+            first[at] = next_first;
+            next_first += groups[at].1;
+        }
+        for (at, index) in &mut keys {
+            *at = usize::try_from(first[*at] + *index).ok()?;
+        }
+        Some(DenseKeys {
+            keys,
+            slots: usize::try_from(slots).ok()?,
+        })
+    }
+}
+
 /// Sorts `items` as `sort_unstable` would, when each item's order starts with a dense key: `key`
 /// gives `(group, index)`, and items must order by group, then index, then the rest. Values are
 /// such keys (a producer process counts its sequence up from 0 or 1), and so are a partition's
@@ -152,48 +209,12 @@ fn sort_densely<T: Ord + Copy>(items: &mut Vec<T>, key: impl Fn(&T) -> Option<(u
         items.sort_unstable();
         return;
     }
-    let mut keys = Vec::with_capacity(items.len());
-    // Each group with the end of its indexes, then (below) its first slot; a run has a few
-    // groups (producer processes, partitions), so a list searched from the last hit will do.
-    let mut groups: Vec<(u64, u64)> = Vec::new();
-    let mut last = 0;
-    for item in items.iter() {
-        let Some((group, index)) = key(item) else {
-            items.sort_unstable();
-            return;
-        };
-        if groups.get(last).is_none_or(|found| found.0 != group) {
-            last = groups
-                .iter()
-                .position(|found| found.0 == group)
-                .unwrap_or_else(|| {
-                    groups.push((group, 0));
-                    groups.len() - 1
-                });
-        }
-        groups[last].1 = groups[last].1.max(index.saturating_add(1));
-        keys.push((last, index));
-    }
-    let slots = groups
-        .iter()
-        .fold(0u64, |sum, group| sum.saturating_add(group.1));
-    if slots > (items.len() as u64).saturating_mul(4) {
+    let Some(DenseKeys { keys, slots }) = DenseKeys::of(items, key) else {
         items.sort_unstable();
         return;
-    }
-    // First slots in group order, so that slots run in key order.
-    let mut order: Vec<usize> = (0..groups.len()).collect();
-    order.sort_unstable_by_key(|at| groups[*at].0);
-    let mut first = vec![0u64; groups.len()];
-    let mut next_first = 0u64;
-    for at in order {
-        first[at] = next_first;
-        next_first += groups[at].1;
-    }
-    let mut starts = vec![0usize; slots as usize + 1];
-    for (at, index) in &mut keys {
-        let slot = (first[*at] + *index) as usize;
-        *at = slot;
+    };
+    let mut starts = vec![0usize; slots + 1];
+    for (slot, _) in &keys {
         starts[slot + 1] += 1;
     }
     for slot in 1..starts.len() {
@@ -676,41 +697,10 @@ fn contested<T, W: PartialEq + Copy>(
     key: impl Fn(&T) -> Option<(u64, u64)>,
     what: impl Fn(&T) -> W,
 ) -> Option<Vec<bool>> {
-    // Each group with the end of its indexes; a run has a few groups.
-    let mut groups: Vec<(u64, u64)> = Vec::new();
-    let mut keys = Vec::with_capacity(items.len());
-    let mut last = 0;
-    for item in items {
-        let (group, index) = key(item)?;
-        if groups.get(last).is_none_or(|found| found.0 != group) {
-            last = groups
-                .iter()
-                .position(|found| found.0 == group)
-                .unwrap_or_else(|| {
-                    groups.push((group, 0));
-                    groups.len() - 1
-                });
-        }
-        groups[last].1 = groups[last].1.max(index.saturating_add(1));
-        keys.push((last, index));
-    }
-    let slots = groups
-        .iter()
-        .fold(0u64, |sum, group| sum.saturating_add(group.1));
-    if slots > (items.len() as u64).saturating_mul(4) {
-        return None;
-    }
-    let mut first = Vec::with_capacity(groups.len());
-    let mut next = 0u64;
-    for group in &groups {
-        first.push(next);
-        next += group.1;
-    }
-    let slot = |(group, index): (usize, u64)| usize::try_from(first[group] + index).ok();
-    let mut seen: Vec<Option<W>> = vec![None; usize::try_from(slots).ok()?];
-    let mut contested = vec![false; seen.len()];
-    for (item, key) in items.iter().zip(&keys) {
-        let at = slot(*key)?;
+    let DenseKeys { keys, slots } = DenseKeys::of(items, key)?;
+    let mut seen: Vec<Option<W>> = vec![None; slots];
+    let mut contested = vec![false; slots];
+    for (item, &(at, _)) in items.iter().zip(&keys) {
         let held = what(item);
         match seen[at] {
             None => seen[at] = Some(held),
@@ -718,9 +708,7 @@ fn contested<T, W: PartialEq + Copy>(
             Some(_) => {}
         }
     }
-    keys.iter()
-        .map(|key| Some(contested[slot(*key)?]))
-        .collect()
+    Some(keys.iter().map(|&(at, _)| contested[at]).collect())
 }
 
 /// Keeps the items `contested` marks, if it could mark them.
