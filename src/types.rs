@@ -4,6 +4,7 @@
 //! everywhere, and byte positions are `u64`, so the two cannot be confused.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// A broker's `node.id`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -39,15 +40,16 @@ impl Millis {
 /// A topic name and partition index, printed the Kafka way: `orders-0`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TopicPartition {
-    /// Topic name.
-    pub topic: String,
+    /// Topic name, shared: a partition's name is copied once a record on the consume and
+    /// produce paths, and a count is cheaper to copy than the bytes.
+    pub topic: Arc<str>,
     /// Partition index within the topic.
     pub partition: i32,
 }
 
 impl TopicPartition {
     /// Builds a `TopicPartition`.
-    pub fn new(topic: impl Into<String>, partition: i32) -> Self {
+    pub fn new(topic: impl Into<Arc<str>>, partition: i32) -> Self {
         TopicPartition {
             topic: topic.into(),
             partition,

@@ -952,7 +952,7 @@ async fn liveness_phase(
         .iter()
         .flat_map(|topic| {
             (0..topic.partitions)
-                .map(|partition| TopicPartition::new(topic.name.clone(), partition))
+                .map(|partition| TopicPartition::new(topic.name.as_str(), partition))
         })
         .collect();
     let reader = handle

@@ -1013,13 +1013,14 @@ fn assigned_partitions(
     let mut partitions = Vec::new();
     for entry in assign.get_ref() {
         if let Some(count) = partitions_of.get(entry.as_str()) {
-            partitions
-                .extend((0..*count).map(|partition| TopicPartition::new(entry.clone(), partition)));
+            partitions.extend(
+                (0..*count).map(|partition| TopicPartition::new(entry.as_str(), partition)),
+            );
             continue;
         }
         let parsed = TopicPartition::parse(entry).filter(|partition| {
             partitions_of
-                .get(partition.topic.as_str())
+                .get(&*partition.topic)
                 .is_some_and(|count| partition.partition < *count)
         });
         partitions.push(parsed.ok_or_else(|| {

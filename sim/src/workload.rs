@@ -736,7 +736,7 @@ async fn probe_retention(
     tokio::time::sleep_until(until).await;
     let asked: Vec<TopicPartition> = partitions
         .iter()
-        .filter(|partition| retention.contains_key(&partition.topic))
+        .filter(|partition| retention.contains_key(&*partition.topic))
         .cloned()
         .collect();
     let (Ok(starts), Ok(ends)) = (

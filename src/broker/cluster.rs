@@ -588,7 +588,7 @@ impl<S: Storage> Broker<S> {
         index: i32,
         out: &mut Vec<Output<S::File>>,
     ) -> bool {
-        let topic_partition = TopicPartition::new(topic.name.clone(), index);
+        let topic_partition = TopicPartition::new(topic.name.as_str(), index);
         let point = self
             .checkpoint
             .written
@@ -656,7 +656,7 @@ impl<S: Storage> Broker<S> {
                 if !registration.replicas.contains(&local) {
                     continue;
                 }
-                let topic_partition = TopicPartition::new(topic.name.clone(), *index);
+                let topic_partition = TopicPartition::new(topic.name.as_str(), *index);
                 if !self.replicas.contains(&topic_partition)
                     && !self.open_assigned(now, &known, *index, out)
                 {

@@ -211,7 +211,7 @@ impl<S: Storage> Broker<S> {
                     tracing::error!(topic = %name, partition, %error, "cannot create partition log");
                     continue;
                 }
-                let topic_partition = TopicPartition::new(name.clone(), partition);
+                let topic_partition = TopicPartition::new(name.as_str(), partition);
                 out.push(Output::Event(BrokerEvent::LogStartOffset {
                     partition: topic_partition.clone(),
                     offset: 0,

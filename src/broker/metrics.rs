@@ -68,7 +68,7 @@ impl<S: Storage> Broker<S> {
             .replicas
             .iter()
             .map(|(topic_partition, partition)| PartitionMetrics {
-                topic: topic_partition.topic.clone(),
+                topic: topic_partition.topic.to_string(),
                 partition: topic_partition.partition,
                 size_bytes: partition.log.size_bytes(),
                 segments: partition.log.segment_count(),

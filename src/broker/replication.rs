@@ -555,7 +555,7 @@ impl<S: Storage> Broker<S> {
         for topic in response.responses {
             for data in topic.partitions {
                 let topic_partition =
-                    TopicPartition::new(topic.topic.to_string(), data.partition_index);
+                    TopicPartition::new(topic.topic.as_str(), data.partition_index);
                 if !self.on_replicated_partition(now, peer, &topic_partition, data, out) {
                     if let Some(fetcher) = self.fetchers.by_leader.get_mut(&peer) {
                         fetcher.delayed.insert(topic_partition, backoff);
@@ -726,7 +726,7 @@ impl<S: Storage> Broker<S> {
                 return false;
             };
             topics
-                .entry(topic_partition.topic.clone())
+                .entry(topic_partition.topic.to_string())
                 .or_default()
                 .push(
                     OffsetForLeaderPartition::default()
@@ -755,7 +755,7 @@ impl<S: Storage> Broker<S> {
         let mut ok = true;
         for topic in response.topics {
             for data in topic.partitions {
-                let topic_partition = TopicPartition::new(topic.topic.to_string(), data.partition);
+                let topic_partition = TopicPartition::new(topic.topic.as_str(), data.partition);
                 let waiting = self
                     .fetchers
                     .by_leader

@@ -202,7 +202,7 @@ impl<S: Storage> Broker<S> {
         let topics: Vec<TopicMetadata> = self.controller.image.topics().cloned().collect();
         for topic in &topics {
             for partition in 0..topic.partitions {
-                let topic_partition = TopicPartition::new(topic.name.clone(), partition);
+                let topic_partition = TopicPartition::new(topic.name.as_str(), partition);
                 let recovery_point = recovery_points.get(&topic_partition).copied().unwrap_or(0);
                 let recovery = self.open_partition(topic, partition, recovery_point, now)?;
                 add_recovery(&mut report.recovery, &recovery);
@@ -349,7 +349,7 @@ impl<S: Storage> Broker<S> {
         recovery_point: i64,
         now: Millis,
     ) -> Result<RecoveryReport, LogError> {
-        let topic_partition = TopicPartition::new(topic.name.clone(), partition);
+        let topic_partition = TopicPartition::new(topic.name.as_str(), partition);
         let (log, recovery) = PartitionLog::open_with(
             self.storage.clone(),
             &topic_partition.to_string(),

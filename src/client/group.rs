@@ -154,7 +154,7 @@ pub fn decode_full_subscription(bytes: &[u8]) -> Option<Subscription> {
         for _ in 0..reader.i32()?.max(0) {
             subscription
                 .owned
-                .push(TopicPartition::new(topic.clone(), reader.i32()?));
+                .push(TopicPartition::new(topic.as_str(), reader.i32()?));
         }
     }
     Some(subscription)
@@ -270,7 +270,7 @@ pub fn decode_assignment(bytes: &[u8]) -> Option<Vec<TopicPartition>> {
         let count = i32::from_be_bytes(take(&mut cursor)?);
         for _ in 0..count.max(0) {
             let index = i32::from_be_bytes(take(&mut cursor)?);
-            partitions.push(TopicPartition::new(name.clone(), index));
+            partitions.push(TopicPartition::new(name.as_str(), index));
         }
     }
     Some(partitions)
@@ -310,7 +310,7 @@ pub fn range_assign(
             let partitions = assignment
                 .get_mut(member)
                 .expect("every member has an entry");
-            partitions.extend((next..next + take).map(|p| TopicPartition::new(topic.clone(), p)));
+            partitions.extend((next..next + take).map(|p| TopicPartition::new(topic.as_str(), p)));
             next += take;
         }
     }
@@ -334,7 +334,10 @@ pub fn cooperative_sticky_assign(
     partition_counts: &BTreeMap<String, i32>,
 ) -> BTreeMap<String, Vec<TopicPartition>> {
     let eligible = |member: &str, partition: &TopicPartition| {
-        subscriptions[member].topics.contains(&partition.topic)
+        subscriptions[member]
+            .topics
+            .iter()
+            .any(|topic| **topic == *partition.topic)
     };
     let all: BTreeSet<TopicPartition> = partition_counts
         .iter()
@@ -343,7 +346,7 @@ pub fn cooperative_sticky_assign(
                 .values()
                 .any(|subscription| subscription.topics.contains(*topic))
         })
-        .flat_map(|(topic, count)| (0..*count).map(|p| TopicPartition::new(topic.clone(), p)))
+        .flat_map(|(topic, count)| (0..*count).map(|p| TopicPartition::new(topic.as_str(), p)))
         .collect();
     let owner = current_owners(subscriptions);
     let mut assignment: Sticky = subscriptions
@@ -467,7 +470,7 @@ pub fn round_robin_assign(
             assignment
                 .get_mut(member)
                 .expect("every member has an entry")
-                .push(TopicPartition::new(topic.clone(), partition));
+                .push(TopicPartition::new(topic.as_str(), partition));
         }
     }
     assignment
@@ -669,7 +672,7 @@ mod tests {
         assert!(assigned
             .values()
             .flatten()
-            .all(|partition| partition.topic == "t"));
+            .all(|partition| &*partition.topic == "t"));
         let total: usize = assigned.values().map(Vec::len).sum();
         assert_eq!(total, 3, "every partition of t, none of u yet");
         let counts: Vec<usize> = assigned.values().map(Vec::len).collect();

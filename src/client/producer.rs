@@ -26,6 +26,7 @@
 //! out, or the broker answered with an error that allows a write (NOT_ENOUGH_REPLICAS_AFTER_APPEND).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -332,6 +333,8 @@ pub struct ProducerCore {
     unrouted: VecDeque<Unrouted>,
     metadata: MetadataCache,
     sticky: BTreeMap<String, Sticky>,
+    /// Each topic's name as its batches' keys share it: one copy a topic, not one a record.
+    topic_names: BTreeMap<String, Arc<str>>,
     /// xorshift64* state for the sticky partitioner (seeded by the shell).
     rng: u64,
     /// `retry.backoff.ms` growing to `retry.backoff.max.ms`.
@@ -370,6 +373,7 @@ impl ProducerCore {
             unrouted: VecDeque::new(),
             metadata,
             sticky: BTreeMap::new(),
+            topic_names: BTreeMap::new(),
             rng: 0x9e37_79b9_7f4a_7c15,
             backoff,
             jitter_rng: JITTER_SEED,
@@ -655,7 +659,15 @@ impl ProducerCore {
     fn append(&mut self, now: Millis, id: RecordId, record: &ProducerRecord, partition: i32) {
         let key = record.key.as_deref();
         let value = record.value.as_deref();
-        let topic_partition = TopicPartition::new(record.topic.clone(), partition);
+        let topic = if let Some(topic) = self.topic_names.get(record.topic.as_str()) {
+            Arc::clone(topic)
+        } else {
+            let topic: Arc<str> = record.topic.as_str().into();
+            self.topic_names
+                .insert(record.topic.clone(), Arc::clone(&topic));
+            topic
+        };
+        let topic_partition = TopicPartition::new(topic, partition);
         let batch_size = self.config.batch_size as usize;
         // The key is copied only when the partition has no deque yet (most records join the
         // open batch of an existing one).
@@ -982,11 +994,14 @@ impl ProducerCore {
                 .with_index(batch.topic_partition.partition)
                 .with_records(Some(records));
             let topic = &batch.topic_partition.topic;
-            match topics.iter_mut().find(|entry| entry.name.as_str() == topic) {
+            match topics
+                .iter_mut()
+                .find(|entry| entry.name.as_str() == &**topic)
+            {
                 Some(entry) => entry.partition_data.push(data),
                 None => topics.push(
                     TopicProduceData::default()
-                        .with_name(TopicName(StrBytes::from_string(topic.clone())))
+                        .with_name(TopicName(StrBytes::from_string(topic.to_string())))
                         .with_partition_data(vec![data]),
                 ),
             }
@@ -1020,7 +1035,7 @@ impl ProducerCore {
             let partition = response
                 .responses
                 .iter()
-                .find(|topic| topic.name.as_str() == batch.topic_partition.topic)
+                .find(|topic| topic.name.as_str() == &*batch.topic_partition.topic)
                 .and_then(|topic| {
                     topic
                         .partition_responses

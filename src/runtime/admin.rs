@@ -299,7 +299,7 @@ pub async fn describe_group(
         .flat_map(|topic| {
             topic.partitions.iter().map(|partition| {
                 (
-                    TopicPartition::new(topic.name.to_string(), partition.partition_index),
+                    TopicPartition::new(topic.name.as_str(), partition.partition_index),
                     partition.committed_offset,
                 )
             })

@@ -615,7 +615,7 @@ impl GroupMember {
             for partition in &topic.partitions {
                 if partition.error_code == 0 && partition.committed_offset >= 0 {
                     offsets.insert(
-                        TopicPartition::new(topic.name.to_string(), partition.partition_index),
+                        TopicPartition::new(topic.name.as_str(), partition.partition_index),
                         partition.committed_offset,
                     );
                 }

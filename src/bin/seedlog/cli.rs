@@ -399,13 +399,13 @@ impl ConsumeArgs {
 async fn consume(args: ConsumeArgs) -> anyhow::Result<()> {
     let config = args.config()?;
     let partitions: Vec<TopicPartition> = if let Some(partition) = args.partition {
-        vec![TopicPartition::new(args.topic.clone(), partition)]
+        vec![TopicPartition::new(args.topic.as_str(), partition)]
     } else {
         let mut connection =
             ClientConnection::connect(&args.bootstrap_server, "seedlog-cli").await?;
         let count = partition_count(&mut connection, &args.topic, ADMIN_TIMEOUT).await?;
         (0..count)
-            .map(|partition| TopicPartition::new(args.topic.clone(), partition))
+            .map(|partition| TopicPartition::new(args.topic.as_str(), partition))
             .collect()
     };
     let mut consumer = Consumer::new(config)?;

@@ -68,7 +68,7 @@ async fn cluster(
                 .unwrap_or_default();
             topic.partitions.iter().map(move |partition| {
                 (
-                    TopicPartition::new(name.clone(), partition.partition_index),
+                    TopicPartition::new(name.as_str(), partition.partition_index),
                     partition.leader_id.0,
                 )
             })
@@ -168,7 +168,7 @@ async fn log_ends(
 ) -> anyhow::Result<BTreeMap<TopicPartition, i64>> {
     let topics: Vec<String> = partitions
         .iter()
-        .map(|p| p.topic.clone())
+        .map(|p| p.topic.to_string())
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();

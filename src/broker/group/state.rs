@@ -405,7 +405,7 @@ impl Group {
                 let subscribed: std::collections::BTreeSet<String> =
                     subscribed.into_iter().flatten().collect();
                 pick(&|partition, offset| {
-                    !subscribed.contains(&partition.topic) && since_commit(offset)
+                    !subscribed.contains(&*partition.topic) && since_commit(offset)
                 })
             }
             (None, _) => pick(&|_, offset| since_commit(offset)),

@@ -36,7 +36,7 @@ impl<S: Storage> Broker<S> {
             let mut results = Vec::with_capacity(topic.partitions.len());
             for (partition_index, wanted) in topic.partitions.iter().enumerate() {
                 let topic_partition =
-                    TopicPartition::new(topic.name.to_string(), wanted.partition_index);
+                    TopicPartition::new(topic.name.as_str(), wanted.partition_index);
                 let mut result = DeleteRecordsPartitionResult::default()
                     .with_partition_index(wanted.partition_index)
                     .with_low_watermark(-1);

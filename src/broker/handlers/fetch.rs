@@ -77,7 +77,7 @@ impl<S: Storage> Broker<S> {
                         })
                         .map(|(answer, wanted)| {
                             let partition =
-                                TopicPartition::new(topic.topic.clone(), answer.partition_index);
+                                TopicPartition::new(topic.topic.as_str(), answer.partition_index);
                             (partition, wanted.fetch_offset)
                         })
                 })
@@ -101,7 +101,7 @@ impl<S: Storage> Broker<S> {
                 .iter()
                 .flat_map(|topic| {
                     topic.partitions.iter().map(|partition| {
-                        TopicPartition::new(topic.topic.clone(), partition.partition_index)
+                        TopicPartition::new(topic.topic.as_str(), partition.partition_index)
                     })
                 })
                 .collect();
@@ -149,7 +149,7 @@ impl<S: Storage> Broker<S> {
                 .map(|wanted| {
                     let partition = topic.and_then(|_| {
                         self.replicas
-                            .get(&TopicPartition::new(name.clone(), wanted.partition))
+                            .get(&TopicPartition::new(name.as_str(), wanted.partition))
                     });
                     match partition {
                         None => error_partition(wanted.partition, missing),

@@ -75,7 +75,7 @@ impl<S: Storage> Broker<S> {
                 let mut entry = ListOffsetsPartitionResponse::default()
                     .with_partition_index(requested.partition_index);
                 let topic_partition =
-                    TopicPartition::new(topic.name.to_string(), requested.partition_index);
+                    TopicPartition::new(topic.name.as_str(), requested.partition_index);
                 let outcome = match self.replicas.get(&topic_partition) {
                     None => Err(ErrorCode::UnknownTopicOrPartition),
                     Some(partition) => answer(partition, api_version, requested),

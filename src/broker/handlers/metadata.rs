@@ -173,7 +173,7 @@ impl<S: Storage> Broker<S> {
                 }
                 let Some(partition) = self
                     .replicas
-                    .get(&TopicPartition::new(topic.name.clone(), index))
+                    .get(&TopicPartition::new(topic.name.as_str(), index))
                 else {
                     return entry
                         .with_leader_id(WireBrokerId(-1))

@@ -248,9 +248,9 @@ impl<S: Storage> Broker<S> {
             for (partition, offset) in group.iter().flat_map(|group| &group.offsets) {
                 if by_topic
                     .last()
-                    .is_none_or(|(name, _)| *name != partition.topic)
+                    .is_none_or(|(name, _)| **name != *partition.topic)
                 {
-                    by_topic.push((partition.topic.clone(), Vec::new()));
+                    by_topic.push((partition.topic.to_string(), Vec::new()));
                 }
                 let (_, partitions) = by_topic.last_mut().expect("pushed");
                 partitions.push((partition.partition, Some(offset.clone())));
@@ -262,7 +262,7 @@ impl<S: Storage> Broker<S> {
             .map(|(name, partitions)| {
                 let found = partitions
                     .into_iter()
-                    .map(|index| (index, offset_of(&TopicPartition::new(name.clone(), index))))
+                    .map(|index| (index, offset_of(&TopicPartition::new(name.as_str(), index))))
                     .collect();
                 (name, found)
             })

@@ -56,7 +56,7 @@ impl<S: Storage> Broker<S> {
                     .with_leader_epoch(-1)
                     .with_end_offset(-1);
                 let topic_partition =
-                    TopicPartition::new(topic.topic.to_string(), requested.partition);
+                    TopicPartition::new(topic.topic.as_str(), requested.partition);
                 let outcome = match self.replicas.get_mut(&topic_partition) {
                     None => Err(ErrorCode::UnknownTopicOrPartition),
                     Some(partition) => end_of_epoch(partition, requested),

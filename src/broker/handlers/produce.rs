@@ -332,7 +332,7 @@ impl<S: Storage> Broker<S> {
         for (topic_index, topic) in body.topic_data.into_iter().enumerate() {
             let mut topic_response = TopicProduceResponse::default().with_name(topic.name.clone());
             for (partition_index, data) in topic.partition_data.into_iter().enumerate() {
-                let topic_partition = TopicPartition::new(topic.name.to_string(), data.index);
+                let topic_partition = TopicPartition::new(topic.name.as_str(), data.index);
                 let outcome = if matches!(acks, -1..=1) {
                     self.append_produced(&topic_partition, data.records, acks, out)
                 } else {
@@ -428,7 +428,7 @@ impl<S: Storage> Broker<S> {
         progress.response.responses.push(
             TopicProduceResponse::default()
                 .with_name(kafka_protocol::messages::TopicName(StrBytes::from_string(
-                    topic_partition.topic.clone(),
+                    topic_partition.topic.to_string(),
                 )))
                 .with_partition_responses(vec![entry]),
         );

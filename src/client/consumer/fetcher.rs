@@ -87,10 +87,10 @@ pub(crate) fn fetch_request(
             .with_partition_max_bytes(config.max_partition_fetch_bytes);
         match topics
             .iter_mut()
-            .find(|(topic, _)| *topic == partition.topic)
+            .find(|(topic, _)| *topic == &*partition.topic)
         {
             Some((_, partitions)) => partitions.push(fetch),
-            None => topics.push((partition.topic.as_str(), vec![fetch])),
+            None => topics.push((&*partition.topic, vec![fetch])),
         }
     }
     FetchRequest::default()
@@ -179,7 +179,7 @@ pub(crate) fn contract_breaches(
     let mut truncated = false;
     for topic in &response.responses {
         for data in &topic.partitions {
-            let partition = TopicPartition::new(topic.topic.to_string(), data.partition_index);
+            let partition = TopicPartition::new(topic.topic.as_str(), data.partition_index);
             any_error |= data.error_code != 0;
             if positions
                 .get(&partition)
@@ -232,7 +232,7 @@ pub fn list_offsets_request(
 ) -> ListOffsetsRequest {
     let mut by_topic: BTreeMap<&str, Vec<ListOffsetsPartition>> = BTreeMap::new();
     for partition in partitions {
-        by_topic.entry(partition.topic.as_str()).or_default().push(
+        by_topic.entry(&*partition.topic).or_default().push(
             ListOffsetsPartition::default()
                 .with_partition_index(partition.partition)
                 .with_timestamp(timestamp),
@@ -264,7 +264,7 @@ pub fn list_offsets_outcomes(
                 error => Err(error),
             };
             offsets.insert(
-                TopicPartition::new(topic.name.to_string(), partition.partition_index),
+                TopicPartition::new(topic.name.as_str(), partition.partition_index),
                 outcome,
             );
         }

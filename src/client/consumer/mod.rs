@@ -621,7 +621,7 @@ impl ConsumerCore {
         }
         for topic in &response.responses {
             for data in &topic.partitions {
-                let partition = TopicPartition::new(topic.topic.to_string(), data.partition_index);
+                let partition = TopicPartition::new(topic.topic.as_str(), data.partition_index);
                 let Some(&position) = positions.get(&partition) else {
                     continue; // not asked for
                 };
@@ -760,7 +760,7 @@ impl ConsumerCore {
         let reset = self.config.auto_offset_reset != AutoOffsetReset::None;
         for topic in &response.topics {
             for answer in &topic.partitions {
-                let partition = TopicPartition::new(topic.topic.to_string(), answer.partition);
+                let partition = TopicPartition::new(topic.topic.as_str(), answer.partition);
                 let Some(&position) = positions.get(&partition) else {
                     continue; // not asked for
                 };
@@ -998,12 +998,15 @@ impl ConsumerCore {
                 .metadata
                 .leader_epoch(&partition.topic, partition.partition)
                 .unwrap_or(-1);
-            by_topic.entry(partition.topic.clone()).or_default().push(
-                OffsetForLeaderPartition::default()
-                    .with_partition(partition.partition)
-                    .with_current_leader_epoch(current)
-                    .with_leader_epoch(offset_epoch),
-            );
+            by_topic
+                .entry(partition.topic.to_string())
+                .or_default()
+                .push(
+                    OffsetForLeaderPartition::default()
+                        .with_partition(partition.partition)
+                        .with_current_leader_epoch(current)
+                        .with_leader_epoch(offset_epoch),
+                );
             positions.insert(partition, position);
         }
         if positions.is_empty() {
