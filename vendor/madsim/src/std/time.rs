@@ -1,0 +1,3 @@
+//! Utilities for tracking time.
+
+pub use tokio::time::{error, sleep, sleep_until, timeout, Duration, Instant};
