@@ -11,6 +11,8 @@
 //! scan ([`LogSegment::open_unscanned`]): its sparse index is built on first use, and any batch
 //! found out of shape then is reported as corruption, never silently skipped.
 
+use std::collections::VecDeque;
+
 use bytes::Bytes;
 
 use crate::protocol::record_batch::{
@@ -54,7 +56,14 @@ pub struct LogSegment<F> {
     index_interval_bytes: u64,
     /// Offsets may skip between batches (a compacted log's segment).
     gaps: bool,
+    /// `(base offset, byte position)` of the newest batches tracked, oldest first (at most
+    /// [`RECENT_BATCHES`]): a fetch mostly starts in one of them (a follower or a consumer at
+    /// the log end), and finds it here instead of walking headers from the last index entry.
+    recent: VecDeque<(i64, u64)>,
 }
+
+/// How many of the newest batches a segment remembers the positions of.
+const RECENT_BATCHES: usize = 8;
 
 /// `orders-0/00000000000000000042.log`.
 pub fn segment_name(directory: &str, base_offset: i64) -> String {
@@ -112,6 +121,7 @@ impl<F: StorageFile> LogSegment<F> {
             bytes_since_index_entry: 0,
             index_interval_bytes,
             gaps,
+            recent: VecDeque::new(),
         }
     }
 
@@ -249,6 +259,10 @@ impl<F: StorageFile> LogSegment<F> {
             self.bytes_since_index_entry = 0;
         }
         self.bytes_since_index_entry += size;
+        if self.recent.len() == RECENT_BATCHES {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((header.base_offset, position));
         self.size_bytes = position + size;
         self.next_offset = header.last_offset() + 1;
         self.max_timestamp = self.max_timestamp.max(header.max_timestamp);
@@ -450,6 +464,18 @@ impl<F: StorageFile> LogSegment<F> {
             .index
             .lookup(start_offset)
             .unwrap_or((self.base_offset, 0));
+        // The newest batch starting at or before `start_offset`, if it is one of the recent
+        // ones and lies past the index entry: the walk starts there.
+        if let Some(&(base, at)) = self
+            .recent
+            .iter()
+            .rev()
+            .find(|(base, _)| *base <= start_offset)
+        {
+            if base > next {
+                (next, position) = (base, at);
+            }
+        }
         let mut start = None;
         while position < self.size_bytes {
             let header = self.header_at(position)?;
