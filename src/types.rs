@@ -38,7 +38,11 @@ impl Millis {
 }
 
 /// A topic name and partition index, printed the Kafka way: `orders-0`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+///
+/// Compared by name and index, as a derived order would; two names that share their bytes
+/// (one `Arc`) are equal without comparing them, the common case of a lookup among one topic's
+/// partitions.
+#[derive(Debug, Clone)]
 pub struct TopicPartition {
     /// Topic name, shared: a partition's name is copied once a record on the consume and
     /// produce paths, and a count is cheaper to copy than the bytes.
@@ -64,6 +68,40 @@ impl TopicPartition {
     }
 }
 
+impl PartialEq for TopicPartition {
+    fn eq(&self, other: &TopicPartition) -> bool {
+        self.partition == other.partition
+            && (Arc::ptr_eq(&self.topic, &other.topic) || self.topic == other.topic)
+    }
+}
+
+impl Eq for TopicPartition {}
+
+impl PartialOrd for TopicPartition {
+    fn partial_cmp(&self, other: &TopicPartition) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for TopicPartition {
+    fn cmp(&self, other: &TopicPartition) -> std::cmp::Ordering {
+        let topic = if Arc::ptr_eq(&self.topic, &other.topic) {
+            std::cmp::Ordering::Equal
+        } else {
+            self.topic.cmp(&other.topic)
+        };
+        topic.then(self.partition.cmp(&other.partition))
+    }
+}
+
+// As derived: the name, then the index (equal partitions hash alike, shared name or not).
+impl std::hash::Hash for TopicPartition {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.topic.hash(state);
+        self.partition.hash(state);
+    }
+}
+
 impl fmt::Display for TopicPartition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}-{}", self.topic, self.partition)
@@ -85,5 +123,33 @@ mod tests {
             TopicPartition::parse("t--1"),
             Some(TopicPartition::new("t-", 1))
         );
+    }
+
+    #[test]
+    fn topic_partitions_compare_by_name_then_index_shared_or_not() {
+        use std::hash::{BuildHasher, RandomState};
+        let shared: Arc<str> = "b".into();
+        let names = [
+            Arc::clone(&shared),
+            shared,
+            "a".into(),
+            "b".into(),
+            "ba".into(),
+        ];
+        let hasher = RandomState::new();
+        for (x, left) in names.iter().enumerate() {
+            for (y, right) in names.iter().enumerate() {
+                for (i, j) in [(0, 0), (0, 1), (1, 0)] {
+                    let a = TopicPartition::new(Arc::clone(left), i);
+                    let b = TopicPartition::new(Arc::clone(right), j);
+                    let expected = (&**left, i).cmp(&(&**right, j));
+                    assert_eq!(a.cmp(&b), expected, "{a} vs {b} ({x}, {y})");
+                    assert_eq!(a == b, expected.is_eq(), "{a} == {b}");
+                    if a == b {
+                        assert_eq!(hasher.hash_one(&a), hasher.hash_one(&b), "{a} hashes");
+                    }
+                }
+            }
+        }
     }
 }
