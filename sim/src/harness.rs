@@ -991,7 +991,10 @@ async fn supervise(scenario: &Scenario) -> (History, Duration) {
     let servers = (0..scenario.brokers)
         .map(|index| format!("{}:{BROKER_PORT}", broker_ip(index)))
         .collect();
-    let env = Env::new(servers);
+    // Each send is an invocation and a completion; polls and events come on top.
+    let sends: u64 = scenario.producers.iter().map(|spec| spec.messages).sum();
+    let expected_ops = usize::try_from(sends.saturating_mul(5) / 2).unwrap_or(usize::MAX);
+    let env = Env::new(servers, expected_ops.min(1 << 18));
     let Brokers {
         mut nodes,
         rules,

@@ -54,6 +54,14 @@ impl Value {
         })
     }
 
+    /// The bytes of `<process>-<sequence>`, as `Display` writes them, without the formatting
+    /// machinery (once a send, it cost about 500 instructions a value).
+    pub fn write_bytes(self, out: &mut Vec<u8>) {
+        push_decimal(out, self.process);
+        out.push(b'-');
+        push_decimal(out, self.sequence);
+    }
+
     /// [`Value::parse`] of a record's bytes, without checking them as UTF-8 first (a byte
     /// that is not ASCII is not a digit either): what [`Value::parse`] accepts and nothing else.
     pub fn parse_bytes(bytes: &[u8]) -> Option<Value> {
@@ -63,6 +71,21 @@ impl Value {
             sequence: decimal(&bytes[dash + 1..])?,
         })
     }
+}
+
+/// Appends `number` in decimal.
+fn push_decimal(out: &mut Vec<u8>, mut number: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (number % 10) as u8;
+        number /= 10;
+        if number == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
 }
 
 /// A `u64` as `str::parse` reads it: an optional `+`, then one or more ASCII digits.
@@ -1207,6 +1230,16 @@ pub enum Completion {
 }
 
 impl Recorder {
+    /// A recorder with room for `ops` operations.
+    pub fn with_capacity(ops: usize) -> Recorder {
+        Recorder {
+            history: History {
+                ops: Vec::with_capacity(ops),
+            },
+            ..Recorder::default()
+        }
+    }
+
     /// The operations so far.
     pub fn ops(&self) -> &[Op] {
         &self.history.ops

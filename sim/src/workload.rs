@@ -52,11 +52,12 @@ pub struct Env {
 }
 
 impl Env {
-    /// A new environment whose clock starts now.
-    pub fn new(servers: Vec<String>) -> Env {
+    /// A new environment whose clock starts now, with room for about `expected_ops` operations
+    /// (the history then grows without copying itself over and over).
+    pub fn new(servers: Vec<String>, expected_ops: usize) -> Env {
         let time = madsim::time::TimeHandle::current();
         Env {
-            recorder: Arc::new(Mutex::new(Recorder::default())),
+            recorder: Arc::new(Mutex::new(Recorder::with_capacity(expected_ops))),
             start: tokio::time::Instant::now(),
             start_elapsed: time.elapsed(),
             time,
@@ -400,7 +401,7 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
     let mut due = tokio::time::Instant::now();
     let mut completions = Vec::new();
     let mut values = Values::new(&spec, &progress, process);
-    let mut text = String::new();
+    let mut text = Vec::new();
     let clocks = madsim::plugin::simulator::<crate::clock::SimClocks>();
     let here = madsim::plugin::node();
     while let Some((value, index)) = values.next() {
@@ -457,13 +458,12 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
         .finished = true;
 }
 
-/// A value's bytes as its record carries them (`process-sequence`), formatted in a buffer the
+/// A value's bytes as its record carries them (`process-sequence`), written in a buffer the
 /// caller keeps: one allocation a record, for the bytes themselves.
-fn value_bytes(text: &mut String, value: Value) -> Bytes {
-    use std::fmt::Write as _;
+fn value_bytes(text: &mut Vec<u8>, value: Value) -> Bytes {
     text.clear();
-    let _ = write!(text, "{value}");
-    Bytes::copy_from_slice(text.as_bytes())
+    value.write_bytes(text);
+    Bytes::copy_from_slice(text)
 }
 
 /// Records of a poll in the history's shape.

@@ -317,6 +317,21 @@ pub(crate) struct Analysis {
 impl Analysis {
     pub(crate) fn new(ops: &[Op]) -> Analysis {
         let mut analysis = Analysis::default();
+        // The polled records, counted first: the two lists are the largest the analysis builds,
+        // and grown by doubling they would be copied over and over.
+        let (mut polled, mut final_polled) = (0, 0);
+        for op in ops {
+            if let (Body::Poll { records, .. }, OpType::Ok) = (&op.body, op.op_type) {
+                let count: usize = records.values().map(Vec::len).sum();
+                if op.node.as_deref() == Some(FINAL_READER) {
+                    final_polled += count;
+                } else {
+                    polled += count;
+                }
+            }
+        }
+        analysis.polls.reserve_exact(polled);
+        analysis.final_polls.reserve_exact(final_polled);
         for op in ops {
             match &op.process {
                 Process::Client(process) => analysis.client_op(*process, op),

@@ -214,6 +214,25 @@ fn parsing_bytes_accepts_what_parsing_text_accepts() {
 }
 
 #[test]
+fn value_bytes_are_its_display_form() {
+    let mut out = Vec::new();
+    for (process, sequence) in [
+        (0, 0),
+        (1, 9),
+        (10, 99),
+        (7, 100),
+        (u64::MAX, 1_234_567),
+        (3, u64::MAX),
+    ] {
+        let value = Value { process, sequence };
+        out.clear();
+        value.write_bytes(&mut out);
+        assert_eq!(out, value.to_string().into_bytes());
+        assert_eq!(Value::parse_bytes(&out), Some(value));
+    }
+}
+
+#[test]
 fn open_invocations_behave_as_an_ordered_set() {
     let mut open = OpenInvocations::default();
     let mut expected = BTreeSet::new();
