@@ -795,7 +795,7 @@ impl<S: Storage> Broker<S> {
 
     /// Where another node listens: a controller from `controller.quorum.voters`, a broker from
     /// its registration in the metadata log.
-    pub fn peer_address(&self, peer: BrokerId, role: PeerRole) -> Option<String> {
+    pub fn peer_address(&self, peer: BrokerId, role: PeerRole) -> Option<(&str, i32)> {
         match role {
             PeerRole::Controller => {
                 let voter = self
@@ -803,11 +803,11 @@ impl<S: Storage> Broker<S> {
                     .controller_quorum_voters
                     .iter()
                     .find(|voter| voter.id == peer.0)?;
-                Some(format!("{}:{}", voter.host, voter.port))
+                Some((&voter.host, i32::from(voter.port)))
             }
             PeerRole::Broker => {
                 let registration = self.cluster.as_ref()?.image.broker(peer)?;
-                Some(format!("{}:{}", registration.host, registration.port))
+                Some((&registration.host, registration.port))
             }
         }
     }

@@ -323,7 +323,14 @@ fn check_partition(
     index: i32,
     partition: &PartitionRegistration,
 ) -> Result<(), String> {
-    let name = format!("{topic}-{index}");
+    // Written out only for an error (the check runs once a metadata record).
+    struct Name<'a>(&'a str, i32);
+    impl std::fmt::Display for Name<'_> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "{}-{}", self.0, self.1)
+        }
+    }
+    let name = Name(topic, index);
     let mut replicas = partition.replicas.clone();
     replicas.sort_unstable();
     replicas.dedup();

@@ -28,7 +28,8 @@ pub(crate) type PeerAnswer = (BrokerId, PeerRequestId, Result<Box<ResponseKind>,
 pub(crate) struct Peers {
     client_id: String,
     answers: mpsc::UnboundedSender<PeerAnswer>,
-    tasks: BTreeMap<(BrokerId, String), mpsc::UnboundedSender<PeerCall>>,
+    /// Each peer's task by the `(host, port)` it talks to (a peer that moves gets a new one).
+    tasks: BTreeMap<BrokerId, Vec<(String, i32, mpsc::UnboundedSender<PeerCall>)>>,
 }
 
 impl Peers {
@@ -42,20 +43,29 @@ impl Peers {
     }
 
     /// Sends `call` to `peer` at `address` (`None`: unknown, answered with an error at once).
-    pub(crate) fn send(&mut self, peer: BrokerId, address: Option<String>, call: PeerCall) {
-        let Some(address) = address else {
+    pub(crate) fn send(&mut self, peer: BrokerId, address: Option<(&str, i32)>, call: PeerCall) {
+        let Some((host, port)) = address else {
             let error = format!("no address known for node {}", peer.0);
             let _ = self.answers.send((peer, call.id, Err(error)));
             return;
         };
-        let key = (peer, address.clone());
-        let sender = self.tasks.entry(key).or_insert_with(|| {
-            let (sender, calls) = mpsc::unbounded_channel();
-            let answers = self.answers.clone();
-            let client_id = self.client_id.clone();
-            tokio::spawn(serve_peer(peer, address, client_id, calls, answers));
-            sender
-        });
+        let tasks = self.tasks.entry(peer).or_default();
+        let at = match tasks
+            .iter()
+            .position(|(known, known_port, _)| *known == host && *known_port == port)
+        {
+            Some(at) => at,
+            None => {
+                let (sender, calls) = mpsc::unbounded_channel();
+                let answers = self.answers.clone();
+                let client_id = self.client_id.clone();
+                let address = format!("{host}:{port}");
+                tokio::spawn(serve_peer(peer, address, client_id, calls, answers));
+                tasks.push((host.to_owned(), port, sender));
+                tasks.len() - 1
+            }
+        };
+        let sender = &tasks[at].2;
         if let Err(failed) = sender.send(call) {
             let error = "peer task ended".to_owned();
             let _ = self.answers.send((peer, failed.0.id, Err(error)));

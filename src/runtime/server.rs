@@ -45,7 +45,7 @@ pub trait Served<F>: StateMachine<Input = Input, Output = Output<F>> {
     /// A snapshot for the metrics endpoint, if the machine has one.
     fn metrics_snapshot(&self) -> Option<BrokerMetrics>;
     /// Where to reach another node (`host:port`), if known.
-    fn peer_address(&self, peer: BrokerId, role: PeerRole) -> Option<String>;
+    fn peer_address(&self, peer: BrokerId, role: PeerRole) -> Option<(&str, i32)>;
 }
 
 impl<S: DurableStorage> Served<S::File> for Broker<S> {
@@ -53,7 +53,7 @@ impl<S: DurableStorage> Served<S::File> for Broker<S> {
         Some(self.metrics())
     }
 
-    fn peer_address(&self, peer: BrokerId, role: PeerRole) -> Option<String> {
+    fn peer_address(&self, peer: BrokerId, role: PeerRole) -> Option<(&str, i32)> {
         Broker::peer_address(self, peer, role)
     }
 }
@@ -63,7 +63,7 @@ impl<S: DurableStorage> Served<S::File> for ControllerNode<S> {
         None
     }
 
-    fn peer_address(&self, _peer: BrokerId, _role: PeerRole) -> Option<String> {
+    fn peer_address(&self, _peer: BrokerId, _role: PeerRole) -> Option<(&str, i32)> {
         None
     }
 }
