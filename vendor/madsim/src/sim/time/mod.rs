@@ -4,7 +4,7 @@
 
 use crate::rand::{GlobalRng, Rng};
 use futures_util::{select_biased, FutureExt};
-use naive_timer::Timer;
+use self::timer::Timer;
 use spin::Mutex;
 #[doc(no_inline)]
 pub use std::time::{Duration, Instant};
@@ -14,6 +14,7 @@ pub mod error;
 mod interval;
 mod sleep;
 mod system_time;
+mod timer;
 
 pub use self::interval::{interval, interval_at, Interval, MissedTickBehavior};
 pub use self::sleep::{sleep, sleep_until, Sleep};
@@ -147,6 +148,12 @@ impl TimeHandle {
     ) {
         let mut timer = self.timer.lock();
         timer.add(deadline - self.clock.base_instant(), |_| callback());
+    }
+
+    /// seedlog patch: wakes `waker` at `deadline`, with no closure to box.
+    pub(crate) fn add_waker_at(&self, deadline: Instant, waker: std::task::Waker) {
+        let mut timer = self.timer.lock();
+        timer.add_waker(deadline - self.clock.base_instant(), waker);
     }
 
     pub(crate) fn add_timer(&self, dur: Duration, callback: impl FnOnce() + Send + Sync + 'static) {

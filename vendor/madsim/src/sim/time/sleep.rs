@@ -60,10 +60,7 @@ impl Future for Sleep {
             }
         }
         let waker = cx.waker().clone();
-        self.handle.add_timer_at(deadline, {
-            let waker = waker.clone();
-            || waker.wake()
-        });
+        self.handle.add_waker_at(deadline, waker.clone());
         self.get_mut().registered = Some((deadline, waker));
         Poll::Pending
     }
