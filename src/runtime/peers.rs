@@ -50,20 +50,19 @@ impl Peers {
             return;
         };
         let tasks = self.tasks.entry(peer).or_default();
-        let at = match tasks
+        let known = tasks
             .iter()
-            .position(|(known, known_port, _)| *known == host && *known_port == port)
-        {
-            Some(at) => at,
-            None => {
-                let (sender, calls) = mpsc::unbounded_channel();
-                let answers = self.answers.clone();
-                let client_id = self.client_id.clone();
-                let address = format!("{host}:{port}");
-                tokio::spawn(serve_peer(peer, address, client_id, calls, answers));
-                tasks.push((host.to_owned(), port, sender));
-                tasks.len() - 1
-            }
+            .position(|(known, known_port, _)| *known == host && *known_port == port);
+        let at = if let Some(at) = known {
+            at
+        } else {
+            let (sender, calls) = mpsc::unbounded_channel();
+            let answers = self.answers.clone();
+            let client_id = self.client_id.clone();
+            let address = format!("{host}:{port}");
+            tokio::spawn(serve_peer(peer, address, client_id, calls, answers));
+            tasks.push((host.to_owned(), port, sender));
+            tasks.len() - 1
         };
         let sender = &tasks[at].2;
         if let Err(failed) = sender.send(call) {
