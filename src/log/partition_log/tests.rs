@@ -441,3 +441,52 @@ fn a_flush_from_before_a_truncation_does_not_vouch_for_what_replaced_the_cut() {
     flush(&storage, &mut log);
     assert_eq!(log.recovery_point(), 6);
 }
+
+/// `slice` answers as a walk from the segment's first byte does, whether it starts from an index
+/// entry, from one of the newest batches it remembers, or from the start.
+#[test]
+fn a_slice_from_any_offset_is_what_a_walk_from_the_first_batch_finds() {
+    let storage = MemoryStorage::new();
+    let config = LogConfig {
+        // One index entry: a read past the newest batches walks from the first one.
+        index_interval_bytes: 1 << 20,
+        ..config(1 << 20, i64::MAX)
+    };
+    let (mut log, _) =
+        PartitionLog::open(storage.clone(), "t-0", config, 0, Millis(0)).expect("open");
+    for index in 0..40 {
+        append_value(&mut log, &"v".repeat(1 + index % 7));
+    }
+    let segment = log.active_segment();
+    let mut batches = Vec::new();
+    segment
+        .batch_headers(|header| batches.push(*header))
+        .expect("headers");
+    let walked = |start: i64, end: i64, max: u64| {
+        let (mut position, mut first) = (0u64, None);
+        for header in &batches {
+            if header.base_offset >= end {
+                break;
+            }
+            let size = header.size_bytes() as u64;
+            match first {
+                None if header.last_offset() >= start => first = Some(position),
+                Some(at) if position + size - at > max => break,
+                _ => {}
+            }
+            position += size;
+        }
+        first.map(|at| (at, position - at))
+    };
+    for start in -1..=42 {
+        for end in [start + 1, start + 3, 40, 41] {
+            for max in [1, 150, 1 << 20] {
+                assert_eq!(
+                    segment.slice(start, end, max).expect("slice"),
+                    walked(start, end, max),
+                    "slice({start}, {end}, {max})"
+                );
+            }
+        }
+    }
+}
