@@ -86,6 +86,7 @@ pub struct NetSim {
     ipvs: IpVirtualServer,
     rand: GlobalRng,
     time: TimeHandle,
+    // seedlog patch: the hooks are looked up once a message; FxHash (`sim::utils`).
     hooks_req: Mutex<crate::sim::utils::FxHashMap<NodeId, MsgHookFn>>,
     hooks_rsp: Mutex<crate::sim::utils::FxHashMap<NodeId, MsgHookFn>>,
 }

@@ -25,6 +25,7 @@ pub(crate) struct Network {
     rand: GlobalRng,
     config: Config,
     stat: Stat,
+    // seedlog patch: these tables (and `Node::sockets`) hash with FxHash (`sim::utils`).
     nodes: FxHashMap<NodeId, Node>,
     /// Maps the global IP to its node.
     addr_to_node: FxHashMap<IpAddr, NodeId>,

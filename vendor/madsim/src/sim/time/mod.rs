@@ -4,6 +4,7 @@
 
 use crate::rand::{GlobalRng, Rng};
 use futures_util::{select_biased, FutureExt};
+// seedlog patch: naive-timer's queue, moved in (`timer.rs`).
 use self::timer::Timer;
 use spin::Mutex;
 #[doc(no_inline)]
@@ -121,7 +122,7 @@ impl TimeHandle {
         Sleep {
             handle: self.clone(),
             deadline: deadline.max(min_deadline),
-            registered: None,
+            registered: None, // seedlog patch
         }
     }
 
