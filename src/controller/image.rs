@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use uuid::Uuid;
 
-use crate::types::{BrokerEpoch, BrokerId, LeaderEpoch, PartitionEpoch};
+use crate::types::{BrokerEpoch, BrokerId, LeaderEpoch, PartitionEpoch, TopicPartition};
 
 use super::records::{Record, NO_LEADER};
 
@@ -324,13 +324,7 @@ fn check_partition(
     partition: &PartitionRegistration,
 ) -> Result<(), String> {
     // Written out only for an error (the check runs once a metadata record).
-    struct Name<'a>(&'a str, i32);
-    impl std::fmt::Display for Name<'_> {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            write!(f, "{}-{}", self.0, self.1)
-        }
-    }
-    let name = Name(topic, index);
+    let name = TopicPartition::new(topic, index);
     let mut replicas = partition.replicas.clone();
     replicas.sort_unstable();
     replicas.dedup();
