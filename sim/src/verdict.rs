@@ -168,18 +168,35 @@ impl SweepSummary {
             })
     }
 
-    /// "duplicate on 100/100 seeds (required >= 100%)" for each expected violation.
-    pub fn describe_hits(&self, expect: &Expect) -> String {
+    /// Whether the sweep meets what the expectation says of each seed (`run --per-seed`): every
+    /// seed as expected and, where `min_fraction` is 1, every seed showing the violations. A
+    /// `min_fraction` below 1 is a rate, which a sweep of a few seeds cannot judge: it is only
+    /// reported (a scenario's pinned seed still requires its violations).
+    pub fn passes_each_seed(&self, expect: &Expect) -> bool {
+        if expect.min_fraction >= 1.0 {
+            return self.passes(expect);
+        }
+        self.seeds > 0 && self.failures.is_empty()
+    }
+
+    /// "duplicate on 100/100 seeds (required >= 100%)" for each expected violation, or
+    /// "(25% not required: --per-seed)" when a rate is only reported.
+    pub fn describe_hits(&self, expect: &Expect, required: bool) -> String {
         expect
             .violated
             .iter()
             .map(|name| {
                 let hits = self.hits.get(name).copied().unwrap_or(0);
+                let fraction = expect.min_fraction * 100.0;
+                let requirement = if required || expect.min_fraction >= 1.0 {
+                    format!("required >= {fraction:.0}%")
+                } else {
+                    format!("{fraction:.0}% not required: --per-seed")
+                };
                 format!(
-                    "{} on {hits}/{} seeds (required >= {:.0}%)",
+                    "{} on {hits}/{} seeds ({requirement})",
                     name.name(),
-                    self.seeds,
-                    expect.min_fraction * 100.0
+                    self.seeds
                 )
             })
             .collect::<Vec<_>>()
@@ -273,5 +290,55 @@ mod tests {
         );
         assert!(!summary.passes(&must_fail), "1 of 3 does not");
         assert_eq!(summary.distinct_hashes.len(), 3);
+    }
+
+    #[test]
+    fn judged_seed_by_seed_a_rate_is_not_required_but_every_seed_is_judged() {
+        let must_fail = expect(&["lost-write"], &["duplicate"], 0.25);
+        let mut summary = SweepSummary::default();
+        assert!(
+            !summary.passes_each_seed(&must_fail),
+            "an empty sweep judges nothing"
+        );
+        summary.add(
+            &must_fail,
+            &SeedVerdict::judge(&must_fail, 1, checks(&[]), None, 1, 0),
+        );
+        summary.add(
+            &must_fail,
+            &SeedVerdict::judge(&must_fail, 2, checks(&["duplicate"]), None, 2, 0),
+        );
+        assert!(!summary.passes(&must_fail), "0 of 2 is short of 25%");
+        assert!(
+            summary.passes_each_seed(&must_fail),
+            "no seed broke its expectation"
+        );
+        summary.add(
+            &must_fail,
+            &SeedVerdict::judge(&must_fail, 3, checks(&["at-most-once"]), None, 3, 0),
+        );
+        assert!(
+            !summary.passes_each_seed(&must_fail),
+            "an unexpected violation fails the sweep seed by seed too"
+        );
+    }
+
+    #[test]
+    fn judged_seed_by_seed_every_seed_must_fail_where_min_fraction_is_one() {
+        let every_seed = expect(&["lost-write"], &[], 1.0);
+        let mut summary = SweepSummary::default();
+        summary.add(
+            &every_seed,
+            &SeedVerdict::judge(&every_seed, 1, checks(&["lost-write"]), None, 1, 0),
+        );
+        assert!(summary.passes_each_seed(&every_seed));
+        summary.add(
+            &every_seed,
+            &SeedVerdict::judge(&every_seed, 2, checks(&[]), None, 2, 0),
+        );
+        assert!(
+            !summary.passes_each_seed(&every_seed),
+            "a seed without the violation breaks 'on every seed'"
+        );
     }
 }

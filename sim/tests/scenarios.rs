@@ -84,7 +84,7 @@ fn every_scenario_meets_its_expectations_and_replays_identically() {
                 "{}: sweep {:?} {}",
                 scenario.path,
                 summary.failures,
-                summary.describe_hits(&scenario.expect)
+                summary.describe_hits(&scenario.expect, true)
             ));
         }
     }

@@ -48,6 +48,12 @@ enum Command {
         /// Run every seed twice and fail on any difference in the history.
         #[arg(long)]
         check_determinism: bool,
+        /// Judge a sweep by what it says of each seed: every seed as expected, and a must-fail
+        /// scenario's violations on every seed where its `min_fraction` is 1; a `min_fraction`
+        /// below 1 (a rate) is reported, not required. For sweeps too short to measure a rate,
+        /// such as the mutation runner's (`scripts/mutants.sh`).
+        #[arg(long, requires = "seeds")]
+        per_seed: bool,
         /// Write the history of a single-seed run here (JSON lines).
         #[arg(long)]
         history: Option<PathBuf>,
@@ -210,6 +216,7 @@ fn run(command: Command) -> anyhow::Result<bool> {
             seeds,
             jobs,
             check_determinism,
+            per_seed,
             history,
             log,
         } => simulate::run_command(
@@ -217,7 +224,10 @@ fn run(command: Command) -> anyhow::Result<bool> {
             seed,
             seeds.as_deref(),
             jobs,
-            check_determinism,
+            simulate::Judging {
+                check_determinism,
+                per_seed,
+            },
             history.as_deref(),
             log,
         ),
@@ -365,6 +375,16 @@ mod simulate {
 
     use super::{Path, PathBuf};
 
+    /// How `run` judges what it ran.
+    #[derive(Debug, Clone, Copy)]
+    pub(super) struct Judging {
+        /// Every seed runs twice; a difference in the history fails it.
+        pub(super) check_determinism: bool,
+        /// A sweep passes when every seed is as expected, whatever share of it a must-fail
+        /// scenario's violations reach (`--per-seed`).
+        pub(super) per_seed: bool,
+    }
+
     fn parse_seeds(text: &str) -> anyhow::Result<std::ops::Range<u64>> {
         let (start, end) = text
             .split_once("..")
@@ -508,10 +528,11 @@ mod simulate {
         seed: Option<u64>,
         seeds: Option<&str>,
         jobs: Option<usize>,
-        check_determinism: bool,
+        judging: Judging,
         history: Option<&Path>,
         log: bool,
     ) -> anyhow::Result<bool> {
+        let check_determinism = judging.check_determinism;
         install_quiet_panic_hook();
         let files = scenario_files(paths)?;
         let scenarios = files
@@ -526,13 +547,7 @@ mod simulate {
         let mut lines = Vec::new();
         for scenario in &scenarios {
             let passed = if let Some(range) = seeds {
-                sweep_scenario(
-                    scenario,
-                    parse_seeds(range)?,
-                    jobs,
-                    check_determinism,
-                    &mut lines,
-                )
+                sweep_scenario(scenario, parse_seeds(range)?, jobs, judging, &mut lines)
             } else {
                 let seed = seed.or(scenario.pinned_seed).unwrap_or(1);
                 single(
@@ -764,11 +779,16 @@ mod simulate {
         scenario: &Scenario,
         summary: &SweepSummary,
         totals: &SweepTotals,
-        check_determinism: bool,
+        judging: Judging,
     ) -> (bool, String) {
         use std::fmt::Write as _;
         let total = summary.seeds.max(1);
-        let passed = summary.passes(&scenario.expect) && totals.nondeterministic.is_empty();
+        let judged = if judging.per_seed {
+            summary.passes_each_seed(&scenario.expect)
+        } else {
+            summary.passes(&scenario.expect)
+        };
+        let passed = judged && totals.nondeterministic.is_empty();
         let status = if passed { "PASS" } else { "FAIL" };
         let mut line = format!(
             "{status} {}: {}/{} seeds as expected",
@@ -777,7 +797,8 @@ mod simulate {
             summary.seeds
         );
         if !scenario.expect.violated.is_empty() {
-            let _ = write!(line, "; {}", summary.describe_hits(&scenario.expect));
+            let hits = summary.describe_hits(&scenario.expect, !judging.per_seed);
+            let _ = write!(line, "; {hits}");
         }
         let _ = write!(
             line,
@@ -786,7 +807,7 @@ mod simulate {
             totals.simulated.as_secs_f64() / total as f64,
             totals.wall.as_secs_f64() / total as f64
         );
-        if check_determinism {
+        if judging.check_determinism {
             let identical = summary.seeds - totals.nondeterministic.len();
             let _ = write!(
                 line,
@@ -808,7 +829,7 @@ mod simulate {
         scenario: &Scenario,
         range: std::ops::Range<u64>,
         jobs: usize,
-        check_determinism: bool,
+        judging: Judging,
         lines: &mut Vec<String>,
     ) -> bool {
         let total = (range.end - range.start) as usize;
@@ -823,7 +844,7 @@ mod simulate {
             scenario,
             range.collect(),
             jobs,
-            check_determinism,
+            judging.check_determinism,
             |report| {
                 report_seed(scenario, report, &mut summary, &mut totals);
                 let (done, failed) = (totals.done, summary.failures.len());
@@ -837,7 +858,7 @@ mod simulate {
         if interactive {
             eprintln!();
         }
-        let (passed, line) = summary_line(scenario, &summary, &totals, check_determinism);
+        let (passed, line) = summary_line(scenario, &summary, &totals, judging);
         eprintln!("{line}");
         lines.push(line);
         passed
