@@ -4,14 +4,20 @@
 # cargo-mutants generates the mutants (`cargo mutants --list --json`, diffs included); this
 # script tests each one itself, because the test that counts is the simulator, not `cargo test`:
 # in a private copy of the tree it applies the mutant, builds the simulator (`--cfg madsim`), runs
-# every scenario at its pinned seed and then a short sweep, restores the file, and records:
+# every scenario at its pinned seed and then a short sweep judged seed by seed (`run --per-seed`:
+# a scenario's `min_fraction` rate is reported, not required, since three seeds cannot measure
+# it), restores the file, and records:
 #   caught    the suite failed (some scenario reported a violation or the run crashed)
 #   missed    the suite passed: no scenario guards this line
 #   unviable  the mutant does not compile
 #   timeout   the suite ran longer than MUTANTS_TIMEOUT seconds (default 300)
+# Before any mutant it runs the same suite on the unmutated tree (the baseline, as cargo-mutants
+# does) and stops if that fails: a failing baseline would count every mutant as caught.
 #
 #   bash scripts/mutants.sh                       # the core: src/broker, src/client, src/log, src/storage
 #   bash scripts/mutants.sh --file 'src/log/**' --file src/broker/partition.rs
+#   bash scripts/mutants.sh --file src/types.rs --re 'TopicPartition'
+#                                                 # only mutants whose name matches (cargo-mutants --re)
 #   bash scripts/mutants.sh --shard 2/4           # the second quarter (for several sittings)
 #   bash scripts/mutants.sh --workers 2           # two mutants at a time (one per core)
 #   MUTANTS_SEEDS=0..3 bash scripts/mutants.sh    # the sweep per mutant (default 0..3)
@@ -36,12 +42,14 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
 
 files=()
+res=()
 shard=""
 workers=1
 retest_missed=false
 while [[ $# -gt 0 ]]; do
   case $1 in
     --file) files+=("$2"); shift 2 ;;
+    --re) res+=("$2"); shift 2 ;;
     --shard) shard=$2; shift 2 ;;
     --workers) workers=$2; shift 2 ;;
     --retest-missed) retest_missed=true; shift ;;
@@ -63,6 +71,7 @@ out=$root/target/mutants
 mkdir -p "$out"
 file_args=()
 for file in "${files[@]}"; do file_args+=(--file "$file"); done
+for re in "${res[@]}"; do file_args+=(--re "$re"); done
 cargo mutants --list --json "${file_args[@]}" > "$out/mutants.json"
 
 touch "$out/results.tsv"
@@ -96,17 +105,46 @@ echo "$total mutants, $workers worker(s); results in $out/results.tsv" >&2
 
 # Each worker: a tree copied with its timestamps (so incremental builds stay valid), its own
 # target dir, every `workers`-th mutant of the queue.
+export RUSTFLAGS="--cfg madsim" CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_DEBUG=0 \
+  CARGO_PROFILE_RELEASE_INCREMENTAL=true CARGO_PROFILE_RELEASE_CODEGEN_UNITS=64
+prepare_tree() { # $1: the worker's directory
+  rm -rf "$1/tree"
+  mkdir -p "$1/tree"
+  git ls-files -z --cached --others --exclude-standard src sim vendor scenarios Cargo.toml Cargo.lock .cargo \
+    | xargs -0 cp -p --parents -t "$1/tree"
+}
+# The test that counts: every scenario at its pinned seed, then the sweep judged seed by seed
+# (`--per-seed`: a sweep of a few seeds cannot measure a scenario's `min_fraction` rate).
+suite() { # $1: the worker's directory, then extra `run` arguments
+  local dir=$1
+  shift
+  (cd "$dir/tree" && timeout "$limit" "$dir/target/release/seedlog-sim" run scenarios "$@" \
+    && timeout "$limit" "$dir/target/release/seedlog-sim" run scenarios --seeds "$seeds" --per-seed "$@")
+}
+
+# The baseline, as cargo-mutants runs one: the suite must pass without a mutant, or every
+# mutant would count as caught.
+base=$out/w1
+prepare_tree "$base"
+echo "baseline: building and running the suite without a mutant" >&2
+if ! (cd "$base/tree" && CARGO_TARGET_DIR=$base/target cargo build --quiet --release -p seedlog-sim \
+  >"$out/baseline.log" 2>&1); then
+  echo "baseline: the unmutated tree does not build (see $out/baseline.log)" >&2
+  exit 1
+fi
+if ! suite "$base" >>"$out/baseline.log" 2>&1; then
+  echo "baseline: the suite fails without a mutant, so no mutant can be judged; what failed:" >&2
+  grep -E '^(FAIL|   seed)' "$out/baseline.log" | sort -u >&2
+  exit 1
+fi
+echo "baseline: the suite passes" >&2
+
 worker() {
   local id=$1 dir=$out/w$1
   local tree=$dir/tree
-  rm -rf "$tree"
-  mkdir -p "$tree"
-  git ls-files -z --cached --others --exclude-standard src sim vendor scenarios Cargo.toml Cargo.lock .cargo \
-    | xargs -0 cp -p --parents -t "$tree"
-  export RUSTFLAGS="--cfg madsim" CARGO_TARGET_DIR=$dir/target \
-    CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_DEBUG=0 \
-    CARGO_PROFILE_RELEASE_INCREMENTAL=true CARGO_PROFILE_RELEASE_CODEGEN_UNITS=64
-  local sim=$dir/target/release/seedlog-sim jobs=()
+  [[ $id -eq 1 ]] || prepare_tree "$dir"
+  export CARGO_TARGET_DIR=$dir/target
+  local jobs=()
   if [[ $workers -gt 1 ]]; then jobs=(--jobs 1); fi
   local index=0 file name diff outcome status
   while IFS=$'\t' read -r file name diff; do
@@ -124,8 +162,7 @@ worker() {
       cp "$dir/build.log" "$out/unviable/$index.log" # why it did not build
     else
       set +e
-      (cd "$tree" && timeout "$limit" "$sim" run scenarios "${jobs[@]}" >/dev/null 2>&1 \
-        && timeout "$limit" "$sim" run scenarios --seeds "$seeds" "${jobs[@]}" >/dev/null 2>&1)
+      suite "$dir" "${jobs[@]}" >/dev/null 2>&1
       status=$?
       set -e
       case $status in
