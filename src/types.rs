@@ -144,6 +144,7 @@ mod tests {
                     let b = TopicPartition::new(Arc::clone(right), j);
                     let expected = (&**left, i).cmp(&(&**right, j));
                     assert_eq!(a.cmp(&b), expected, "{a} vs {b} ({x}, {y})");
+                    assert_eq!(a.partial_cmp(&b), Some(expected), "{a} vs {b}, partially");
                     assert_eq!(a == b, expected.is_eq(), "{a} == {b}");
                     if a == b {
                         assert_eq!(hasher.hash_one(&a), hasher.hash_one(&b), "{a} hashes");
