@@ -112,6 +112,10 @@ prepare_tree() { # $1: the worker's directory
   mkdir -p "$1/tree"
   git ls-files -z --cached --others --exclude-standard src sim vendor scenarios Cargo.toml Cargo.lock .cargo \
     | xargs -0 cp -p --parents -t "$1/tree"
+  # `cp -p` keeps the sources' times, which can be older than the target dir's last build (of a
+  # mutant, in an earlier run): cargo would then call that build fresh. Touching the crates
+  # this runner mutates makes their first build here compile what the tree says.
+  find "$1/tree/src" "$1/tree/sim" -name '*.rs' -exec touch {} +
 }
 # The test that counts: every scenario at its pinned seed, then the sweep judged seed by seed
 # (`--per-seed`: a sweep of a few seeds cannot measure a scenario's `min_fraction` rate).
@@ -171,7 +175,7 @@ worker() {
         *) outcome=caught ;;
       esac
     fi
-    cp -p "$dir/original" "$tree/$file"
+    cp "$dir/original" "$tree/$file" # a new time: the next build recompiles the restored file
     printf '%s\t%s\n' "$outcome" "$name" >> "$out/results.tsv"
     echo "[w$id $index/$total] $outcome  $name" >&2
   done < "$out/queue.tsv"
