@@ -513,6 +513,14 @@ pub struct Expect {
     pub min_fraction: f64,
 }
 
+impl Expect {
+    /// Whether the violations must show on every seed of a sweep (`min_fraction` 1), a property
+    /// of each seed, rather than on a share of it, a rate that only a long sweep measures.
+    pub fn on_every_seed(&self) -> bool {
+        self.min_fraction >= 1.0
+    }
+}
+
 impl Default for Expect {
     fn default() -> Self {
         Expect {

@@ -173,7 +173,7 @@ impl SweepSummary {
     /// `min_fraction` below 1 is a rate, which a sweep of a few seeds cannot judge: it is only
     /// reported (a scenario's pinned seed still requires its violations).
     pub fn passes_each_seed(&self, expect: &Expect) -> bool {
-        if expect.min_fraction >= 1.0 {
+        if expect.on_every_seed() {
             return self.passes(expect);
         }
         self.seeds > 0 && self.failures.is_empty()
@@ -188,7 +188,7 @@ impl SweepSummary {
             .map(|name| {
                 let hits = self.hits.get(name).copied().unwrap_or(0);
                 let fraction = expect.min_fraction * 100.0;
-                let requirement = if required || expect.min_fraction >= 1.0 {
+                let requirement = if required || expect.on_every_seed() {
                     format!("required >= {fraction:.0}%")
                 } else {
                     format!("{fraction:.0}% not required: --per-seed")
@@ -234,6 +234,12 @@ mod tests {
             .collect()
     }
 
+    /// Adds seed `seed` to a sweep, with `violated` failing its checks (its hash is the seed).
+    fn add_seed(summary: &mut SweepSummary, expect: &Expect, seed: u64, violated: &[&str]) {
+        let verdict = SeedVerdict::judge(expect, seed, checks(violated), None, seed, 0);
+        summary.add(expect, &verdict);
+    }
+
     #[test]
     fn a_seed_is_as_expected_only_with_exactly_the_expected_violations() {
         let must_fail = expect(&["duplicate"], &["at-most-once"], 1.0);
@@ -275,19 +281,10 @@ mod tests {
     fn a_sweep_needs_the_expected_violation_on_min_fraction_of_seeds() {
         let must_fail = expect(&["lost-write"], &[], 0.5);
         let mut summary = SweepSummary::default();
-        summary.add(
-            &must_fail,
-            &SeedVerdict::judge(&must_fail, 1, checks(&["lost-write"]), None, 1, 0),
-        );
-        summary.add(
-            &must_fail,
-            &SeedVerdict::judge(&must_fail, 2, checks(&[]), None, 2, 0),
-        );
+        add_seed(&mut summary, &must_fail, 1, &["lost-write"]);
+        add_seed(&mut summary, &must_fail, 2, &[]);
         assert!(summary.passes(&must_fail), "1 of 2 meets 50%");
-        summary.add(
-            &must_fail,
-            &SeedVerdict::judge(&must_fail, 3, checks(&[]), None, 3, 0),
-        );
+        add_seed(&mut summary, &must_fail, 3, &[]);
         assert!(!summary.passes(&must_fail), "1 of 3 does not");
         assert_eq!(summary.distinct_hashes.len(), 3);
     }
@@ -300,23 +297,14 @@ mod tests {
             !summary.passes_each_seed(&must_fail),
             "an empty sweep judges nothing"
         );
-        summary.add(
-            &must_fail,
-            &SeedVerdict::judge(&must_fail, 1, checks(&[]), None, 1, 0),
-        );
-        summary.add(
-            &must_fail,
-            &SeedVerdict::judge(&must_fail, 2, checks(&["duplicate"]), None, 2, 0),
-        );
+        add_seed(&mut summary, &must_fail, 1, &[]);
+        add_seed(&mut summary, &must_fail, 2, &["duplicate"]);
         assert!(!summary.passes(&must_fail), "0 of 2 is short of 25%");
         assert!(
             summary.passes_each_seed(&must_fail),
             "no seed broke its expectation"
         );
-        summary.add(
-            &must_fail,
-            &SeedVerdict::judge(&must_fail, 3, checks(&["at-most-once"]), None, 3, 0),
-        );
+        add_seed(&mut summary, &must_fail, 3, &["at-most-once"]);
         assert!(
             !summary.passes_each_seed(&must_fail),
             "an unexpected violation fails the sweep seed by seed too"
@@ -327,15 +315,9 @@ mod tests {
     fn judged_seed_by_seed_every_seed_must_fail_where_min_fraction_is_one() {
         let every_seed = expect(&["lost-write"], &[], 1.0);
         let mut summary = SweepSummary::default();
-        summary.add(
-            &every_seed,
-            &SeedVerdict::judge(&every_seed, 1, checks(&["lost-write"]), None, 1, 0),
-        );
+        add_seed(&mut summary, &every_seed, 1, &["lost-write"]);
         assert!(summary.passes_each_seed(&every_seed));
-        summary.add(
-            &every_seed,
-            &SeedVerdict::judge(&every_seed, 2, checks(&[]), None, 2, 0),
-        );
+        add_seed(&mut summary, &every_seed, 2, &[]);
         assert!(
             !summary.passes_each_seed(&every_seed),
             "a seed without the violation breaks 'on every seed'"

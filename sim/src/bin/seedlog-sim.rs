@@ -380,8 +380,8 @@ mod simulate {
     pub(super) struct Judging {
         /// Every seed runs twice; a difference in the history fails it.
         pub(super) check_determinism: bool,
-        /// A sweep passes when every seed is as expected, whatever share of it a must-fail
-        /// scenario's violations reach (`--per-seed`).
+        /// A sweep is judged by what the expectation says of each seed, a `min_fraction` rate
+        /// only reported (`--per-seed`, `SweepSummary::passes_each_seed`).
         pub(super) per_seed: bool,
     }
 
