@@ -467,7 +467,11 @@ impl<S: Storage> ControllerNode<S> {
         self.release(now, out);
     }
 
-    /// Becomes the controller once this node leads and has applied an entry of its term.
+    /// Becomes the controller once this node leads and has applied an entry of its term. Every
+    /// term starts with an entry of its own (a new leader's blank entry; a restarted leader
+    /// resigned and won a new term, see `runtime::quorum::journal`), and entries apply in log
+    /// order, so everything committed before this leadership is in the image by then (Kafka's
+    /// controller waits for its epoch's start offset the same way).
     fn maybe_activate(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
         let raft = self.raft.as_mut().expect("Raft mode");
         if raft.active || raft.leader != Some(raft.me) || raft.applied_term != raft.term {

@@ -7,6 +7,12 @@
 //! Votes and appended entries are fsynced before openraft hears they are saved; truncations,
 //! purges and the committed id ride on the next fsync (losing them is safe: Raft writes the
 //! truncation again, and re-derives the commit).
+//!
+//! A reopened journal hands back its vote **uncommitted**: a node that led before it stopped
+//! comes back as a follower and must win a new term, as a KRaft leader comes back Resigned
+//! (Kafka's `QuorumState`). openraft would otherwise restore it as the leader of its old term at
+//! once, with no entry of its own term, and its controller could act before it had applied
+//! entries that its quorum committed while the committed id was still unsynced.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -152,6 +158,10 @@ impl<F: DurableFile> Journal<F> {
         };
         for record in records {
             state.apply(record);
+        }
+        if let Some(vote) = state.vote.as_mut() {
+            // Resigned: whatever this node led, it leads again only in a term it wins anew.
+            vote.committed = false;
         }
         Ok(Journal {
             state: Arc::new(Mutex::new(state)),
@@ -335,6 +345,30 @@ mod tests {
                 .expect("append");
             let again = Journal::open(&storage).await.expect("reopens");
             assert_eq!(indexes(&again), [(1, 1), (2, 2), (2, 3)]);
+        });
+    }
+
+    /// KRaft's leader comes back Resigned (QuorumState): a node that led when it stopped must
+    /// win a new term before it acts, so it never acts on a log it has not applied to the end.
+    #[test]
+    fn a_reopened_journal_hands_back_a_leaders_vote_uncommitted() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let storage = MemoryStorage::new();
+            let mut journal = Journal::open(&storage).await.expect("opens");
+            let mut led = Vote::new(3, 1000);
+            led.commit();
+            journal.save_vote(&led).await.expect("vote");
+            assert_eq!(journal.read_vote().await.expect("vote"), Some(led));
+            let mut reopened = Journal::open(&storage).await.expect("reopens");
+            assert_eq!(
+                reopened.read_vote().await.expect("vote"),
+                Some(Vote::new(3, 1000)),
+                "the term and the candidate stay; the leadership does not"
+            );
         });
     }
 }
