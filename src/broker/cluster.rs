@@ -194,6 +194,7 @@ impl<S: Storage> Broker<S> {
             id,
             api_version,
             body: Box::new(body),
+            timeout_ms: CONTROLLER_REQUEST_TIMEOUT_MS,
         });
     }
 

@@ -160,6 +160,11 @@ pub enum Output<F> {
         api_version: i16,
         /// The request (boxed: the generated enum is large).
         body: Box<RequestKind>,
+        /// How long the answer may take: past it the shell drops the connection (the next
+        /// request makes a new one) and answers with an error, as Kafka's NetworkClient does
+        /// on a request timeout. A connection that stalled (a network cut whose retransmits back
+        /// off for seconds after it heals) is never waited on for longer.
+        timeout_ms: u64,
     },
     /// Append these metadata records to the replicated metadata log: the controller quorum
     /// commits them (or not) and feeds them back as [`Input::Quorum`]. Only a controller node

@@ -445,6 +445,7 @@ impl<S: Storage> Broker<S> {
                 id,
                 api_version,
                 body: Box::new(body),
+                timeout_ms: self.config.replication.socket_timeout_ms as u64,
             });
         }
     }

@@ -331,6 +331,10 @@ pub struct ReplicationConfig {
     pub fetch_response_max_bytes: i32,
     /// `replica.fetch.backoff.ms` (default 1000): the pause after a failed follower fetch.
     pub fetch_backoff_ms: i64,
+    /// `replica.socket.timeout.ms` (default 30000): how long a follower waits for the answer to
+    /// a fetch before it drops the connection and fetches again on a new one (Kafka's
+    /// NetworkClient request timeout for the replica fetcher).
+    pub socket_timeout_ms: i64,
     /// `seedlog.replication.generation`: which historical follower protocol runs.
     pub generation: ReplicationGeneration,
     /// `replica.high.watermark.checkpoint.interval.ms` (default 5000): how often a cluster
@@ -374,6 +378,7 @@ impl Default for ReplicationConfig {
             fetch_max_bytes: 1024 * 1024,
             fetch_response_max_bytes: 10 * 1024 * 1024,
             fetch_backoff_ms: 1_000,
+            socket_timeout_ms: 30_000,
             generation: ReplicationGeneration::default(),
             high_watermark_checkpoint_interval_ms: 5_000,
         }
@@ -529,6 +534,9 @@ impl BrokerConfig {
             }
             "replica.fetch.backoff.ms" => {
                 self.replication.fetch_backoff_ms = parse_at_least(key, value, 0)?
+            }
+            "replica.socket.timeout.ms" => {
+                self.replication.socket_timeout_ms = parse_at_least(key, value, 1)?
             }
             "metrics.listener" => {
                 let address = value.trim();
@@ -768,6 +776,13 @@ impl Configurable for BrokerConfig {
             return Err(ConfigError::Conflict(format!(
                 "replica.fetch.wait.max.ms={} should always be less than or equal to replica.lag.time.max.ms={} to prevent frequent changes in ISR",
                 self.replication.fetch_wait_max_ms, self.replication.lag_time_max_ms
+            )));
+        }
+        if self.replication.socket_timeout_ms < i64::from(self.replication.fetch_wait_max_ms) {
+            // Kafka's KafkaConfig rule: a fetch may wait that long at the leader.
+            return Err(ConfigError::Conflict(format!(
+                "replica.socket.timeout.ms={} should always be at least replica.fetch.wait.max.ms={} to prevent unnecessary socket timeouts",
+                self.replication.socket_timeout_ms, self.replication.fetch_wait_max_ms
             )));
         }
         if self.broker_heartbeat_interval_ms >= self.broker_session_timeout_ms {

@@ -1,9 +1,12 @@
 //! Connections from a node to its peers (a follower to its leaders, a broker to the controller):
 //! one task and one TCP connection per peer, requests sent one at a time at the version the
 //! core chose, each answer (or the connection's failure) fed back to the driver. A failed
-//! connection is dropped and made again for the next request.
+//! connection is dropped and made again for the next request; so is one whose answer does not
+//! come within the request's timeout (Kafka's NetworkClient disconnects on a request timeout),
+//! so a stalled connection is never waited on for longer than one request's timeout.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 use tokio::sync::mpsc;
@@ -18,6 +21,8 @@ pub(crate) struct PeerCall {
     pub(crate) id: PeerRequestId,
     pub(crate) api_version: i16,
     pub(crate) body: Box<RequestKind>,
+    /// How long the answer may take (the connection is dropped past it).
+    pub(crate) timeout: Duration,
 }
 
 /// The answer to a [`PeerCall`].
@@ -94,15 +99,86 @@ async fn serve_peer(
             }
         }
         let open = connection.as_mut().expect("connected above");
-        let result = match open.call_at_version(call.api_version, *call.body).await {
-            Ok(response) => Ok(Box::new(response)),
-            Err(error) => {
+        let answer = tokio::time::timeout(
+            call.timeout,
+            open.call_at_version(call.api_version, *call.body),
+        );
+        let result = match answer.await {
+            Ok(Ok(response)) => Ok(Box::new(response)),
+            Ok(Err(error)) => {
                 connection = None;
                 Err(format!("node {} at {address}: {error}", peer.0))
+            }
+            Err(_elapsed) => {
+                connection = None;
+                Err(format!(
+                    "node {} at {address}: no answer within {} ms",
+                    peer.0,
+                    call.timeout.as_millis()
+                ))
             }
         };
         if answers.send((peer, call.id, result)).is_err() {
             return;
         }
+    }
+}
+
+#[cfg(all(test, not(madsim)))]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use kafka_protocol::messages::BrokerHeartbeatRequest;
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// A peer that reads requests and never answers (a stalled connection) is given up on after
+    /// the request's timeout, and the next request goes out on a new connection.
+    #[test]
+    fn a_request_without_an_answer_times_out_and_the_next_one_reconnects() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        runtime.block_on(async {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let port = i32::from(listener.local_addr().expect("address").port());
+            let accepted = Arc::new(AtomicUsize::new(0));
+            let counter = Arc::clone(&accepted);
+            tokio::spawn(async move {
+                while let Ok((mut stream, _)) = listener.accept().await {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    tokio::spawn(async move {
+                        let mut buffer = [0u8; 4096];
+                        while matches!(stream.read(&mut buffer).await, Ok(read) if read > 0) {}
+                    });
+                }
+            });
+            let (answers, mut answered) = mpsc::unbounded_channel();
+            let mut peers = Peers::new("test".to_owned(), answers);
+            let call = |id| PeerCall {
+                id: PeerRequestId(id),
+                api_version: 0,
+                body: Box::new(RequestKind::BrokerHeartbeat(
+                    BrokerHeartbeatRequest::default(),
+                )),
+                timeout: Duration::from_millis(100),
+            };
+            for id in [1, 2] {
+                peers.send(BrokerId(7), Some(("127.0.0.1", port)), call(id));
+                let (peer, answer_id, result) = answered.recv().await.expect("an answer");
+                assert_eq!((peer, answer_id), (BrokerId(7), PeerRequestId(id)));
+                let error = result.expect_err("no answer comes");
+                assert!(error.contains("no answer within 100 ms"), "{error}");
+            }
+            assert_eq!(
+                accepted.load(Ordering::SeqCst),
+                2,
+                "the timed-out connection was dropped and a new one made"
+            );
+        });
     }
 }

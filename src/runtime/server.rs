@@ -549,12 +549,14 @@ fn carry_out<S: DurableStorage, M: Served<S::File>>(
                 id,
                 api_version,
                 body,
+                timeout_ms,
             } => {
                 let address = driver.machine().peer_address(peer, role);
                 let call = PeerCall {
                     id,
                     api_version,
                     body,
+                    timeout: std::time::Duration::from_millis(timeout_ms),
                 };
                 shell.peers.send(peer, address, call);
             }

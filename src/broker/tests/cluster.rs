@@ -175,6 +175,7 @@ impl Cluster {
                 id,
                 api_version,
                 body,
+                timeout_ms: _,
             } => {
                 let target = self.index(peer.0);
                 if self.nodes[target].down {
