@@ -164,6 +164,17 @@ impl<S: Storage> Partition<S> {
         self.high_watermark
     }
 
+    /// On a leader whose high watermark has not yet reached the start of its leader epoch: that
+    /// start offset. A new leader starts from its own, possibly older, high watermark, which
+    /// may lie below what the previous leader already exposed; until it catches up its high
+    /// watermark says nothing a consumer may trust as the end of the log (KIP-207; Kafka's
+    /// `leaderEpochStartOffsetOpt` compared with the high watermark in
+    /// `Partition.fetchOffsetForTimestamp`).
+    pub fn lagging_epoch_start(&self) -> Option<i64> {
+        (self.is_leader() && self.leader_epoch_start_offset > self.high_watermark)
+            .then_some(self.leader_epoch_start_offset)
+    }
+
     /// Why the partition is offline, if it is.
     pub fn offline(&self) -> Option<&str> {
         self.offline.as_deref()

@@ -37,6 +37,7 @@ pub enum ErrorCode {
     UnknownProducerId = 59,
     FencedLeaderEpoch = 74,
     UnknownLeaderEpoch = 75,
+    OffsetNotAvailable = 78,
     UnknownTopicId = 100,
     InvalidRecord = 87,
     NotController = 41,
@@ -111,6 +112,7 @@ impl ErrorCode {
                 | ErrorCode::CoordinatorLoadInProgress
                 | ErrorCode::CoordinatorNotAvailable
                 | ErrorCode::NotCoordinator
+                | ErrorCode::OffsetNotAvailable
         )
     }
 
@@ -130,7 +132,7 @@ impl ErrorCode {
     }
 }
 
-const ALL: [ErrorCode; 55] = [
+const ALL: [ErrorCode; 56] = [
     ErrorCode::UnknownServerError,
     ErrorCode::None,
     ErrorCode::OffsetOutOfRange,
@@ -162,6 +164,7 @@ const ALL: [ErrorCode; 55] = [
     ErrorCode::UnknownProducerId,
     ErrorCode::FencedLeaderEpoch,
     ErrorCode::UnknownLeaderEpoch,
+    ErrorCode::OffsetNotAvailable,
     ErrorCode::UnknownTopicId,
     ErrorCode::InvalidRecord,
     ErrorCode::NotController,

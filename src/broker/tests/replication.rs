@@ -120,6 +120,7 @@ impl Pair {
                 id,
                 api_version,
                 body,
+                timeout_ms: _,
             } => {
                 assert_eq!(role, PeerRole::Broker, "replicas fetch from brokers");
                 self.deliver_peer_request(index, peer, id, api_version, *body)
@@ -480,17 +481,31 @@ fn with_flush_messages_1_the_follower_reports_only_durable_appends() {
 
 /// ListOffsets -3 on the leader's log as a client asks it: `(offset, timestamp)`.
 fn max_timestamp_offset(pair: &mut Pair) -> (i64, i64) {
+    let (error, offset, timestamp) = list_offsets(pair, LEADER, 7, -1, -3);
+    assert_eq!(error, ErrorCode::None);
+    (offset, timestamp)
+}
+
+/// ListOffsets at `timestamp` on node `index`, at `api_version`, from `replica_id` (-1: a
+/// client): `(error, offset, timestamp)`.
+fn list_offsets(
+    pair: &mut Pair,
+    index: usize,
+    api_version: i16,
+    replica_id: i32,
+    timestamp: i64,
+) -> (ErrorCode, i64, i64) {
     use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
     use kafka_protocol::messages::{ListOffsetsRequest, TopicName};
     let body = ListOffsetsRequest::default()
-        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_replica_id(kafka_protocol::messages::BrokerId(replica_id))
         .with_topics(vec![ListOffsetsTopic::default()
             .with_name(TopicName(StrBytes::from_static_str("t")))
             .with_partitions(vec![ListOffsetsPartition::default()
                 .with_partition_index(0)
                 .with_current_leader_epoch(-1)
-                .with_timestamp(-3)])]);
-    let out = pair.request(LEADER, 7, RequestKind::ListOffsets(body));
+                .with_timestamp(timestamp)])]);
+    let out = pair.request(index, api_version, RequestKind::ListOffsets(body));
     let [Output::Respond { response, .. }] = out.as_slice() else {
         panic!("one answer: {out:?}")
     };
@@ -498,7 +513,77 @@ fn max_timestamp_offset(pair: &mut Pair) -> (i64, i64) {
         panic!("a ListOffsets answer")
     };
     let partition = &answer.topics[0].partitions[0];
-    (partition.offset, partition.timestamp)
+    (
+        ErrorCode::from_code(partition.error_code),
+        partition.offset,
+        partition.timestamp,
+    )
+}
+
+/// KIP-207: a new leader whose high watermark still lies below the start of its epoch (what
+/// the previous leader may already have exposed) answers a client's "latest" with
+/// OFFSET_NOT_AVAILABLE (LEADER_NOT_AVAILABLE before version 5), never an end of the log that
+/// went backwards; "earliest", lookups below the high watermark and brokers' requests are
+/// answered (found by the simulator: a final read trusted a new leader's old high watermark and
+/// reported acknowledged records as lost).
+#[test]
+fn a_new_leader_whose_high_watermark_lags_its_epoch_start_answers_offset_not_available() {
+    let mut pair = Pair::new(&[]);
+    for text in ["a", "b", "c"] {
+        assert_eq!(
+            produce_result(pair.produce(-1, 30_000, text)).0,
+            ErrorCode::None
+        );
+    }
+    // The follower has every record but learns the leader's high watermark one fetch late.
+    pair.cut_off[FOLLOWER] = true;
+    pair.fail_follower_fetch();
+    let follower = pair.partition(FOLLOWER);
+    let (lagging, end) = (follower.high_watermark(), follower.log.log_end_offset());
+    assert!(
+        lagging < end,
+        "the follower's high watermark lags: {lagging} < {end}"
+    );
+    // The follower leads epoch 2; the old leader follows it.
+    let state = PartitionState {
+        leader: BrokerId(1),
+        leader_epoch: LeaderEpoch(2),
+        replicas: vec![BrokerId(0), BrokerId(1)],
+        isr: vec![BrokerId(0), BrokerId(1)],
+        partition_epoch: 1,
+    };
+    for index in [FOLLOWER, LEADER] {
+        let node = &mut pair.nodes[index];
+        let mut out = Vec::new();
+        node.broker
+            .become_leader_or_follower(node.now, &tp(), state.clone(), &mut out);
+        node.broker.check_invariants();
+    }
+    assert_eq!(pair.partition(FOLLOWER).lagging_epoch_start(), Some(end));
+    let latest = list_offsets(&mut pair, FOLLOWER, 7, -1, -1);
+    assert_eq!(latest.0, ErrorCode::OffsetNotAvailable, "{latest:?}");
+    let old_client = list_offsets(&mut pair, FOLLOWER, 4, -1, -1);
+    assert_eq!(
+        old_client.0,
+        ErrorCode::LeaderNotAvailable,
+        "{old_client:?}"
+    );
+    // A lookup that finds a record below the high watermark is answered.
+    let max_timestamp = list_offsets(&mut pair, FOLLOWER, 7, -1, -3);
+    assert_eq!(max_timestamp.0, ErrorCode::None, "{max_timestamp:?}");
+    assert!(max_timestamp.1 < lagging, "{max_timestamp:?}");
+    // One that would reach past it is not.
+    let future = list_offsets(&mut pair, FOLLOWER, 7, -1, i64::MAX);
+    assert_eq!(future.0, ErrorCode::OffsetNotAvailable, "{future:?}");
+    assert_eq!(
+        list_offsets(&mut pair, FOLLOWER, 7, -1, -2),
+        (ErrorCode::None, 0, -1)
+    );
+    assert_eq!(
+        list_offsets(&mut pair, FOLLOWER, 7, 0, -1),
+        (ErrorCode::None, lagging, -1),
+        "a broker's request is answered"
+    );
 }
 
 /// Kafka's `Partition.fetchOffsetForTimestamp`: the record with the largest timestamp is
