@@ -40,6 +40,21 @@ pub struct PartitionInfo {
     pub leader_epoch: i32,
 }
 
+/// KIP-320's rule for a client's metadata (Kafka's `Metadata.updateLatestMetadata`): an answer
+/// that names an older leader epoch than the one already known comes from a broker that has not
+/// caught up (or from a zombie leader that has not heard it was replaced); the newer leader is
+/// kept for that partition.
+fn keep_newer_leaders(known: &[PartitionInfo], answered: &mut [PartitionInfo]) {
+    if known.len() != answered.len() {
+        return; // the topic changed shape: the answer stands
+    }
+    for (old, new) in known.iter().zip(answered.iter_mut()) {
+        if old.leader_epoch >= 0 && new.leader_epoch < old.leader_epoch {
+            *new = *old;
+        }
+    }
+}
+
 /// What the last answer said about a topic.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TopicState {
@@ -244,6 +259,9 @@ impl MetadataCache {
                             None => complete = false,
                         }
                     }
+                    if let Some(TopicState::Known(known)) = self.topics.get(name.as_str()) {
+                        keep_newer_leaders(known, &mut partitions);
+                    }
                     if complete && !partitions.is_empty() {
                         TopicState::Known(partitions)
                     } else {
@@ -355,6 +373,29 @@ mod tests {
         );
         cache.request_update();
         assert!(cache.wants_request(Millis(6)), "an update was requested");
+    }
+
+    /// KIP-320: a broker that has not caught up (or a zombie leader) names an older leader
+    /// epoch; the newer leader stays, and a newer epoch replaces it.
+    #[test]
+    fn an_answer_naming_an_older_leader_epoch_keeps_the_newer_leader() {
+        let mut cache = MetadataCache::new(60_000, 100, true);
+        cache.want("t");
+        let mut epoch = |leader: i32, epoch: i32| {
+            let mut answer = answer("t", ErrorCode::None, 1);
+            answer.topics[0].partitions[0].leader_id = BrokerId(leader);
+            answer.topics[0].partitions[0].leader_epoch = epoch;
+            let _ = cache.request();
+            cache.on_response(Millis(5), &answer);
+            (cache.leader("t", 0), cache.leader_epoch("t", 0))
+        };
+        assert_eq!(epoch(1, 4), (Some(1), Some(4)));
+        assert_eq!(
+            epoch(0, 3),
+            (Some(1), Some(4)),
+            "the stale answer is ignored"
+        );
+        assert_eq!(epoch(2, 5), (Some(2), Some(5)));
     }
 
     #[test]

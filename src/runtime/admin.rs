@@ -147,7 +147,7 @@ pub async fn list_offsets(
     isolation_level: i8,
     timeout: Duration,
 ) -> Result<BTreeMap<TopicPartition, Result<i64, ErrorCode>>, ClientError> {
-    let request = list_offsets_request(partitions, timestamp, isolation_level);
+    let request = list_offsets_request(partitions, |_| -1, timestamp, isolation_level);
     let ResponseKind::ListOffsets(response) = connection
         .call_within(timeout, RequestKind::ListOffsets(request))
         .await?

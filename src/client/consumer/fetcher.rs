@@ -224,9 +224,13 @@ pub(crate) fn contract_breaches(
     breaches
 }
 
-/// A ListOffsets request for `partitions` at `timestamp` (-1 latest, -2 earliest).
+/// A ListOffsets request for `partitions` at `timestamp` (-1 latest, -2 earliest), each with
+/// the leader epoch the client knows (`current_leader_epoch`, -1: unknown): as KIP-320 has it,
+/// a leader of an older epoch (a zombie that has not heard it was replaced) answers
+/// FENCED_LEADER_EPOCH instead of its own, stale, offsets.
 pub fn list_offsets_request(
     partitions: &[TopicPartition],
+    current_leader_epoch: impl Fn(&TopicPartition) -> i32,
     timestamp: i64,
     isolation_level: i8,
 ) -> ListOffsetsRequest {
@@ -235,6 +239,7 @@ pub fn list_offsets_request(
         by_topic.entry(&*partition.topic).or_default().push(
             ListOffsetsPartition::default()
                 .with_partition_index(partition.partition)
+                .with_current_leader_epoch(current_leader_epoch(partition))
                 .with_timestamp(timestamp),
         );
     }

@@ -824,9 +824,17 @@ impl ConsumerCore {
         if !self.is_pending(call) {
             return; // the application abandoned this call
         }
+        let outcomes = list_offsets_outcomes(response);
+        if outcomes
+            .values()
+            .any(|outcome| matches!(outcome, Err(error) if refreshes_metadata(*error)))
+        {
+            // A leader that moved: the application's retry must not go to it again.
+            self.metadata.request_update();
+        }
         let pending = self.list_offsets.as_mut().expect("pending");
         pending.awaiting -= 1;
-        pending.answered.extend(list_offsets_outcomes(response));
+        pending.answered.extend(outcomes);
         if pending.awaiting > 0 || !pending.unsent.is_empty() {
             return;
         }
@@ -867,6 +875,13 @@ impl ConsumerCore {
     /// The leader of `partition` as the metadata cache knows it.
     fn leader(&self, partition: &TopicPartition) -> Option<NodeId> {
         self.metadata.leader(&partition.topic, partition.partition)
+    }
+
+    /// The epoch of `partition`'s leader as the metadata cache knows it (-1: unknown).
+    fn leader_epoch(&self, partition: &TopicPartition) -> i32 {
+        self.metadata
+            .leader_epoch(&partition.topic, partition.partition)
+            .unwrap_or(-1)
     }
 
     /// Partitions the core has work for now: the application's call's unsent partitions, or,
@@ -1038,7 +1053,8 @@ impl ConsumerCore {
             return;
         }
         let isolation_level = self.config.isolation_level.wire_value();
-        let request = list_offsets_request(&asked, pending.call.timestamp, isolation_level);
+        let epoch = |partition: &TopicPartition| self.leader_epoch(partition);
+        let request = list_offsets_request(&asked, epoch, pending.call.timestamp, isolation_level);
         let pending = self.list_offsets.as_mut().expect("a call is pending");
         pending.unsent = unsent;
         pending.awaiting += 1;
@@ -1066,7 +1082,8 @@ impl ConsumerCore {
             return false;
         }
         let isolation_level = self.config.isolation_level.wire_value();
-        let request = list_offsets_request(&resettable, timestamp, isolation_level);
+        let epoch = |partition: &TopicPartition| self.leader_epoch(partition);
+        let request = list_offsets_request(&resettable, epoch, timestamp, isolation_level);
         let purpose = Purpose::Reset {
             partitions: resettable,
         };
