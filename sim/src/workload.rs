@@ -49,6 +49,11 @@ pub struct Env {
     pub servers: Arc<[String]>,
     /// The controller node that last became active, with its term (Raft quorums only).
     active_controller: Arc<Mutex<Option<(u64, String)>>>,
+    /// Per partition, the highest end of the log some client was shown as committed: past a
+    /// record a consumer polled, or an acks=all write acknowledged (its leader's high watermark
+    /// was past it). The final read does not stop below it while a leader can still answer
+    /// more (a zombie leader's stale end, a new leader's lagging high watermark).
+    seen_ends: Arc<Mutex<BTreeMap<TopicPartition, i64>>>,
 }
 
 impl Env {
@@ -66,7 +71,32 @@ impl Env {
                 .map_or_else(|| "".into(), |first| first.as_str().into()),
             servers: servers.into(),
             active_controller: Arc::default(),
+            seen_ends: Arc::default(),
         }
+    }
+
+    /// Notes that a client was shown `partition`'s committed log reaching `end`.
+    pub fn saw_end(&self, partition: &TopicPartition, end: i64) {
+        let mut ends = self
+            .seen_ends
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match ends.get_mut(partition) {
+            Some(seen) => *seen = (*seen).max(end),
+            None => {
+                ends.insert(partition.clone(), end);
+            }
+        }
+    }
+
+    /// The highest committed end of `partition` any client was shown (0: none).
+    pub fn seen_end(&self, partition: &TopicPartition) -> i64 {
+        self.seen_ends
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(partition)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The controller node that became active in the highest term so far, if any did.
@@ -393,6 +423,7 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
     let mut config = spec.config.clone();
     config.bootstrap_servers = env.servers.to_vec();
     config.client_id.clone_from(&spec.id);
+    let acks_all = config.acks == seedlog::config::producer::Acks::All;
     let producer = Producer::start(config).expect("the scenario loader validated this config");
     let interval = Duration::from_secs_f64(spec.interval_ms / 1000.0);
     // madsim's sleeps last at least 1 ms: above 1,000 records a second, pace by a due time and
@@ -421,11 +452,16 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
             timestamp_ms: clocks.wall_clock_ms(here),
         };
         let delivery = producer.send(record).await;
+        let topic_partition = TopicPartition::new(spec.topic.as_str(), index);
         let env = env.clone();
         let progress = Arc::clone(&progress);
         completions.push(tokio::spawn(async move {
             let completion = match delivery.wait().await {
                 Ok(written) => {
+                    if acks_all {
+                        // acks=all answers once the high watermark is past the record.
+                        env.saw_end(&topic_partition, written.offset + 1);
+                    }
                     progress
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
@@ -464,6 +500,15 @@ fn value_bytes(text: &mut Vec<u8>, value: Value) -> Bytes {
     text.clear();
     value.write_bytes(text);
     Bytes::copy_from_slice(text)
+}
+
+/// A consumer reads only below the high watermark: each record it polled shows the log's
+/// committed end past it.
+fn note_seen_ends(env: &Env, records: &[ConsumerRecord]) {
+    for run in records.chunk_by(|a, b| a.topic_partition == b.topic_partition) {
+        let last = run.last().expect("chunks are not empty");
+        env.saw_end(&last.topic_partition, last.offset + 1);
+    }
 }
 
 /// Records of a poll in the history's shape.
@@ -522,6 +567,7 @@ impl Reader<'_> {
             .record(|recorder, now| recorder.invoke(now, process, &node, Body::poll_invocation()));
         match consumer.poll(timeout).await {
             Ok(polled) => {
+                note_seen_ends(self.env, &polled.records);
                 let records = records_of(&polled.records, &mut self.names);
                 let errors = polled.errors.iter().map(error_of).collect();
                 self.env.record(|recorder, now| {
@@ -629,7 +675,7 @@ pub async fn final_read(
         node: FINAL_READER.into(),
         names: BTreeMap::new(),
     };
-    let mut consumer = final_consumer(&env);
+    let mut consumer = final_consumer(&env, 0);
     let mut progress = final_snapshot(&env, &mut consumer, &partitions, deadline).await;
     consumer.assign(&partitions);
     let done = |consumer: &Consumer, progress: &BTreeMap<TopicPartition, FinalProgress>| {
@@ -877,9 +923,16 @@ async fn probe_max_timestamp(
     }
 }
 
-fn final_consumer(env: &Env) -> Consumer {
+/// The final reader's consumer, bootstrapping from the brokers in order starting at `first`
+/// (a retry asks another broker first: one that has not heard of a leader change, a zombie
+/// leader itself, answers metadata naming the old leader).
+fn final_consumer(env: &Env, first: usize) -> Consumer {
     let mut config = ConsumerConfig::default();
-    let servers = env.servers.join(",");
+    let count = env.servers.len().max(1);
+    let servers = (0..env.servers.len())
+        .map(|index| env.servers[(first + index) % count].as_str())
+        .collect::<Vec<_>>()
+        .join(",");
     config
         .apply([
             ("bootstrap.servers", servers.as_str()),
@@ -891,7 +944,16 @@ fn final_consumer(env: &Env) -> Consumer {
     Consumer::new(config).expect("valid")
 }
 
-/// Every partition's log start and end offsets (each `final-read` event records them).
+/// How long the final read keeps asking when a leader answers an end offset below one a client
+/// was already shown, before it takes the answer as the log's end (a loss, then).
+const FINAL_SNAPSHOT_SETTLE: Duration = Duration::from_secs(10);
+
+/// Every partition's log start and end offsets (each `final-read` event records them). An end
+/// below what some client was already shown as committed (`Env::seen_end`) is asked again,
+/// through another broker's metadata, for up to [`FINAL_SNAPSHOT_SETTLE`]: it comes from a
+/// zombie leader that has not heard it was replaced, or from a new leader whose high watermark
+/// still lags (KIP-207's OFFSET_NOT_AVAILABLE covers that on the broker side), and a final read
+/// that stopped there would report what every replica still holds as lost.
 async fn final_snapshot(
     env: &Env,
     consumer: &mut Consumer,
@@ -899,10 +961,13 @@ async fn final_snapshot(
     deadline: tokio::time::Instant,
 ) -> BTreeMap<TopicPartition, FinalProgress> {
     // Recorded before the end offsets are asked for: every write acknowledged before this point
-    // lies below the end offsets the broker will answer (the high watermark only grows), so the
+    // lies below the end offsets the current leaders answer (a leader's end never goes below
+    // what a client was shown, and the wait below passes over leaders that would), so the
     // checkers judge exactly those writes against the final read.
     env.event(FINAL_READER, Body::FinalReadStart);
+    let settle_until = (tokio::time::Instant::now() + FINAL_SNAPSHOT_SETTLE).min(deadline);
     let mut progress: BTreeMap<TopicPartition, FinalProgress> = BTreeMap::new();
+    let mut attempt = 0;
     while tokio::time::Instant::now() < deadline && progress.len() < partitions.len() {
         let (Ok(ends), Ok(starts)) = (
             consumer.list_offsets(partitions, -1).await,
@@ -911,6 +976,15 @@ async fn final_snapshot(
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
+        let short = ends
+            .iter()
+            .any(|(partition, end)| *end < env.seen_end(partition));
+        if short && tokio::time::Instant::now() < settle_until {
+            attempt += 1;
+            *consumer = final_consumer(env, attempt);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        }
         let starts: BTreeMap<TopicPartition, i64> = starts.into_iter().collect();
         progress = ends
             .into_iter()
@@ -1332,6 +1406,7 @@ async fn group_consumer_incarnation(env: Env, spec: ConsumerSpec, stop: Arc<Atom
             tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
+        note_seen_ends(&recorder.env, &polled.records);
         application
             .handle(&mut recorder, &mut member, &mut consumer, &polled.records)
             .await;
