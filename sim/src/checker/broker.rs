@@ -271,21 +271,30 @@ fn backwards(analysis: &Analysis, samples: &Samples, what: &str) -> Vec<String> 
             }
             let mut text =
                 format!("{node}: {partition}'s {what} went from {before} back to {after}");
-            let truncation = analysis.truncations.get(partition).and_then(|truncations| {
-                truncations.iter().find(|truncation| {
+            // Every truncation of this node between the two samples, not the first alone: a
+            // follower may truncate as a follower and then restart, and only the restart's
+            // recovery explains the drop.
+            let between: Vec<_> = analysis
+                .truncations
+                .get(partition)
+                .into_iter()
+                .flatten()
+                .filter(|truncation| {
                     *truncation.node == **node
                         && before_index < truncation.index
                         && truncation.index < after_index
                 })
-            });
-            let restarted = truncation
-                .is_some_and(|truncation| truncation.reason.starts_with(RESTART_RECOVERY));
+                .collect();
+            let restarted = between
+                .iter()
+                .any(|truncation| truncation.reason.starts_with(RESTART_RECOVERY));
             if restarted && what == "high watermark" && replicated(analysis, partition) {
                 // A restarted replica starts from what it knows for sure (its recovery point),
                 // as Kafka's starts from its periodic high-watermark checkpoint; the leader's
                 // answers and the cluster invariants judge what consumers may rely on.
                 continue;
             }
+            let truncation = between.first();
             if let Some(truncation) = truncation {
                 let _ = write!(
                     text,
