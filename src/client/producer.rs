@@ -1091,8 +1091,13 @@ impl ProducerCore {
     /// under way or done) goes to [`ProducerCore::retry_or_fail`], which gives it up if an
     /// earlier attempt may have been written and has it stamped afresh otherwise; a batch
     /// behind an earlier one of its partition that is still unfinished (it failed and will be
-    /// retried first) is retried as is; otherwise the broker lost track of the sequence (say,
-    /// records lost to a failover): the batch fails and the producer resets.
+    /// retried first) is retried as is; UNKNOWN_PRODUCER_ID otherwise says the leader holds no
+    /// batch of this producer, so this one was never written: the producer resets and sends it
+    /// again first, at sequence 0 of the new epoch (Java's producer bumps its epoch on
+    /// UNKNOWN_PRODUCER_ID too, and renumbers from the lowest unfinished batch; with an earlier
+    /// batch unfinished, that batch's retry at its own sequence fills the gap without a bump);
+    /// otherwise the broker lost track of the sequence (say, records lost to a failover): the
+    /// batch fails and the producer resets.
     fn on_sequence_error(
         &mut self,
         now: Millis,
@@ -1103,6 +1108,11 @@ impl ProducerCore {
     ) {
         let idempotence = self.idempotence.as_ref().expect("checked by the caller");
         if !idempotence.is_current(batch.stamp) || self.earlier_unfinished(&batch) {
+            self.retry_or_fail(now, batch, &message, out);
+        } else if error == ErrorCode::UnknownProducerId {
+            let mut batch = batch;
+            batch.maybe_written = false;
+            self.reset_if_current(batch.stamp, out);
             self.retry_or_fail(now, batch, &message, out);
         } else {
             self.fail(&batch, error, message, out);

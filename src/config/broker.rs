@@ -75,6 +75,9 @@ pub struct BrokerConfig {
     pub metrics_listener: Option<String>,
     /// The replica fetcher's and the leader's replication settings.
     pub replication: ReplicationConfig,
+    /// `seedlog.idempotence.generation`: what a leader does with an idempotent batch of a
+    /// producer it has no state for.
+    pub idempotence_generation: IdempotenceGeneration,
     /// `controller.quorum.voters` (`id@host:port,...`): the controllers this broker registers
     /// with and follows the metadata of. Empty: the broker is its own controller (one node).
     pub controller_quorum_voters: Vec<Voter>,
@@ -369,6 +372,24 @@ pub enum ReplicationGeneration {
     Kip320,
 }
 
+/// What a leader does with an idempotent batch whose producer it knows nothing of
+/// (`seedlog.idempotence.generation`), selectable so that the simulator can show Kafka's
+/// anomaly and its fix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IdempotenceGeneration {
+    /// `kip-360` (Kafka 2.5 to 4.4): any first sequence is accepted (the producer's earlier
+    /// batches may have gone with retention). A first batch refused for a retriable reason
+    /// (NOT_ENOUGH_REPLICAS, a leader not yet ready) while the next one is accepted leaves the
+    /// first behind a sequence it can never fill: its retries get OUT_OF_ORDER_SEQUENCE_NUMBER
+    /// and the producer fails it (KAFKA-15591).
+    Kip360,
+    /// `kafka-19880` (the fix KAFKA-19880 proposes): a batch of an unknown producer must start
+    /// at sequence 0, or it gets UNKNOWN_PRODUCER_ID and nothing is written; the producer
+    /// sends its earlier batch first, or bumps its epoch and starts again at 0.
+    #[default]
+    Kafka19880,
+}
+
 impl Default for ReplicationConfig {
     fn default() -> Self {
         ReplicationConfig {
@@ -422,6 +443,7 @@ impl Default for BrokerConfig {
             queued_max_request_bytes: -1,
             metrics_listener: None,
             replication: ReplicationConfig::default(),
+            idempotence_generation: IdempotenceGeneration::default(),
             controller_quorum_voters: Vec::new(),
             controller_quorum_bootstrap_servers: Vec::new(),
             broker_heartbeat_interval_ms: 2_000,
@@ -534,6 +556,19 @@ impl BrokerConfig {
             }
             "replica.fetch.backoff.ms" => {
                 self.replication.fetch_backoff_ms = parse_at_least(key, value, 0)?
+            }
+            "seedlog.idempotence.generation" => {
+                self.idempotence_generation = match value.trim() {
+                    "kip-360" => IdempotenceGeneration::Kip360,
+                    "kafka-19880" => IdempotenceGeneration::Kafka19880,
+                    _ => {
+                        return Err(ConfigError::invalid(
+                            key,
+                            value,
+                            "expected kip-360 or kafka-19880",
+                        ))
+                    }
+                }
             }
             "replica.socket.timeout.ms" => {
                 self.replication.socket_timeout_ms = parse_at_least(key, value, 1)?

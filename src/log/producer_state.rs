@@ -62,6 +62,12 @@ pub enum SequenceError {
         /// The epoch the log holds.
         current: i16,
     },
+    /// The log knows nothing of the producer and the batch does not start at sequence 0
+    /// (UNKNOWN_PRODUCER_ID, under `seedlog.idempotence.generation=kafka-19880`).
+    UnknownProducer {
+        /// The batch's first sequence.
+        first_sequence: i32,
+    },
     /// The batch does not follow the producer's last sequence (OUT_OF_ORDER_SEQUENCE_NUMBER).
     OutOfOrder {
         /// The batch's first sequence.
@@ -77,6 +83,10 @@ impl std::fmt::Display for SequenceError {
             SequenceError::FencedEpoch { epoch, current } => write!(
                 f,
                 "Epoch of producer is {epoch}, which is smaller than the last seen epoch {current}"
+            ),
+            SequenceError::UnknownProducer { first_sequence } => write!(
+                f,
+                "Found no record of the producer on the broker; a first batch starts at sequence 0, not {first_sequence}"
             ),
             SequenceError::OutOfOrder {
                 first_sequence,
@@ -120,9 +130,19 @@ impl ProducerStates {
     /// Kafka's checks of a leader's idempotent batch that is not a duplicate: the epoch must
     /// not be older than the producer's; a new epoch starts at sequence 0; within an epoch the
     /// batch must follow the last sequence. A producer the log knows nothing of may start
-    /// anywhere (its earlier batches may have gone with retention).
-    pub fn check(&self, header: &RecordBatchHeader) -> Result<(), SequenceError> {
+    /// anywhere unless `unknown_starts_at_zero` (KAFKA-19880's rule: a later batch could
+    /// otherwise be written ahead of an earlier one that was refused, which then can never be).
+    pub fn check(
+        &self,
+        header: &RecordBatchHeader,
+        unknown_starts_at_zero: bool,
+    ) -> Result<(), SequenceError> {
         let Some(entry) = self.producers.get(&header.producer_id) else {
+            if unknown_starts_at_zero && header.base_sequence != 0 {
+                return Err(SequenceError::UnknownProducer {
+                    first_sequence: header.base_sequence,
+                });
+            }
             return Ok(());
         };
         if header.producer_epoch < entry.epoch {
@@ -275,7 +295,7 @@ mod tests {
         assert!(states.find_duplicate(&batch(1, 0, 1, 0, 1)).is_some());
         // The forgotten batch is then out of order, as in Kafka.
         assert!(matches!(
-            states.check(&batch(1, 0, 0, 0, 1)),
+            states.check(&batch(1, 0, 0, 0, 1), true),
             Err(SequenceError::OutOfOrder {
                 expected: Some(6),
                 ..
@@ -287,9 +307,9 @@ mod tests {
     fn a_gap_is_out_of_order_and_the_next_sequence_is_in_order() {
         let mut states = ProducerStates::default();
         states.update(&batch(1, 0, 0, 0, 3));
-        assert_eq!(states.check(&batch(1, 0, 3, 0, 1)), Ok(()));
+        assert_eq!(states.check(&batch(1, 0, 3, 0, 1), true), Ok(()));
         assert_eq!(
-            states.check(&batch(1, 0, 4, 0, 1)),
+            states.check(&batch(1, 0, 4, 0, 1), true),
             Err(SequenceError::OutOfOrder {
                 first_sequence: 4,
                 expected: Some(3)
@@ -302,15 +322,15 @@ mod tests {
         let mut states = ProducerStates::default();
         states.update(&batch(1, 3, 0, 0, 1));
         assert!(matches!(
-            states.check(&batch(1, 2, 1, 0, 1)),
+            states.check(&batch(1, 2, 1, 0, 1), true),
             Err(SequenceError::FencedEpoch {
                 epoch: 2,
                 current: 3
             })
         ));
-        assert_eq!(states.check(&batch(1, 4, 0, 0, 1)), Ok(()));
+        assert_eq!(states.check(&batch(1, 4, 0, 0, 1), true), Ok(()));
         assert!(matches!(
-            states.check(&batch(1, 4, 9, 0, 1)),
+            states.check(&batch(1, 4, 9, 0, 1), true),
             Err(SequenceError::OutOfOrder { expected: None, .. })
         ));
         states.update(&batch(1, 4, 0, 1, 1));
@@ -321,10 +341,17 @@ mod tests {
         );
     }
 
+    /// Kafka 2.5 to 4.4 (`kip-360`): a producer the log knows nothing of may start anywhere.
+    /// KAFKA-19880 (`kafka-19880`, the default): only at sequence 0, else UNKNOWN_PRODUCER_ID.
     #[test]
-    fn an_unknown_producer_may_start_anywhere() {
+    fn an_unknown_producer_starts_at_zero_unless_the_old_rule_lets_it_start_anywhere() {
         let states = ProducerStates::default();
-        assert_eq!(states.check(&batch(5, 0, 42, 0, 1)), Ok(()));
+        assert_eq!(states.check(&batch(5, 0, 42, 0, 1), false), Ok(()));
+        assert_eq!(
+            states.check(&batch(5, 0, 42, 0, 1), true),
+            Err(SequenceError::UnknownProducer { first_sequence: 42 })
+        );
+        assert_eq!(states.check(&batch(5, 0, 0, 0, 1), true), Ok(()));
     }
 
     #[test]
@@ -333,7 +360,7 @@ mod tests {
         assert_eq!(increment_sequence(i32::MAX - 1, 3), 1);
         let mut states = ProducerStates::default();
         states.update(&batch(1, 0, i32::MAX - 1, 0, 2));
-        assert_eq!(states.check(&batch(1, 0, 0, 0, 1)), Ok(()));
+        assert_eq!(states.check(&batch(1, 0, 0, 0, 1), true), Ok(()));
         assert!(states
             .find_duplicate(&batch(1, 0, i32::MAX - 1, 0, 2))
             .is_some());

@@ -18,6 +18,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::purgatory::{DelayedProduce, ProduceWaiter, WaitingSlot};
 use crate::broker::{Broker, BrokerEvent, Output, ReplyTo, Response, ResponseBody};
+use crate::config::broker::IdempotenceGeneration;
 use crate::log::producer_state::{BatchMetadata, SequenceError};
 use crate::protocol::codec::Request;
 use crate::protocol::compression::Codec;
@@ -216,10 +217,12 @@ fn recompressed_for_topic(
 /// The producer-state checks of a leader's idempotent batch (Kafka's
 /// `UnifiedLog.analyzeAndValidateProducerState`): a retry of a retained batch answers with its
 /// first write (`Some`), an older epoch is INVALID_PRODUCER_EPOCH, a gap
-/// OUT_OF_ORDER_SEQUENCE_NUMBER.
+/// OUT_OF_ORDER_SEQUENCE_NUMBER, and (`kafka-19880`) an unknown producer's batch that does not
+/// start at sequence 0 UNKNOWN_PRODUCER_ID.
 fn check_producer_state<S: Storage>(
     partition: &mut crate::broker::partition::Partition<S>,
     header: &RecordBatchHeader,
+    generation: IdempotenceGeneration,
 ) -> Result<Option<BatchMetadata>, Rejection> {
     let states = match partition.log.load_producer_states() {
         Ok(states) => states,
@@ -232,13 +235,17 @@ fn check_producer_state<S: Storage>(
     if let Some(original) = states.find_duplicate(header) {
         return Ok(Some(original));
     }
-    states.check(header).map_err(|error| {
-        let code = match error {
-            SequenceError::FencedEpoch { .. } => ErrorCode::InvalidProducerEpoch,
-            SequenceError::OutOfOrder { .. } => ErrorCode::OutOfOrderSequenceNumber,
-        };
-        Rejection::from((code, format!("producer {}: {error}", header.producer_id)))
-    })?;
+    let unknown_starts_at_zero = generation == IdempotenceGeneration::Kafka19880;
+    states
+        .check(header, unknown_starts_at_zero)
+        .map_err(|error| {
+            let code = match error {
+                SequenceError::FencedEpoch { .. } => ErrorCode::InvalidProducerEpoch,
+                SequenceError::UnknownProducer { .. } => ErrorCode::UnknownProducerId,
+                SequenceError::OutOfOrder { .. } => ErrorCode::OutOfOrderSequenceNumber,
+            };
+            Rejection::from((code, format!("producer {}: {error}", header.producer_id)))
+        })?;
     Ok(None)
 }
 
@@ -581,6 +588,7 @@ impl<S: Storage> Broker<S> {
             .topic(&topic_partition.topic)
             .ok_or_else(unknown)?;
         let node_id = self.config.node_id;
+        let generation = self.config.idempotence_generation;
         let topic_codec = topic.config.compression_type;
         let min_insync_replicas = topic.config.min_insync_replicas as usize;
         let partition = self.replicas.get_mut(topic_partition).ok_or_else(unknown)?;
@@ -602,7 +610,7 @@ impl<S: Storage> Broker<S> {
         }
         let awaits_followers = acks == -1 && !partition.followers().is_empty();
         if header.producer_id >= 0 {
-            if let Some(original) = check_producer_state(partition, &header)? {
+            if let Some(original) = check_producer_state(partition, &header, generation)? {
                 return Ok(Appended::duplicate(
                     partition,
                     original,

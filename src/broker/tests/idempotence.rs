@@ -140,6 +140,40 @@ fn a_gap_in_the_sequence_and_an_older_epoch_are_refused_and_nothing_is_stored() 
     assert_eq!(stored(&mut harness, "t"), ["a"]);
 }
 
+/// KAFKA-19880 (`seedlog.idempotence.generation=kafka-19880`, the default): a batch of a
+/// producer the log knows nothing of must start at sequence 0, or it gets UNKNOWN_PRODUCER_ID
+/// and nothing is stored. Kafka 2.5 to 4.4 (`kip-360`) take any first sequence.
+#[test]
+fn an_unknown_producer_must_start_at_sequence_zero_unless_the_kip_360_generation_runs() {
+    let mut harness = Harness::new();
+    harness.create_topic("t", 1, &[]);
+    let (error, _) = produced_offset(harness.produce("t", 0, 1, idempotent("b", 5, 0, 6)));
+    assert_eq!(error, ErrorCode::UnknownProducerId.code());
+    assert!(stored(&mut harness, "t").is_empty());
+    assert_eq!(
+        produced_offset(harness.produce("t", 0, 1, idempotent("a", 5, 0, 0))),
+        (0, 0)
+    );
+    assert_eq!(
+        produced_offset(harness.produce("t", 0, 1, idempotent("b", 5, 0, 1))),
+        (0, 1)
+    );
+
+    let mut config = BrokerConfig::default();
+    crate::config::Configurable::apply(
+        &mut config,
+        [("seedlog.idempotence.generation", "kip-360")],
+    )
+    .expect("a valid config");
+    let mut harness = Harness::with_config(MemoryStorage::new(), config);
+    harness.create_topic("t", 1, &[]);
+    assert_eq!(
+        produced_offset(harness.produce("t", 0, 1, idempotent("b", 5, 0, 6))),
+        (0, 0),
+        "Kafka 4.4 takes any first sequence"
+    );
+}
+
 #[test]
 fn the_producer_state_is_rebuilt_from_the_log_after_a_restart() {
     let storage = MemoryStorage::new();

@@ -208,6 +208,55 @@ fn out_of_order_with_nothing_earlier_fails_the_batch_and_resets_the_producer() {
     );
 }
 
+/// KAFKA-19880: a leader with no state for the producer refuses a batch that does not start at
+/// sequence 0 (UNKNOWN_PRODUCER_ID); the earlier batch, refused for a retriable reason, is
+/// retried first at its own sequence and the refused one after it, with their stamps: nothing
+/// fails (under Kafka 4.4's rule the second was written and the first could never be).
+#[test]
+fn unknown_producer_behind_a_failed_batch_is_retried_after_it() {
+    let (mut core, outputs) = two_in_flight(3);
+    assert_eq!(stamps(&outputs), [(0, 3, 0, 1), (0, 3, 1, 1)]);
+    let outputs = answer(&mut core, 1, ErrorCode::NotEnoughReplicas, -1);
+    assert!(completions(&outputs).is_empty(), "{outputs:?}");
+    let outputs = answer(&mut core, 1, ErrorCode::UnknownProducerId, -1);
+    assert!(completions(&outputs).is_empty(), "{outputs:?}");
+    let outputs = step(&mut core, 20, ProducerInput::Tick);
+    assert_eq!(
+        (stamps(&outputs), epochs(&outputs)),
+        (vec![(0, 3, 0, 1), (0, 3, 1, 1)], vec![0, 0]),
+        "both again, in order, with their stamps"
+    );
+}
+
+/// UNKNOWN_PRODUCER_ID with nothing earlier unfinished: the leader holds no batch of this
+/// producer, so this one was never written. The producer bumps its epoch and sends it again at
+/// sequence 0, first; it does not fail it (as Java's producer, which bumps on this error).
+#[test]
+fn unknown_producer_with_nothing_earlier_resends_the_batch_at_sequence_zero_of_a_new_epoch() {
+    let mut core = idempotent(&[
+        ("max.in.flight.requests.per.connection", "1"),
+        ("retry.backoff.ms", "10"),
+    ]);
+    send(&mut core, 0, 1);
+    send(&mut core, 0, 2);
+    step(&mut core, 0, up(0));
+    let outputs = step(&mut core, 0, producer_id(3));
+    assert_eq!(stamps(&outputs), [(0, 3, 0, 1)]);
+    let outputs = answer(&mut core, 1, ErrorCode::None, 0);
+    assert_eq!(stamps(&outputs), [(0, 3, 1, 1)]);
+    // The leader lost the producer's state (say, a failover to a replica without its batch).
+    let outputs = answer(&mut core, 2, ErrorCode::UnknownProducerId, -1);
+    assert!(rejected(&outputs).is_empty(), "nothing fails: {outputs:?}");
+    let resent = step(&mut core, 20, ProducerInput::Tick);
+    assert_eq!(
+        (stamps(&resent), epochs(&resent)),
+        (vec![(0, 3, 0, 1)], vec![1]),
+        "the same record, sequence 0 of the next epoch"
+    );
+    let outputs = answer(&mut core, 21, ErrorCode::None, 1);
+    assert_eq!(completions(&outputs).len(), 1, "{outputs:?}");
+}
+
 #[test]
 fn at_the_largest_epoch_a_reset_asks_for_a_new_producer_id() {
     let mut core = idempotent(&[("max.in.flight.requests.per.connection", "1")]);
