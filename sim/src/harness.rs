@@ -123,12 +123,27 @@ fn run_on_this_thread(scenario: &Scenario, seed: u64, log: bool) -> RunOutcome {
     runtime.set_time_limit(
         Duration::from_millis(scenario.duration_ms + 2 * scenario.liveness_ms) + SETUP_MARGIN,
     );
+    let scenario = scenario.clone();
+    run_catching(&mut runtime, seed, move |env_slot| async move {
+        supervise(&scenario, &env_slot).await
+    })
+}
+
+/// Runs `body` to its end on `runtime`, catching a panic: the outcome then carries the message
+/// and the history up to the panic, taken from the environment `body` put in its slot.
+fn run_catching<F, Fut>(runtime: &mut Runtime, seed: u64, body: F) -> RunOutcome
+where
+    F: FnOnce(Arc<Mutex<Option<Env>>>) -> Fut,
+    Fut: std::future::Future<Output = (History, Duration)>,
+{
     let outcome: Arc<Mutex<Option<(History, Duration)>>> = Arc::default();
     let slot = Arc::clone(&outcome);
-    let scenario_copy = scenario.clone();
+    // The run's environment, kept here so that a run that panics still hands back its history.
+    let environment: Arc<Mutex<Option<Env>>> = Arc::default();
+    let env_slot = Arc::clone(&environment);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         runtime.block_on(async move {
-            let run = supervise(&scenario_copy).await;
+            let run = body(env_slot).await;
             *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(run);
         });
     }));
@@ -147,17 +162,43 @@ fn run_on_this_thread(scenario: &Scenario, seed: u64, log: bool) -> RunOutcome {
                     .unwrap_or_default()
             })
     });
-    let (history, simulated) = outcome
+    let finished = outcome
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .take()
-        .unwrap_or_default();
+        .take();
+    let (history, simulated) = match (finished, &error) {
+        (Some(run), _) => run,
+        (None, Some(message)) => {
+            let env = environment
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            env.map(|env| history_up_to_a_panic(&env, message))
+                .unwrap_or_default()
+        }
+        (None, None) => Default::default(),
+    };
     RunOutcome {
         seed,
         history,
         simulated,
         error,
     }
+}
+
+/// The history of a run that panicked, up to the panic: the panic is its last operation
+/// (`run-panicked`, with the message), and every operation still open is indeterminate. The
+/// checkers judge it as any history, so `timeline` and `replay` can show what led there.
+fn history_up_to_a_panic(env: &Env, message: &str) -> (History, Duration) {
+    let mut recorder = env.take_recorder();
+    let time_ns = recorder.history().ops.last().map_or(0, |op| op.time_ns);
+    recorder.complete_pending(time_ns, "the run panicked");
+    recorder.event(
+        time_ns,
+        "nemesis",
+        crate::history::Body::nemesis("run-panicked", &json!({ "message": message })),
+    );
+    (recorder.finish(), Duration::from_nanos(time_ns))
 }
 
 /// Everything the nemesis can reach.
@@ -986,7 +1027,7 @@ async fn liveness_phase(
     }
 }
 
-async fn supervise(scenario: &Scenario) -> (History, Duration) {
+async fn supervise(scenario: &Scenario, env_slot: &Mutex<Option<Env>>) -> (History, Duration) {
     let handle = Handle::current();
     let servers = (0..scenario.brokers)
         .map(|index| format!("{}:{BROKER_PORT}", broker_ip(index)))
@@ -995,6 +1036,7 @@ async fn supervise(scenario: &Scenario) -> (History, Duration) {
     let sends: u64 = scenario.producers.iter().map(|spec| spec.messages).sum();
     let expected_ops = usize::try_from(sends.saturating_mul(5) / 2).unwrap_or(usize::MAX);
     let env = Env::new(servers, expected_ops.min(1 << 18));
+    *env_slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(env.clone());
     let Brokers {
         mut nodes,
         rules,
@@ -1192,4 +1234,51 @@ async fn restart_later(
 /// The network latency range for `[low, high]` ms (madsim wants a non-empty range).
 fn send_latency((low, high): (u64, u64)) -> std::ops::Range<Duration> {
     Duration::from_millis(low)..Duration::from_millis(high.max(low + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run that panics (an invariant violated, as finding 1's controller did) keeps its
+    /// history up to the panic, with the panic as its last operation and every operation still
+    /// open completed as indeterminate: `timeline` and `replay` show what led there.
+    #[test]
+    fn a_run_that_panics_keeps_its_history_up_to_the_panic() {
+        let outcome = std::thread::spawn(|| {
+            let mut runtime = Runtime::with_seed_and_config(7, madsim::Config::default());
+            run_catching(&mut runtime, 7, |env_slot| async move {
+                let env = Env::new(vec!["10.0.0.1:9092".to_owned()], 16);
+                *env_slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(env.clone());
+                env.nemesis("crash", &json!({ "node": "broker-0" }));
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                env.record(|recorder, now| {
+                    let process = recorder.new_process();
+                    recorder.invoke(
+                        now,
+                        process,
+                        &"c1".into(),
+                        crate::history::Body::poll_invocation(),
+                    );
+                });
+                panic!("an invariant does not hold");
+            })
+        })
+        .join()
+        .expect("the run's panic is caught");
+        let error = outcome.error.expect("the panic is reported");
+        assert!(error.contains("an invariant does not hold"), "{error}");
+        let ops = &outcome.history.ops;
+        assert_eq!(ops.len(), 4, "{ops:?}");
+        let last = ops.last().expect("ops");
+        assert!(
+            format!("{last:?}").contains("run-panicked"),
+            "the panic is the last operation: {last:?}"
+        );
+        assert_eq!(
+            outcome.simulated,
+            Duration::from_nanos(last.time_ns),
+            "the run lasted until the panic"
+        );
+    }
 }

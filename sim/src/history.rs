@@ -218,7 +218,7 @@ pub struct FinalRead {
 }
 
 /// Nemesis functions.
-pub const NEMESIS_FUNCTIONS: [&str; 26] = [
+pub const NEMESIS_FUNCTIONS: [&str; 27] = [
     "crash",
     "restart",
     "stop",
@@ -244,6 +244,7 @@ pub const NEMESIS_FUNCTIONS: [&str; 26] = [
     "slow-disk",
     "slow-disk-end",
     "delay",
+    "run-panicked",
     "delay-end",
 ];
 
