@@ -21,7 +21,7 @@ use seedlog::runtime::server::{run_broker, run_controller, BrokerObserver, Serve
 use seedlog::storage::memory::{CrashLevel, DiskFaults, FsyncFailure};
 use seedlog::types::{BrokerId, TopicPartition};
 use serde_json::json;
-use tokio::sync::Notify;
+use tokio::sync::{mpsc, Notify};
 
 use crate::checker::FINAL_READER;
 use crate::clock::SimClocks;
@@ -256,6 +256,30 @@ impl Cluster {
         };
         self.env
             .nemesis("crash", &json!({"node": target, "level": level}));
+    }
+
+    /// `target`'s process exited by itself with `reason`: take it down (its page cache
+    /// survives) and record why. A node already down (killed in the same instant) stays so.
+    fn halted(&self, target: &str, reason: &str) {
+        let newly_down = self
+            .down
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(target.to_owned());
+        if !newly_down {
+            return;
+        }
+        let id = self.id(target);
+        madsim::plugin::simulator::<SimDisks>().set_next_crash(id, CrashLevel::Process);
+        self.handle.kill(id);
+        self.monitor_down(target);
+        self.unpause(target);
+        self.stopped
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(target);
+        self.env
+            .nemesis("halt", &json!({"node": target, "reason": reason}));
     }
 
     /// The action with its selector target (`leader(P)`, `followers(P)`, `isr(P)`,
@@ -814,6 +838,7 @@ fn cluster_monitor(scenario: &Scenario) -> Option<SharedMonitor> {
 /// Starts one node per broker; returns their node ids and connection-fault rules by name.
 fn start_brokers(handle: &Handle, env: &Env, scenario: &Scenario) -> Brokers {
     let monitor = cluster_monitor(scenario);
+    let (exits, exited) = mpsc::unbounded_channel();
     let mut nodes = BTreeMap::new();
     let mut rules = BTreeMap::new();
     let mut stops = BTreeMap::new();
@@ -837,6 +862,7 @@ fn start_brokers(handle: &Handle, env: &Env, scenario: &Scenario) -> Brokers {
         stops.insert(name.clone(), Arc::clone(&stop));
         let observer: Arc<dyn BrokerObserver> =
             Arc::new(HistoryObserver::new(env, &name, monitor.clone()));
+        let (node_exits, node_name) = (exits.clone(), name.clone());
         let node = handle
             .create_node()
             .name(name.clone())
@@ -845,6 +871,8 @@ fn start_brokers(handle: &Handle, env: &Env, scenario: &Scenario) -> Brokers {
                 let config = config.clone();
                 let faults = broker_rules.clone();
                 let observer = Arc::clone(&observer);
+                let exits = node_exits.clone();
+                let name = node_name.clone();
                 // A fresh request per start: one sent to an earlier run never stops this one.
                 let shutdown = Arc::new(Notify::new());
                 *stop.lock().unwrap_or_else(PoisonError::into_inner) = Arc::clone(&shutdown);
@@ -874,7 +902,10 @@ fn start_brokers(handle: &Handle, env: &Env, scenario: &Scenario) -> Brokers {
                         Box::pin(run_broker(config, storage, options)).await
                     };
                     if let Err(error) = result {
+                        // The process exits (a halt on a storage failure, a start-up that
+                        // failed): the harness takes the node down, as a supervisor sees it.
                         tracing::error!(%error, "node stopped");
+                        let _ = exits.send((name, error.to_string()));
                     }
                 }
             })
@@ -886,6 +917,7 @@ fn start_brokers(handle: &Handle, env: &Env, scenario: &Scenario) -> Brokers {
         rules,
         stops,
         monitor,
+        exited,
     }
 }
 
@@ -895,6 +927,8 @@ struct Brokers {
     rules: BTreeMap<String, ConnectionRules>,
     stops: BTreeMap<String, StopSlot>,
     monitor: Option<SharedMonitor>,
+    /// Nodes whose process exited on its own (a halt), with the error.
+    exited: mpsc::UnboundedReceiver<(String, String)>,
 }
 
 /// Where a broker's current clean-shutdown request lives.
@@ -1042,6 +1076,7 @@ async fn supervise(scenario: &Scenario, env_slot: &Mutex<Option<Env>>) -> (Histo
         rules,
         stops,
         monitor,
+        exited,
     } = start_brokers(&handle, &env, scenario);
     setup(&handle, &env, scenario).await;
     let workload_start = tokio::time::Instant::now();
@@ -1068,6 +1103,7 @@ async fn supervise(scenario: &Scenario, env_slot: &Mutex<Option<Env>>) -> (Histo
         scenario.faults.clone(),
         workload_start,
     ));
+    tokio::spawn(take_down_exited(Arc::clone(&cluster), exited));
     tokio::time::sleep_until(workload_start + Duration::from_millis(scenario.duration_ms)).await;
     nemesis.abort();
     cluster.heal_all();
@@ -1085,6 +1121,19 @@ async fn supervise(scenario: &Scenario, env_slot: &Mutex<Option<Env>>) -> (Histo
     }
     tokio::time::sleep(Duration::from_millis(1)).await;
     outcome
+}
+
+/// A node whose process exited on its own (Kafka's broker halts when its only log directory
+/// fails) is down, as a crashed one: killed (its page cache survives, as when a process exits),
+/// recorded as a `halt` with its reason, and restarted by the liveness phase (or by a fault that
+/// restarts it), as an operator or a supervisor would.
+async fn take_down_exited(
+    cluster: Arc<Cluster>,
+    mut exited: mpsc::UnboundedReceiver<(String, String)>,
+) {
+    while let Some((node, reason)) = exited.recv().await {
+        cluster.halted(&node, &reason);
+    }
 }
 
 /// A fault with its times drawn from the seed.

@@ -218,7 +218,7 @@ pub struct FinalRead {
 }
 
 /// Nemesis functions.
-pub const NEMESIS_FUNCTIONS: [&str; 27] = [
+pub const NEMESIS_FUNCTIONS: [&str; 28] = [
     "crash",
     "restart",
     "stop",
@@ -245,6 +245,7 @@ pub const NEMESIS_FUNCTIONS: [&str; 27] = [
     "slow-disk-end",
     "delay",
     "run-panicked",
+    "halt",
     "delay-end",
 ];
 

@@ -42,6 +42,7 @@ use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use rand_chacha::rand_core::RngCore;
 use rand_chacha::ChaCha8Rng;
 
+use crate::config::broker::LogDirFailure;
 use crate::config::BrokerConfig;
 use crate::protocol::codec::Request;
 use crate::protocol::fetch_response::{Chunk, FetchResponseParts};
@@ -550,13 +551,15 @@ impl<S: Storage> Broker<S> {
         self.maybe_halt(first_output, out);
     }
 
-    /// A partition that went offline in this step (a failed fsync, write or read) halts a
-    /// broker in a cluster, as Kafka halts when its only log directory fails: staying up would
-    /// keep the partition's leadership on a replica that cannot serve it, since nothing tells
-    /// the controller. A broker that is its own controller keeps serving its other partitions
-    /// (the offline one answers KAFKA_STORAGE_ERROR).
+    /// A partition that went offline in this step (a failed fsync, write or read: a storage
+    /// error of the only log directory) halts the broker, as Kafka's does when its only log
+    /// directory fails (`LogManager.handleLogDirFailure`): staying up would keep the
+    /// partition's leadership and ISR seat on a replica that cannot serve it, since nothing
+    /// tells the controller, and leave even a single broker's partition stalled until someone
+    /// restarts it. Under `seedlog.log.dir.failure=offline-partitions` the partition stays
+    /// offline (KAFKA_STORAGE_ERROR) and the broker serves the others.
     fn maybe_halt(&mut self, first_output: usize, out: &mut Vec<Output<S::File>>) {
-        if self.cluster.is_none() {
+        if self.config.log_dir_failure == LogDirFailure::OfflinePartitions {
             return;
         }
         let offline = out[first_output..].iter().find_map(|output| match output {
@@ -573,7 +576,11 @@ impl<S: Storage> Broker<S> {
     /// Stops at once on a storage failure ([`Output::Halt`]).
     pub(crate) fn halt(&mut self, reason: String, out: &mut Vec<Output<S::File>>) {
         if self.closing != Some(shutdown::Closing::Halted) {
-            tracing::error!(%reason, "storage failure: halting");
+            tracing::error!(
+                %reason,
+                "Shutdown broker because all log dirs in {} have failed",
+                self.config.log_dirs
+            );
             self.closing = Some(shutdown::Closing::Halted);
             out.push(Output::Halt { reason });
         }

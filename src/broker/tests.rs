@@ -191,6 +191,50 @@ impl Harness {
     }
 }
 
+/// `seedlog.log.dir.failure=offline-partitions`: a storage error takes the partition offline
+/// and the broker goes on (the behaviour the tests of offline partitions study).
+fn offline_partitions() -> BrokerConfig {
+    BrokerConfig {
+        log_dir_failure: crate::config::broker::LogDirFailure::OfflinePartitions,
+        ..BrokerConfig::default()
+    }
+}
+
+/// Kafka halts a broker whose only log directory fails (issue 47): a failed fsync answers the
+/// waiting produce with KAFKA_STORAGE_ERROR and halts the broker, saying why, with no
+/// clean-shutdown marker; the halted broker reacts to nothing more; a restart recovers the log
+/// and serves again.
+#[test]
+fn a_storage_error_on_the_only_log_directory_halts_even_a_single_broker() {
+    let storage = MemoryStorage::new();
+    let mut harness = Harness::on(storage.clone());
+    harness.create_topic("t", 1, &[("flush.messages", "1")]);
+    let outputs = harness.produce("t", 0, -1, value("a"));
+    let done = harness.flush_all(outputs, false);
+    let halted = done
+        .iter()
+        .any(|output| matches!(output, Output::Halt { reason } if reason.contains("t-0")));
+    assert!(halted, "the broker halts, naming the partition: {done:?}");
+    let answered: Vec<i16> = done
+        .into_iter()
+        .filter(|output| matches!(output, Output::Respond { .. }))
+        .map(|output| produced_offset(vec![output]).0)
+        .collect();
+    assert_eq!(answered, [ErrorCode::KafkaStorageError.code()]);
+    assert!(
+        harness.produce("t", 0, -1, value("b")).is_empty(),
+        "a halted broker reacts to nothing"
+    );
+    assert!(!storage
+        .list("")
+        .expect("list")
+        .contains(&CLEAN_SHUTDOWN_FILE.to_owned()));
+    let mut restarted = Harness::on(storage);
+    let outputs = restarted.produce("t", 0, -1, value("c"));
+    let (error, _) = produced_offset(restarted.flush_all(outputs, true));
+    assert_eq!(error, 0, "the restarted broker serves the partition again");
+}
+
 fn single_message(outputs: Vec<Output<File>>) -> ResponseKind {
     assert_eq!(outputs.len(), 1, "expected one output, got {outputs:?}");
     match outputs.into_iter().next() {
@@ -361,7 +405,7 @@ use crate::protocol::ErrorCode;
 
 #[test]
 fn with_flush_messages_1_the_ack_waits_for_the_fsync() {
-    let mut harness = Harness::new();
+    let mut harness = Harness::with_config(MemoryStorage::new(), offline_partitions());
     harness.create_topic("durable", 1, &[("flush.messages", "1")]);
     let outputs = harness.produce("durable", 0, 1, value("x"));
     assert!(
@@ -655,7 +699,7 @@ fn with_flush_messages_1_nothing_is_visible_before_its_fsync_completes() {
 
 #[test]
 fn a_later_successful_fsync_does_not_acknowledge_after_an_earlier_one_failed() {
-    let mut harness = Harness::new();
+    let mut harness = Harness::with_config(MemoryStorage::new(), offline_partitions());
     harness.create_topic("t", 1, &[("flush.messages", "1")]);
     let first = harness.produce("t", 0, -1, value("first"));
     let second = harness.produce("t", 0, -1, value("second"));
@@ -926,7 +970,7 @@ fn a_clean_shutdown_survives_power_loss_and_the_next_start_trusts_the_logs() {
 #[test]
 fn a_failed_flush_during_shutdown_leaves_no_marker() {
     let storage = MemoryStorage::new();
-    let mut harness = Harness::on(storage.clone());
+    let mut harness = Harness::with_config(storage.clone(), offline_partitions());
     harness.create_topic("t", 1, &[]);
     harness.produce("t", 0, 1, value("a"));
     let outputs = harness.input(Input::Shutdown);

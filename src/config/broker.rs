@@ -78,6 +78,8 @@ pub struct BrokerConfig {
     /// `seedlog.idempotence.generation`: what a leader does with an idempotent batch of a
     /// producer it has no state for.
     pub idempotence_generation: IdempotenceGeneration,
+    /// `seedlog.log.dir.failure`: what a storage error on the log directory does.
+    pub log_dir_failure: LogDirFailure,
     /// `controller.quorum.voters` (`id@host:port,...`): the controllers this broker registers
     /// with and follows the metadata of. Empty: the broker is its own controller (one node).
     pub controller_quorum_voters: Vec<Voter>,
@@ -372,6 +374,23 @@ pub enum ReplicationGeneration {
     Kip320,
 }
 
+/// What a storage error (a failed write or fsync, a full disk) on the log directory does
+/// (`seedlog.log.dir.failure`), selectable so that the simulator can show why Kafka halts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogDirFailure {
+    /// `halt` (Kafka's `LogManager.handleLogDirFailure` with one log directory: "Shutdown
+    /// broker because all log dirs in ... have failed"): the broker stops at once, writing
+    /// nothing more (no clean-shutdown marker); the controller fences it when its session
+    /// expires and moves its leaderships; a restart recovers the log.
+    #[default]
+    Halt,
+    /// `offline-partitions` (seedlog before issue 47): the partition whose write failed goes
+    /// offline (KAFKA_STORAGE_ERROR) until a restart and the broker goes on serving the others.
+    /// A broker that stays up keeps its leaderships and ISR seats, which nothing moves: the
+    /// partition stalls until someone restarts the broker.
+    OfflinePartitions,
+}
+
 /// What a leader does with an idempotent batch whose producer it knows nothing of
 /// (`seedlog.idempotence.generation`), selectable so that the simulator can show Kafka's
 /// anomaly and its fix.
@@ -444,6 +463,7 @@ impl Default for BrokerConfig {
             metrics_listener: None,
             replication: ReplicationConfig::default(),
             idempotence_generation: IdempotenceGeneration::default(),
+            log_dir_failure: LogDirFailure::default(),
             controller_quorum_voters: Vec::new(),
             controller_quorum_bootstrap_servers: Vec::new(),
             broker_heartbeat_interval_ms: 2_000,
@@ -556,6 +576,19 @@ impl BrokerConfig {
             }
             "replica.fetch.backoff.ms" => {
                 self.replication.fetch_backoff_ms = parse_at_least(key, value, 0)?
+            }
+            "seedlog.log.dir.failure" => {
+                self.log_dir_failure = match value.trim() {
+                    "halt" => LogDirFailure::Halt,
+                    "offline-partitions" => LogDirFailure::OfflinePartitions,
+                    _ => {
+                        return Err(ConfigError::invalid(
+                            key,
+                            value,
+                            "expected halt or offline-partitions",
+                        ))
+                    }
+                }
             }
             "seedlog.idempotence.generation" => {
                 self.idempotence_generation = match value.trim() {

@@ -126,6 +126,18 @@ impl BrokerProcess {
         panic!("no exit 30 s after SIGTERM; log:\n{}", self.log_text());
     }
 
+    /// Waits (at most `timeout`) for the process to exit by itself; its status if it did.
+    pub(crate) fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     /// The process id.
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()

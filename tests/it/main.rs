@@ -8,6 +8,7 @@ mod decoder_hardening;
 mod idempotence;
 mod lifecycle;
 mod limits;
+mod log_dir_failure;
 mod metrics;
 mod perf_tool;
 mod produce_validation;

@@ -58,7 +58,7 @@ fn lasting(f: &str, value: &Json) -> Option<(&'static str, Vec<String>)> {
         "crash" if value.get("level").and_then(Json::as_str) == Some("power-loss") => {
             ("f-power", node())
         }
-        "crash" | "stop" => ("f-crash", node()),
+        "crash" | "stop" | "halt" => ("f-crash", node()),
         "pause" => ("f-pause", node()),
         "isolate" => ("f-net", node()),
         "partition" => {
@@ -86,7 +86,7 @@ fn lasting(f: &str, value: &Json) -> Option<(&'static str, Vec<String>)> {
 
 fn ends(f: &str) -> Ends {
     match f {
-        "restart" => Ends::Node(&["crash", "stop"]),
+        "restart" => Ends::Node(&["crash", "stop", "halt"]),
         "resume" => Ends::Node(&["pause"]),
         "slow-disk-end" => Ends::Node(&["slow-disk"]),
         "disk-full-end" => Ends::Node(&["disk-full"]),
