@@ -178,6 +178,17 @@ impl ConsumerLag {
                         }
                     }
                 }
+                Body::Position {
+                    partition, offset, ..
+                } if node != FINAL_READER => {
+                    // A reset or seek moves the position: everything below it is behind the
+                    // consumer (what it skipped is `at-least-once`'s business, not liveness's).
+                    let key = (
+                        op.node.clone().unwrap_or_else(|| "".into()),
+                        Arc::clone(partition),
+                    );
+                    raise(&mut self.reached, &key, offset - 1);
+                }
                 Body::Assign { partitions } if node != FINAL_READER => {
                     let node = op.node.clone().unwrap_or_else(|| "".into());
                     self.assigned.extend(

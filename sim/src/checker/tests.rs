@@ -523,6 +523,30 @@ fn a_consumer_that_caught_up_is_not_stalled_though_it_read_nothing_new() {
     );
 }
 
+/// A consumer reset to the end of the log (auto.offset.reset=latest after a restart) has
+/// caught up, though it read nothing there: `stalled` judges its position, not only its reads
+/// (found by `anomalies/auto-offset-reset-latest-skips.toml` at seed 52: a restarted consumer
+/// reset past the last record counted as stuck where its earlier incarnation stopped). What
+/// the reset skipped is `at-least-once`'s.
+#[test]
+fn a_consumer_reset_to_the_end_of_the_log_is_not_stalled() {
+    let mut b = Builder::new();
+    let p = b.process();
+    b.send(p, "t-0", "1-1", Some(0));
+    b.send(p, "t-0", "1-2", Some(1));
+    let first = b.process();
+    b.assign(first, "c1", &["t-0"]);
+    b.poll(first, "c1", "t-0", &[(0, "1-1")]);
+    let second = b.process();
+    b.assign(second, "c1", &["t-0"]);
+    b.reset(second, "c1", "t-0", 2);
+    b.final_read_start();
+    b.final_read("t-0", &[(0, "1-1"), (1, "1-2")], 2);
+    let results = b.results();
+    assert!(!violated(&results).contains(&"stalled"), "{results:?}");
+    assert!(violated(&results).contains(&"at-least-once"));
+}
+
 /// A consumer told `CORRUPT_MESSAGE` at the batch after what it read cannot go on without a
 /// seek: it is not stalled, though the final reader stepped over the batch and read further
 /// (found by `anomalies/corrupt-segment-loses-data.toml` at seed 105). Stopped by any other
