@@ -42,6 +42,9 @@ use super::replication::PartitionState;
 use super::startup::startup_events;
 use super::{Broker, BrokerEvent, Output, PeerRequestId, PeerRole, ReplyTo, ResponseBody};
 
+/// BrokerRegistration's version: 3 carries `PreviousBrokerEpoch` (KIP-966).
+const REGISTRATION_VERSION: i16 = 3;
+
 /// The pause after a failed registration or metadata fetch.
 const RETRY_MS: u64 = 1_000;
 /// How long a metadata fetch waits for new records at the controller.
@@ -88,6 +91,9 @@ pub(super) struct Membership {
     /// Partitions whose AlterPartition got no answer (the controller was unreachable): the
     /// same proposal goes again at `retry_at`, as Kafka's `AlterPartitionManager` resends it.
     alter_retries: BTreeSet<TopicPartition>,
+    /// The broker epoch the clean-shutdown marker held at start-up (-1: no marker with one,
+    /// an unclean shutdown), sent as BrokerRegistration's `PreviousBrokerEpoch` (KIP-966).
+    previous_broker_epoch: i64,
 }
 
 /// A metadata snapshot being fetched, chunk by chunk.
@@ -104,18 +110,23 @@ fn is_metadata_read(call: &Call) -> bool {
 }
 
 impl Membership {
-    /// The membership `controller.quorum.voters` asks for, if any.
-    pub(super) fn of(config: &crate::config::BrokerConfig) -> Option<Self> {
+    /// The membership `controller.quorum.voters` asks for, if any; `previous_broker_epoch` is
+    /// what the clean-shutdown marker said (-1: none).
+    pub(super) fn of(
+        config: &crate::config::BrokerConfig,
+        previous_broker_epoch: i64,
+    ) -> Option<Self> {
         let voters: Vec<BrokerId> = config
             .controller_quorum_voters
             .iter()
             .map(|voter| BrokerId(voter.id))
             .collect();
-        (!voters.is_empty()).then(|| Membership::new(voters))
+        (!voters.is_empty()).then(|| Membership::new(voters, previous_broker_epoch))
     }
 
-    fn new(voters: Vec<BrokerId>) -> Self {
+    fn new(voters: Vec<BrokerId>, previous_broker_epoch: i64) -> Self {
         Membership {
+            previous_broker_epoch,
             voters,
             current: 0,
             epoch: None,
@@ -176,6 +187,14 @@ impl Membership {
 }
 
 impl<S: Storage> Broker<S> {
+    /// This broker's registration epoch in its cluster, once registered.
+    pub(super) fn broker_epoch(&self) -> Option<i64> {
+        self.cluster
+            .as_ref()
+            .and_then(|membership| membership.epoch)
+            .map(|epoch| epoch.0)
+    }
+
     fn controller_call(
         &mut self,
         now: Millis,
@@ -219,12 +238,13 @@ impl<S: Storage> Broker<S> {
             let body = BrokerRegistrationRequest::default()
                 .with_broker_id(kafka_protocol::messages::BrokerId(self.config.node_id))
                 .with_cluster_id(StrBytes::from_string(self.cluster_id.clone()))
-                .with_listeners(vec![listener]);
+                .with_listeners(vec![listener])
+                .with_previous_broker_epoch(membership.previous_broker_epoch);
             self.controller_call(
                 now,
                 Call::Registration,
                 RequestKind::BrokerRegistration(body),
-                0,
+                REGISTRATION_VERSION,
                 out,
             );
             return;

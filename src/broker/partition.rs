@@ -60,6 +60,9 @@ pub struct Partition<S: Storage> {
     durability_barriers: VecDeque<(i64, i64)>,
     /// Why the partition is offline (a storage failure or corruption), if it is.
     offline: Option<String>,
+    /// On the leader, under KIP-966's strict min ISR: the ISR size below which the high
+    /// watermark does not move (`min.insync.replicas`; 0: no such rule, before Kafka 3.7).
+    min_isr_to_advance: usize,
 }
 
 /// What a leader knows of one follower (Kafka's `Replica` state), from its fetches.
@@ -132,9 +135,19 @@ impl<S: Storage> Partition<S> {
             high_watermark,
             durability_barriers: VecDeque::new(),
             offline: None,
+            min_isr_to_advance: 0,
         };
         partition.check_invariants();
         partition
+    }
+
+    /// KIP-966's strict min ISR (Kafka 3.7's `Partition.isUnderMinIsr` in
+    /// `maybeIncrementLeaderHW`): as leader, the high watermark moves only while the committed
+    /// ISR holds at least `min_insync_replicas` members (bounded by the replicas). A replica
+    /// that leaves an ISR below the minimum therefore holds everything committed, which is
+    /// what makes it an eligible leader replica. 0 turns the rule off.
+    pub fn set_min_isr_to_advance(&mut self, min_insync_replicas: usize) {
+        self.min_isr_to_advance = min_insync_replicas;
     }
 
     /// A replica opened in a cluster starts its high watermark where the high-watermark
@@ -238,6 +251,10 @@ impl<S: Storage> Partition<S> {
     /// log. Returns whether it moved. It never moves backwards.
     pub fn maybe_advance_high_watermark(&mut self) -> bool {
         if self.offline.is_some() {
+            return false;
+        }
+        if self.is_leader() && self.isr.len() < self.min_isr_to_advance.min(self.replicas.len()) {
+            // Under the minimum ISR (KIP-966): what is appended now is not committed.
             return false;
         }
         let durable = self.log.recovery_point();
@@ -534,7 +551,10 @@ impl<S: Storage> Partition<S> {
                 "{name}: a follower tracks followers"
             );
         }
-        assert!(!self.isr.is_empty(), "{name}: empty ISR");
+        assert!(
+            !self.isr.is_empty() || self.leader.0 < 0,
+            "{name}: an empty ISR with a leader (only KIP-966's leaderless partition has none)"
+        );
         for member in &self.isr {
             assert!(
                 self.replicas.contains(member),

@@ -156,6 +156,11 @@ impl<S: Storage> Broker<S> {
         }
         if state.leader == local {
             tracing::info!(partition = %topic_partition, epoch = state.leader_epoch.0, isr = ?state.isr, "became leader");
+            let strict_min_isr = (generation == ReplicationGeneration::Kip966)
+                .then(|| self.controller.image.topic(&topic_partition.topic))
+                .flatten()
+                .map_or(0, |topic| topic.config.min_insync_replicas as usize);
+            partition.set_min_isr_to_advance(strict_min_isr);
             partition.become_leader(now, state.leader_epoch, state.replicas, state.isr);
             out.push(Output::Event(BrokerEvent::Leader {
                 partition: topic_partition.clone(),
@@ -466,7 +471,7 @@ impl<S: Storage> Broker<S> {
                 ReplicationGeneration::HwTruncation
                 | ReplicationGeneration::Kip101
                 | ReplicationGeneration::Kip279 => -1,
-                ReplicationGeneration::Kip320 => partition
+                ReplicationGeneration::Kip320 | ReplicationGeneration::Kip966 => partition
                     .log
                     .leader_epochs()
                     .and_then(crate::log::leader_epochs::LeaderEpochCache::latest_epoch)

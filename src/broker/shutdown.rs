@@ -21,8 +21,20 @@ use crate::log::FlushSync;
 /// The marker's file name at the root of the data directory (Kafka's name).
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 
-/// The marker's text: a version, as Kafka's JSON marker carries one.
-const CLEAN_SHUTDOWN_TEXT: &str = "{\"version\":0}\n";
+/// The marker's text: Kafka's JSON (`CleanShutdownFileHandler`), with the broker epoch of a
+/// broker in a cluster, which its next registration reports as `PreviousBrokerEpoch`.
+fn clean_shutdown_text(broker_epoch: Option<i64>) -> String {
+    match broker_epoch {
+        Some(epoch) => format!("{{\"version\":0,\"brokerEpoch\":{epoch}}}\n"),
+        None => "{\"version\":0}\n".to_owned(),
+    }
+}
+
+/// The broker epoch a marker's text holds, if it holds one.
+fn marker_broker_epoch(text: &str) -> Option<i64> {
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    value.get("brokerEpoch")?.as_i64()
+}
 
 /// Where a shutdown is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,9 +135,10 @@ impl<S: Storage> Broker<S> {
             self.stop(false, out);
             return;
         }
+        let text = clean_shutdown_text(self.broker_epoch());
         let written = self.storage.open(CLEAN_SHUTDOWN_FILE).and_then(|file| {
             file.set_len(0)?;
-            file.write_all_at(CLEAN_SHUTDOWN_TEXT.as_bytes(), 0)?;
+            file.write_all_at(text.as_bytes(), 0)?;
             Ok(file)
         });
         match written {
@@ -167,17 +180,39 @@ impl<S: Storage> Broker<S> {
         out.push(Output::Stopped { clean });
     }
 
-    /// Whether the data directory holds a clean-shutdown marker; if it does, it is removed
-    /// (the caller syncs the root directory before serving, so a crash after start-up cannot
-    /// find a stale marker).
-    pub(super) fn take_clean_shutdown_marker(storage: &S) -> Result<bool, crate::log::LogError> {
+    /// Whether the data directory holds a clean-shutdown marker, and the broker epoch it
+    /// holds; a marker is removed once read (the caller syncs the root directory before
+    /// serving, so a crash after start-up cannot find a stale marker).
+    pub(super) fn take_clean_shutdown_marker(
+        storage: &S,
+    ) -> Result<(bool, Option<i64>), crate::log::LogError> {
         let present = storage
             .list(CLEAN_SHUTDOWN_FILE)?
             .iter()
             .any(|name| name == CLEAN_SHUTDOWN_FILE);
-        if present {
-            storage.remove(CLEAN_SHUTDOWN_FILE)?;
+        if !present {
+            return Ok((false, None));
         }
-        Ok(present)
+        let text = storage.open(CLEAN_SHUTDOWN_FILE)?.read_all()?;
+        let epoch = marker_broker_epoch(&String::from_utf8_lossy(&text));
+        storage.remove(CLEAN_SHUTDOWN_FILE)?;
+        Ok((true, epoch))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Kafka's `.kafka_cleanshutdown` (`{"version":0,"brokerEpoch":N}`): a broker in a cluster
+    /// writes its epoch, which its next registration sends as `PreviousBrokerEpoch`; a marker
+    /// without one (a broker that is its own controller, or an older seedlog's) reads as none.
+    #[test]
+    fn the_clean_shutdown_marker_carries_the_broker_epoch() {
+        let text = clean_shutdown_text(Some(42));
+        assert_eq!(text, "{\"version\":0,\"brokerEpoch\":42}\n");
+        assert_eq!(marker_broker_epoch(&text), Some(42));
+        assert_eq!(marker_broker_epoch(&clean_shutdown_text(None)), None);
+        assert_eq!(marker_broker_epoch("not json"), None);
     }
 }

@@ -117,7 +117,7 @@ impl<S: Storage> Broker<S> {
         now: Millis,
     ) -> Result<(Self, StartupReport<S::File>), BrokerError> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let clean_shutdown = Self::take_clean_shutdown_marker(&storage)?;
+        let (clean_shutdown, marker_epoch) = Self::take_clean_shutdown_marker(&storage)?;
         let mut report = StartupReport::empty(clean_shutdown);
         let cluster_id = Self::load_meta_properties(&config, &storage, &mut rng, &mut report)?;
         let recovery_points = Self::load_checkpoint(&storage, CheckpointKind::RecoveryPoints)?;
@@ -169,7 +169,7 @@ impl<S: Storage> Broker<S> {
             },
             finished_group_writes: Vec::new(),
         };
-        broker.cluster = super::cluster::Membership::of(&broker.config);
+        broker.cluster = super::cluster::Membership::of(&broker.config, marker_epoch.unwrap_or(-1));
         for record in broker.read_metadata_records()? {
             broker
                 .controller

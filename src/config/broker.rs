@@ -366,12 +366,34 @@ pub enum ReplicationGeneration {
     /// than the one asked, the follower truncates to where that epoch ends in its own log and
     /// asks again, walking back epoch by epoch until both logs agree.
     Kip279,
-    /// `kip-320` (today's Kafka): followers send the epoch of their last batch and truncate
-    /// where the leader says their logs diverge (KIP-101's leader epochs, walked back over
-    /// several epochs as KIP-279 fixed, carried in the Fetch itself as since Kafka 2.7);
-    /// fetches are fenced by `current_leader_epoch` (KIP-320).
-    #[default]
+    /// `kip-320` (Kafka 2.7 to 3.6, and 4.0 clusters without ELR): followers send the epoch
+    /// of their last batch and truncate where the leader says their logs diverge (KIP-101's
+    /// leader epochs, walked back over several epochs as KIP-279 fixed, carried in the Fetch
+    /// itself as since Kafka 2.7); fetches are fenced by `current_leader_epoch` (KIP-320). The
+    /// last member of an ISR stays in it when fenced, and is elected again when it returns,
+    /// whatever a power loss took from its log ("last replica standing").
     Kip320,
+    /// `kip-966` (Kafka 4.1 and later, the default for new clusters): `kip-320`'s followers,
+    /// plus Eligible Leader Replicas. The high watermark does not move while the ISR is below
+    /// `min.insync.replicas` ("strict min ISR"); a replica that leaves an ISR below the minimum
+    /// joins the ELR and may be elected when the ISR is empty; the last ISR member leaves the
+    /// ISR when fenced; a broker that registers after an unclean shutdown (no
+    /// `.kafka_cleanshutdown` with its broker epoch, sent as `PreviousBrokerEpoch`) leaves every
+    /// ISR and ELR, so a replica that lost its unflushed tail is not elected over one that
+    /// kept it.
+    #[default]
+    Kip966,
+}
+
+impl ReplicationGeneration {
+    /// Whether followers send the epoch of their last fetched batch and truncate where the
+    /// leader says the logs diverge (KIP-320's fetch, and every generation after it).
+    pub fn fetches_with_last_epoch(self) -> bool {
+        matches!(
+            self,
+            ReplicationGeneration::Kip320 | ReplicationGeneration::Kip966
+        )
+    }
 }
 
 /// What a storage error (a failed write or fsync, a full disk) on the log directory does
@@ -561,11 +583,12 @@ impl BrokerConfig {
                     "kip-101" => ReplicationGeneration::Kip101,
                     "kip-279" => ReplicationGeneration::Kip279,
                     "kip-320" => ReplicationGeneration::Kip320,
+                    "kip-966" => ReplicationGeneration::Kip966,
                     _ => {
                         return Err(ConfigError::invalid(
                             key,
                             value,
-                            "expected hw-truncation, kip-101, kip-279 or kip-320",
+                            "expected hw-truncation, kip-101, kip-279, kip-320 or kip-966",
                         ))
                     }
                 }

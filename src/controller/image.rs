@@ -40,6 +40,13 @@ pub struct PartitionRegistration {
     pub leader_epoch: LeaderEpoch,
     /// Bumped by every change.
     pub partition_epoch: PartitionEpoch,
+    /// KIP-966's eligible leader replicas: replicas out of the ISR that left it while it was
+    /// below `min.insync.replicas` (the high watermark has not moved since), electable when
+    /// the ISR is empty. Always empty before KIP-966.
+    pub elr: Vec<BrokerId>,
+    /// KIP-966's last known leader: the leader before the partition lost it (at most one),
+    /// electable once ISR and ELR are both empty.
+    pub last_known_elr: Vec<BrokerId>,
 }
 
 /// A topic and its partitions.
@@ -138,6 +145,8 @@ impl ClusterImage {
                     leader: partition.leader,
                     leader_epoch: partition.leader_epoch,
                     partition_epoch: partition.partition_epoch,
+                    elr: partition.elr.clone(),
+                    last_known_elr: partition.last_known_elr.clone(),
                 });
             }
         }
@@ -190,8 +199,19 @@ impl ClusterImage {
                 partition,
                 isr,
                 leader,
+                elr,
+                last_known_elr,
                 ..
-            } => self.change_partition(*topic_id, *partition, isr.as_deref(), *leader),
+            } => self.change_partition(
+                *topic_id,
+                *partition,
+                Change {
+                    isr: isr.as_deref(),
+                    leader: *leader,
+                    elr: elr.as_deref(),
+                    last_known_elr: last_known_elr.as_deref(),
+                },
+            ),
         }
     }
 
@@ -230,6 +250,8 @@ impl ClusterImage {
             leader,
             leader_epoch,
             partition_epoch,
+            elr,
+            last_known_elr,
         } = record
         else {
             unreachable!("called for partition records")
@@ -247,6 +269,8 @@ impl ClusterImage {
             leader: *leader,
             leader_epoch: *leader_epoch,
             partition_epoch: *partition_epoch,
+            elr: elr.clone(),
+            last_known_elr: last_known_elr.clone(),
         };
         check_partition(&topic.name, *partition, &registration)?;
         topic.partitions.insert(*partition, registration);
@@ -257,9 +281,14 @@ impl ClusterImage {
         &mut self,
         topic_id: Uuid,
         partition: i32,
-        isr: Option<&[BrokerId]>,
-        leader: Option<BrokerId>,
+        change: Change<'_>,
     ) -> Result<(), String> {
+        let Change {
+            isr,
+            leader,
+            elr,
+            last_known_elr,
+        } = change;
         let topic = self
             .topics
             .get_mut(&topic_id)
@@ -278,6 +307,12 @@ impl ClusterImage {
                 next.leader = leader;
                 next.leader_epoch = LeaderEpoch(next.leader_epoch.0 + 1);
             }
+        }
+        if let Some(elr) = elr {
+            next.elr = elr.to_vec();
+        }
+        if let Some(last_known_elr) = last_known_elr {
+            next.last_known_elr = last_known_elr.to_vec();
         }
         next.partition_epoch = PartitionEpoch(next.partition_epoch.0 + 1);
         check_partition(&name, partition, &next)?;
@@ -317,7 +352,17 @@ impl ClusterImage {
     }
 }
 
-/// Leader ∈ ISR ⊆ replicas (or no leader), no duplicates, ISR not empty.
+/// What a partition change record changes (`None`: that part stays).
+struct Change<'a> {
+    isr: Option<&'a [BrokerId]>,
+    leader: Option<BrokerId>,
+    elr: Option<&'a [BrokerId]>,
+    last_known_elr: Option<&'a [BrokerId]>,
+}
+
+/// Leader ∈ ISR ⊆ replicas (or no leader), no duplicates; the ISR empty only without a leader
+/// (KIP-966 lets the last member leave it); the eligible leader replicas are replicas outside
+/// the ISR; at most one last known leader, a replica.
 fn check_partition(
     topic: &str,
     index: i32,
@@ -334,8 +379,32 @@ fn check_partition(
     let mut isr = partition.isr.clone();
     isr.sort_unstable();
     isr.dedup();
-    if isr.len() != partition.isr.len() || isr.is_empty() {
+    if isr.len() != partition.isr.len() || (isr.is_empty() && partition.leader != NO_LEADER) {
         return Err(format!("{name}: ISR {:?}", partition.isr));
+    }
+    let mut elr = partition.elr.clone();
+    elr.sort_unstable();
+    elr.dedup();
+    if elr.len() != partition.elr.len()
+        || elr
+            .iter()
+            .any(|member| isr.contains(member) || !replicas.contains(member))
+    {
+        return Err(format!(
+            "{name}: ELR {:?} with ISR {:?}",
+            partition.elr, partition.isr
+        ));
+    }
+    if partition.last_known_elr.len() > 1
+        || partition
+            .last_known_elr
+            .iter()
+            .any(|member| !replicas.contains(member))
+    {
+        return Err(format!(
+            "{name}: last known leader {:?}",
+            partition.last_known_elr
+        ));
     }
     if let Some(stranger) = isr.iter().find(|member| !replicas.contains(member)) {
         return Err(format!(

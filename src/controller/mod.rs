@@ -13,7 +13,14 @@
 //! - leader elections when a leader is fenced or a leaderless partition's ISR member returns:
 //!   clean from the ISR in replica order, unclean (any live replica, the ISR reset to it) only
 //!   when `unclean.leader.election.enable` is true for the topic;
-//! - AlterPartition from a leader, a compare-and-set on the partition epoch.
+//! - AlterPartition from a leader, a compare-and-set on the partition epoch;
+//! - with KIP-966 (`seedlog.replication.generation=kip-966`, Kafka 4.1's default for new
+//!   clusters), eligible leader replicas: a replica that leaves an ISR below
+//!   `min.insync.replicas` joins the ELR (the high watermark is frozen from then on, so it
+//!   holds everything committed) and may be elected when the ISR is empty; the last member of
+//!   an ISR leaves it when fenced; a broker that registers after an unclean shutdown (its
+//!   `PreviousBrokerEpoch` is not the epoch the controller holds) leaves every ISR and ELR, so a
+//!   last replica that lost its unflushed tail is never elected over one that kept it.
 
 pub mod image;
 pub mod node;
@@ -39,6 +46,11 @@ pub struct ControllerConfig {
     pub broker_session_timeout_ms: u64,
     /// `unclean.leader.election.enable` (default false): the default of the topic config.
     pub unclean_leader_election_enable: bool,
+    /// KIP-966's eligible leader replicas and unclean-shutdown detection
+    /// (`seedlog.replication.generation=kip-966`, the default).
+    pub eligible_leader_replicas: bool,
+    /// `min.insync.replicas` (default 1): the default of the topic config, which sizes the ELR.
+    pub min_insync_replicas: i32,
 }
 
 impl Default for ControllerConfig {
@@ -46,6 +58,8 @@ impl Default for ControllerConfig {
         ControllerConfig {
             broker_session_timeout_ms: 9_000,
             unclean_leader_election_enable: false,
+            eligible_leader_replicas: true,
+            min_insync_replicas: 1,
         }
     }
 }
@@ -144,18 +158,37 @@ impl QuorumController {
 
     /// A broker registers (Kafka's BrokerRegistration): a new epoch, fenced until a heartbeat
     /// says it caught up. A broker that registers again (it restarted) loses its leaderships
-    /// like a fenced one.
+    /// like a fenced one. With KIP-966, one whose `previous_broker_epoch` is not the epoch held
+    /// for it shut down uncleanly (its unflushed tail may be gone): it leaves every ISR and ELR,
+    /// the last ISR member included (Kafka's `handleBrokerUncleanShutdown`), before its
+    /// registration record.
     pub fn register_broker(
         &mut self,
         now: Millis,
         broker: BrokerId,
         host: &str,
         port: i32,
+        previous_broker_epoch: i64,
     ) -> (BrokerEpoch, Vec<Record>) {
         let epoch = BrokerEpoch(self.next_broker_epoch);
+        let stored = self
+            .image
+            .broker(broker)
+            .map(|registration| registration.epoch.0);
         let mut records = Vec::new();
         if self.image.is_active(broker) {
-            records.extend(self.fence_records(broker));
+            records.extend(self.commit(self.fence_records(broker)));
+        }
+        if self.config.eligible_leader_replicas
+            && stored.is_some_and(|stored| stored != previous_broker_epoch)
+        {
+            tracing::info!(
+                broker = broker.0,
+                previous_broker_epoch,
+                "unclean shutdown: out of every ISR and ELR"
+            );
+            let changes = self.unclean_shutdown_records(broker);
+            records.extend(self.commit(changes));
         }
         let registration = Record::RegisterBroker {
             broker,
@@ -164,7 +197,6 @@ impl QuorumController {
             port,
         };
         // Fencing first: the elections below must see the old registration fenced.
-        let mut records = self.commit(records);
         records.extend(self.commit(vec![registration]));
         self.sessions.insert(broker, now);
         (epoch, records)
@@ -292,6 +324,8 @@ impl QuorumController {
                 replicas,
                 leader_epoch: LeaderEpoch(0),
                 partition_epoch: PartitionEpoch(0),
+                elr: Vec::new(),
+                last_known_elr: Vec::new(),
             });
         }
         Ok((topic_id, self.commit(records)))
@@ -309,9 +343,17 @@ impl QuorumController {
         isr.sort_unstable();
         isr.dedup();
         let (topic_id, partition) = (request.topic_id, request.partition);
+        let current = self
+            .image
+            .partition(topic_id, partition)
+            .expect("checked above");
+        let (elr, last_known_elr) = self.target_elr(topic_id, current, &isr, None);
+        let change = |old: &Vec<BrokerId>, new: Vec<BrokerId>| (*old != new).then_some(new);
         let records = self.commit(vec![Record::PartitionChange {
             topic_id,
             partition,
+            elr: change(&current.elr, elr),
+            last_known_elr: change(&current.last_known_elr, last_known_elr),
             isr: Some(isr),
             leader: None,
             unclean: false,
@@ -405,17 +447,57 @@ impl QuorumController {
             })
     }
 
-    /// Fences `broker`, takes it out of every ISR (a last member stays, for a clean election
-    /// when it returns) and elects new leaders where it led.
+    /// A topic's `min.insync.replicas`, bounded by a partition's replication factor (Kafka's
+    /// `getTopicEffectiveMinIsr`).
+    fn effective_min_isr(&self, topic_id: Uuid, replicas: usize) -> usize {
+        let configured = self
+            .image
+            .topic_by_id(topic_id)
+            .and_then(|topic| topic.configs.get("min.insync.replicas"))
+            .and_then(|value| value.parse::<usize>().ok())
+            .unwrap_or(usize::try_from(self.config.min_insync_replicas).unwrap_or(1));
+        configured.min(replicas)
+    }
+
+    /// KIP-966's ELR and last known leader after the ISR becomes `target_isr` (Kafka's
+    /// `PartitionChangeBuilder.maybePopulateTargetElr`): at or above the minimum ISR both are
+    /// empty; below it, every member of the old ELR or ISR not in the new ISR (nor shut down
+    /// uncleanly) is eligible, since the high watermark stops while the ISR is below the
+    /// minimum. Without KIP-966 both stay empty.
+    fn target_elr(
+        &self,
+        topic_id: Uuid,
+        current: &PartitionRegistration,
+        target_isr: &[BrokerId],
+        unclean_shutdown: Option<BrokerId>,
+    ) -> (Vec<BrokerId>, Vec<BrokerId>) {
+        if !self.config.eligible_leader_replicas {
+            return (Vec::new(), Vec::new());
+        }
+        if target_isr.len() >= self.effective_min_isr(topic_id, current.replicas.len()) {
+            return (Vec::new(), Vec::new());
+        }
+        let elr = current
+            .replicas
+            .iter()
+            .copied()
+            .filter(|replica| current.elr.contains(replica) || current.isr.contains(replica))
+            .filter(|replica| !target_isr.contains(replica) && Some(*replica) != unclean_shutdown)
+            .collect();
+        (elr, current.last_known_elr.clone())
+    }
+
+    /// Fences `broker`, takes it out of every ISR and elects new leaders where it led. Before
+    /// KIP-966 a last ISR member stays, for a clean election when it returns; with KIP-966 it
+    /// leaves too and joins the ELR (the ISR below the minimum keeps the high watermark still).
     fn fence_records(&self, broker: BrokerId) -> Vec<Record> {
         let registration = self.image.broker(broker).expect("an active broker");
         let mut records = vec![Record::FenceBroker {
             broker,
             epoch: registration.epoch,
         }];
-        let eligible = |member: BrokerId| member != broker && self.image.is_active(member);
+        let acceptable = |member: BrokerId| member != broker && self.image.is_active(member);
         for topic in self.image.topics() {
-            let unclean = self.unclean_allowed(topic.topic_id);
             for (index, partition) in &topic.partitions {
                 if !partition.isr.contains(&broker) && partition.leader != broker {
                     continue;
@@ -426,11 +508,45 @@ impl QuorumController {
                     .copied()
                     .filter(|member| *member != broker)
                     .collect();
-                if isr.is_empty() {
+                if isr.is_empty() && !self.config.eligible_leader_replicas {
                     isr = partition.isr.clone();
                 }
+                let target = Target {
+                    isr,
+                    unclean_shutdown: None,
+                };
                 if let Some(change) =
-                    elect(topic.topic_id, *index, partition, isr, eligible, unclean)
+                    self.elect(topic.topic_id, *index, partition, target, acceptable)
+                {
+                    records.push(change);
+                }
+            }
+        }
+        records
+    }
+
+    /// KIP-966: `broker` registered after an unclean shutdown. It leaves every ISR and ELR it is
+    /// in, the last ISR member included, and cannot be elected now (Kafka's
+    /// `handleBrokerUncleanShutdown`).
+    fn unclean_shutdown_records(&self, broker: BrokerId) -> Vec<Record> {
+        let acceptable = |member: BrokerId| member != broker && self.image.is_active(member);
+        let mut records = Vec::new();
+        for topic in self.image.topics() {
+            for (index, partition) in &topic.partitions {
+                if !partition.isr.contains(&broker) && !partition.elr.contains(&broker) {
+                    continue;
+                }
+                let target = Target {
+                    isr: partition
+                        .isr
+                        .iter()
+                        .copied()
+                        .filter(|member| *member != broker)
+                        .collect(),
+                    unclean_shutdown: Some(broker),
+                };
+                if let Some(change) =
+                    self.elect(topic.topic_id, *index, partition, target, acceptable)
                 {
                     records.push(change);
                 }
@@ -440,29 +556,123 @@ impl QuorumController {
     }
 
     /// Elections a returning (unfenced) broker makes possible: leaderless partitions whose ISR
-    /// holds it, or any it replicates if the topic allows unclean elections.
+    /// (or, with the ISR empty, ELR; or, with both empty, last known leader) holds it, or any
+    /// it replicates if the topic allows unclean elections.
     fn elections_for_returning(&self, broker: BrokerId) -> Vec<Record> {
-        let eligible = |member: BrokerId| self.image.is_active(member);
+        let acceptable = |member: BrokerId| self.image.is_active(member);
         let mut records = Vec::new();
         for topic in self.image.topics() {
-            let unclean = self.unclean_allowed(topic.topic_id);
             for (index, partition) in &topic.partitions {
                 if partition.leader != NO_LEADER || !partition.replicas.contains(&broker) {
                     continue;
                 }
-                if let Some(change) = elect(
-                    topic.topic_id,
-                    *index,
-                    partition,
-                    partition.isr.clone(),
-                    eligible,
-                    unclean,
-                ) {
+                let target = Target {
+                    isr: partition.isr.clone(),
+                    unclean_shutdown: None,
+                };
+                if let Some(change) =
+                    self.elect(topic.topic_id, *index, partition, target, acceptable)
+                {
                     records.push(change);
                 }
             }
         }
         records
+    }
+
+    /// Kafka's `PartitionChangeBuilder`: the ELR for the target ISR, then the election: keep an
+    /// acceptable leader that stays in the ISR; else the first replica (in assignment order) in
+    /// the ISR that is acceptable; with KIP-966 and the ISR empty, the first acceptable ELR
+    /// member (a clean election: the ISR becomes it); with ISR and ELR both empty, the last
+    /// known leader if acceptable (unclean, as Kafka counts it, whatever the topic says); else,
+    /// if unclean elections are allowed, the first acceptable replica, with the ISR reset to it;
+    /// else no leader (the last known leader remembers who led). `None` if nothing changes.
+    fn elect(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        current: &PartitionRegistration,
+        target: Target,
+        acceptable: impl Fn(BrokerId) -> bool,
+    ) -> Option<Record> {
+        let Target {
+            isr,
+            unclean_shutdown,
+        } = target;
+        let unclean_allowed = self.unclean_allowed(topic_id);
+        let (mut elr, mut last_known_elr) =
+            self.target_elr(topic_id, current, &isr, unclean_shutdown);
+        let from_elr = |replica: BrokerId| isr.is_empty() && elr.contains(&replica);
+        let valid = |replica: BrokerId| {
+            (isr.contains(&replica) || from_elr(replica)) && acceptable(replica)
+        };
+        let keeps = current.leader != NO_LEADER && valid(current.leader);
+        let clean = current
+            .replicas
+            .iter()
+            .copied()
+            .find(|replica| valid(*replica));
+        let last_known = last_known_elr.first().copied().filter(|leader| {
+            self.config.eligible_leader_replicas
+                && isr.is_empty()
+                && elr.is_empty()
+                && last_known_elr.len() == 1
+                && acceptable(*leader)
+        });
+        let (leader, isr, unclean) = if keeps {
+            (current.leader, isr, false)
+        } else if let Some(leader) = clean {
+            if from_elr(leader) {
+                tracing::info!(%topic_id, partition, leader = leader.0, "leader elected from the ELR");
+                elr.retain(|member| *member != leader);
+                (leader, vec![leader], false)
+            } else {
+                (leader, isr, false)
+            }
+        } else if let Some(leader) = last_known {
+            tracing::warn!(%topic_id, partition, leader = leader.0, "the last known leader elected");
+            elr.clear();
+            last_known_elr.clear();
+            (leader, vec![leader], true)
+        } else if let Some(leader) = current
+            .replicas
+            .iter()
+            .copied()
+            .find(|replica| unclean_allowed && acceptable(*replica))
+        {
+            tracing::warn!(%topic_id, partition, leader = leader.0, "unclean leader election");
+            elr.clear();
+            last_known_elr.clear();
+            (leader, vec![leader], true)
+        } else {
+            (NO_LEADER, isr, false)
+        };
+        if self.config.eligible_leader_replicas {
+            // Kafka's `maybeUpdateLastKnownLeader`: the first time a partition loses its
+            // leader, remember who led; a partition with a leader has none.
+            if leader == NO_LEADER && current.leader != NO_LEADER && last_known_elr.is_empty() {
+                last_known_elr = vec![current.leader];
+            } else if leader != NO_LEADER {
+                last_known_elr.clear();
+            }
+        }
+        if leader == current.leader
+            && isr == current.isr
+            && elr == current.elr
+            && last_known_elr == current.last_known_elr
+        {
+            return None;
+        }
+        let change = |old: &Vec<BrokerId>, new: Vec<BrokerId>| (*old != new).then_some(new);
+        Some(Record::PartitionChange {
+            topic_id,
+            partition,
+            isr: change(&current.isr, isr),
+            leader: (leader != current.leader).then_some(leader),
+            unclean,
+            elr: change(&current.elr, elr),
+            last_known_elr: change(&current.last_known_elr, last_known_elr),
+        })
     }
 
     fn new_topic_id(&mut self) -> Uuid {
@@ -475,50 +685,11 @@ impl QuorumController {
     }
 }
 
-/// Kafka's `PartitionChangeBuilder` election: keep an eligible leader that stays in the ISR;
-/// else the first replica (in assignment order) in the ISR that is eligible; else, if unclean
-/// elections are allowed, the first eligible replica, with the ISR reset to it; else no leader.
-/// `None` if nothing changes.
-fn elect(
-    topic_id: Uuid,
-    partition: i32,
-    current: &PartitionRegistration,
+/// The ISR a partition change aims for, and a broker that shut down uncleanly (out of the ELR
+/// too, and not electable).
+struct Target {
     isr: Vec<BrokerId>,
-    eligible: impl Fn(BrokerId) -> bool,
-    unclean_allowed: bool,
-) -> Option<Record> {
-    let keeps =
-        current.leader != NO_LEADER && isr.contains(&current.leader) && eligible(current.leader);
-    let clean = current
-        .replicas
-        .iter()
-        .copied()
-        .find(|replica| isr.contains(replica) && eligible(*replica));
-    let (leader, isr, unclean) = if keeps {
-        (current.leader, isr, false)
-    } else if let Some(leader) = clean {
-        (leader, isr, false)
-    } else if let Some(leader) = current
-        .replicas
-        .iter()
-        .copied()
-        .find(|replica| unclean_allowed && eligible(*replica))
-    {
-        tracing::warn!(%topic_id, partition, leader = leader.0, "unclean leader election");
-        (leader, vec![leader], true)
-    } else {
-        (NO_LEADER, isr, false)
-    };
-    if leader == current.leader && isr == current.isr {
-        return None;
-    }
-    Some(Record::PartitionChange {
-        topic_id,
-        partition,
-        isr: (isr != current.isr).then_some(isr),
-        leader: (leader != current.leader).then_some(leader),
-        unclean,
-    })
+    unclean_shutdown: Option<BrokerId>,
 }
 
 #[cfg(test)]

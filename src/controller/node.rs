@@ -650,7 +650,11 @@ impl<S: Storage> ControllerNode<S> {
             .map_or((String::new(), 0), |listener| {
                 (listener.host.to_string(), i32::from(listener.port))
             });
-        let (epoch, records) = self.controller.register_broker(now, broker, &host, port);
+        // -1 (BrokerRegistration before version 3, or no clean shutdown): unclean.
+        let previous = body.previous_broker_epoch;
+        let (epoch, records) = self
+            .controller
+            .register_broker(now, broker, &host, port, previous);
         tracing::info!(broker = broker.0, epoch = epoch.0, %host, port, "broker registered");
         let end = self.append(now, &records, out);
         let response = BrokerRegistrationResponse::default().with_broker_epoch(epoch.0);

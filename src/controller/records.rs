@@ -73,6 +73,13 @@ pub enum Record {
         leader_epoch: LeaderEpoch,
         /// The partition epoch (bumped by every change).
         partition_epoch: PartitionEpoch,
+        /// KIP-966's eligible leader replicas: out of the ISR, but holding everything committed
+        /// (they left while the ISR was below `min.insync.replicas`, so the high watermark has
+        /// not moved since).
+        elr: Vec<BrokerId>,
+        /// KIP-966's last known leader: the leader before the partition lost it, electable
+        /// once ISR and ELR are empty.
+        last_known_elr: Vec<BrokerId>,
     },
     /// A partition's leader or ISR changed. The partition epoch always moves by one; the leader
     /// epoch moves when the leader does.
@@ -87,6 +94,10 @@ pub enum Record {
         leader: Option<BrokerId>,
         /// The election was unclean: the new leader was not in the ISR.
         unclean: bool,
+        /// The new eligible leader replicas, if they changed (KIP-966).
+        elr: Option<Vec<BrokerId>>,
+        /// The new last known leader, if it changed (KIP-966).
+        last_known_elr: Option<Vec<BrokerId>>,
     },
 }
 
@@ -102,8 +113,8 @@ impl Record {
             Record::UnfenceBroker { .. } => (2, 0),
             Record::FenceBroker { .. } => (3, 0),
             Record::Topic { .. } => (4, 0),
-            Record::Partition { .. } => (5, 0),
-            Record::PartitionChange { .. } => (6, 0),
+            Record::Partition { .. } => (5, 1),
+            Record::PartitionChange { .. } => (6, 1),
         }
     }
 
@@ -151,6 +162,8 @@ impl Record {
                 leader,
                 leader_epoch,
                 partition_epoch,
+                elr,
+                last_known_elr,
             } => {
                 out.put_slice(topic_id.as_bytes());
                 out.put_i32(*partition);
@@ -159,6 +172,8 @@ impl Record {
                 out.put_i32(leader.0);
                 out.put_i32(leader_epoch.0);
                 out.put_i32(partition_epoch.0);
+                put_brokers(&mut out, elr);
+                put_brokers(&mut out, last_known_elr);
             }
             Record::PartitionChange { .. } => self.encode_change(&mut out),
         }
@@ -172,6 +187,8 @@ impl Record {
             isr,
             leader,
             unclean,
+            elr,
+            last_known_elr,
         } = self
         else {
             unreachable!("called for partition changes")
@@ -193,6 +210,15 @@ impl Record {
             None => out.put_u8(0),
         }
         out.put_u8(u8::from(*unclean));
+        for brokers in [elr, last_known_elr] {
+            match brokers {
+                Some(brokers) => {
+                    out.put_u8(1);
+                    put_brokers(out, brokers);
+                }
+                None => out.put_u8(0),
+            }
+        }
     }
 
     /// Decodes one record's bytes, all of them.
@@ -220,7 +246,7 @@ impl Record {
                 epoch: BrokerEpoch(input.i64("broker epoch")?),
             },
             (4, 0) => input.topic()?,
-            (5, 0) => Record::Partition {
+            (5, version @ 0..=1) => Record::Partition {
                 topic_id: input.uuid()?,
                 partition: input.i32("partition")?,
                 replicas: input.brokers("replicas")?,
@@ -228,8 +254,11 @@ impl Record {
                 leader: BrokerId(input.i32("leader")?),
                 leader_epoch: LeaderEpoch(input.i32("leader epoch")?),
                 partition_epoch: PartitionEpoch(input.i32("partition epoch")?),
+                // Version 0 (before KIP-966) has neither: both empty.
+                elr: input.brokers_since(version, "elr")?,
+                last_known_elr: input.brokers_since(version, "last known elr")?,
             },
-            (6, 0) => input.partition_change()?,
+            (6, version @ 0..=1) => input.partition_change(version)?,
             (kind, version) => {
                 return Err(RecordError(format!(
                     "unknown record type {kind} version {version}"
@@ -331,7 +360,30 @@ impl Reader<'_> {
         })
     }
 
-    fn partition_change(&mut self) -> Result<Record, RecordError> {
+    /// A list of brokers a record has from version 1 on (empty in version 0).
+    fn brokers_since(&mut self, version: u8, what: &str) -> Result<Vec<BrokerId>, RecordError> {
+        if version == 0 {
+            return Ok(Vec::new());
+        }
+        self.brokers(what)
+    }
+
+    /// An optional list of brokers a change has from version 1 on (`None` in version 0).
+    fn optional_brokers_since(
+        &mut self,
+        version: u8,
+        what: &str,
+    ) -> Result<Option<Vec<BrokerId>>, RecordError> {
+        if version == 0 {
+            return Ok(None);
+        }
+        match self.u8(what)? {
+            0 => Ok(None),
+            _ => self.brokers(what).map(Some),
+        }
+    }
+
+    fn partition_change(&mut self, version: u8) -> Result<Record, RecordError> {
         let topic_id = self.uuid()?;
         let partition = self.i32("partition")?;
         let isr = match self.u8("isr flag")? {
@@ -343,12 +395,16 @@ impl Reader<'_> {
             _ => Some(BrokerId(self.i32("leader")?)),
         };
         let unclean = self.u8("unclean flag")? != 0;
+        let elr = self.optional_brokers_since(version, "elr")?;
+        let last_known_elr = self.optional_brokers_since(version, "last known elr")?;
         Ok(Record::PartitionChange {
             topic_id,
             partition,
             isr,
             leader,
             unclean,
+            elr,
+            last_known_elr,
         })
     }
 
@@ -402,33 +458,42 @@ mod tests {
                 brokers(),
                 -1..8i32,
                 any::<i32>(),
-                any::<i32>()
+                any::<i32>(),
+                (brokers(), brokers())
             )
-                .prop_map(|(id, partition, replicas, isr, leader, epoch, version)| {
-                    Record::Partition {
-                        topic_id: Uuid::from_u128(id),
-                        partition,
-                        replicas,
-                        isr,
-                        leader: BrokerId(leader),
-                        leader_epoch: LeaderEpoch(epoch),
-                        partition_epoch: PartitionEpoch(version),
+                .prop_map(
+                    |(id, partition, replicas, isr, leader, epoch, version, (elr, known))| {
+                        Record::Partition {
+                            topic_id: Uuid::from_u128(id),
+                            partition,
+                            replicas,
+                            isr,
+                            leader: BrokerId(leader),
+                            leader_epoch: LeaderEpoch(epoch),
+                            partition_epoch: PartitionEpoch(version),
+                            elr,
+                            last_known_elr: known,
+                        }
                     }
-                }),
+                ),
             (
                 any::<u128>(),
                 0..64i32,
                 prop::option::of(brokers()),
                 prop::option::of((-1..8i32).prop_map(BrokerId)),
-                any::<bool>()
+                any::<bool>(),
+                prop::option::of(brokers()),
+                prop::option::of(brokers())
             )
-                .prop_map(|(id, partition, isr, leader, unclean)| {
+                .prop_map(|(id, partition, isr, leader, unclean, elr, known)| {
                     Record::PartitionChange {
                         topic_id: Uuid::from_u128(id),
                         partition,
                         isr,
                         leader,
                         unclean,
+                        elr,
+                        last_known_elr: known,
                     }
                 }),
         ]
@@ -458,6 +523,30 @@ mod tests {
         fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..80)) {
             let _ = Record::decode(&bytes);
         }
+    }
+
+    /// A log written before KIP-966 (partition records of version 0) still reads: no eligible
+    /// leader replicas, no last known leader.
+    #[test]
+    fn version_0_partition_records_read_without_eligible_leader_replicas() {
+        let mut v0 = vec![FRAME_VERSION, 6, 0];
+        v0.extend_from_slice(Uuid::from_u128(7).as_bytes());
+        v0.extend_from_slice(&3i32.to_be_bytes());
+        v0.extend_from_slice(&[0, 1]);
+        v0.extend_from_slice(&2i32.to_be_bytes());
+        v0.push(1);
+        assert_eq!(
+            Record::decode(&v0),
+            Ok(Record::PartitionChange {
+                topic_id: Uuid::from_u128(7),
+                partition: 3,
+                isr: None,
+                leader: Some(BrokerId(2)),
+                unclean: true,
+                elr: None,
+                last_known_elr: None,
+            })
+        );
     }
 
     #[test]

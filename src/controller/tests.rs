@@ -27,11 +27,28 @@ impl Cluster {
         cluster
     }
 
-    /// Registers a broker and heartbeats it unfenced.
+    /// Registers a broker (again: after a clean shutdown, with its previous epoch) and
+    /// heartbeats it unfenced.
     fn start(&mut self, broker: BrokerId) {
-        let (epoch, records) =
-            self.controller
-                .register_broker(self.now, broker, "localhost", 9092 + broker.0);
+        let previous = self.epochs.get(&broker).map_or(-1, |epoch| epoch.0);
+        self.register(broker, previous);
+    }
+
+    /// Registers a broker after an unclean shutdown (no previous epoch) and heartbeats it
+    /// unfenced.
+    fn start_unclean(&mut self, broker: BrokerId) {
+        self.register(broker, -1);
+    }
+
+    fn register(&mut self, broker: BrokerId, previous_broker_epoch: i64) {
+        let port = 9092 + broker.0;
+        let (epoch, records) = self.controller.register_broker(
+            self.now,
+            broker,
+            "localhost",
+            port,
+            previous_broker_epoch,
+        );
         self.log.extend(records);
         self.epochs.insert(broker, epoch);
         let (reply, records) = self
@@ -170,10 +187,26 @@ fn a_silent_leader_is_fenced_and_the_next_isr_replica_leads_in_a_new_epoch() {
     );
 }
 
+/// A controller without KIP-966's eligible leader replicas (`kip-320`).
+fn without_elr() -> ControllerConfig {
+    ControllerConfig {
+        eligible_leader_replicas: false,
+        ..ControllerConfig::default()
+    }
+}
+
+/// Before KIP-966 the last ISR member stays in the ISR when fenced; with it, the member leaves
+/// the ISR for the ELR (the ISR below the minimum of one). Either way the partition waits for
+/// it (unless unclean elections are on) and elects it, cleanly, when it returns.
 #[test]
 fn without_an_isr_replica_left_the_partition_waits_unless_unclean_elections_are_on() {
-    for unclean in [false, true] {
-        let mut cluster = Cluster::new(2, ControllerConfig::default());
+    for (unclean, elr) in [(false, false), (true, false), (false, true), (true, true)] {
+        let config = if elr {
+            ControllerConfig::default()
+        } else {
+            without_elr()
+        };
+        let mut cluster = Cluster::new(2, config);
         let value = if unclean { "true" } else { "false" };
         let topic = cluster.create("t", 1, 2, &[("unclean.leader.election.enable", value)]);
         let start = cluster.partition(topic, 0);
@@ -203,12 +236,109 @@ fn without_an_isr_replica_left_the_partition_waits_unless_unclean_elections_are_
                 .any(|record| matches!(record, Record::PartitionChange { unclean: true, .. })));
         } else {
             assert_eq!(after.leader, NO_LEADER, "no clean candidate: no leader");
-            assert_eq!(after.isr, vec![leader], "the last ISR member is kept");
+            if elr {
+                assert!(after.isr.is_empty(), "the last member left the ISR");
+                assert_eq!(after.elr, vec![leader], "for the ELR");
+                assert_eq!(after.last_known_elr, vec![leader], "who led last");
+            } else {
+                assert_eq!(after.isr, vec![leader], "the last ISR member is kept");
+            }
             // The old leader restarts and comes back: it is elected again, cleanly.
             cluster.start(leader);
             let back = cluster.partition(topic, 0);
             assert_eq!(back.leader, leader);
+            assert_eq!(back.isr, vec![leader]);
+            assert!(back.elr.is_empty() && back.last_known_elr.is_empty());
             assert_eq!(back.leader_epoch, LeaderEpoch(start.leader_epoch.0 + 2));
+        }
+    }
+}
+
+/// KIP-966's "last replica standing" (RF 3, min.insync.replicas 2): two followers leave the
+/// ISR one after the other (the second joins the ELR: the ISR is below the minimum, the high
+/// watermark stops), then the last member is fenced and comes back after an unclean shutdown
+/// (its `PreviousBrokerEpoch` is not the one held): it leaves the ELR and is not elected; the
+/// ELR member that kept everything committed is, cleanly. Without KIP-966 the returning
+/// member, still the last in the ISR, is elected again whatever it lost.
+#[test]
+fn the_last_replica_standing_is_not_elected_after_an_unclean_shutdown() {
+    for elr in [true, false] {
+        let config = ControllerConfig {
+            min_insync_replicas: 2,
+            ..if elr {
+                ControllerConfig::default()
+            } else {
+                without_elr()
+            }
+        };
+        let mut cluster = Cluster::new(3, config);
+        let topic = cluster.create("t", 1, 3, &[]);
+        let start = cluster.partition(topic, 0);
+        let (last, second, first) = (start.leader, start.replicas[1], start.replicas[2]);
+        let shrink = |cluster: &mut Cluster, isr: Vec<BrokerId>| {
+            let now = cluster.partition(topic, 0);
+            let (_, records) = cluster
+                .controller
+                .alter_partition(&AlterPartition {
+                    broker: last,
+                    broker_epoch: cluster.epochs[&last],
+                    topic_id: topic,
+                    partition: 0,
+                    leader_epoch: now.leader_epoch,
+                    partition_epoch: now.partition_epoch,
+                    new_isr: isr,
+                })
+                .expect("the leader shrinks its ISR");
+            cluster.log.extend(records);
+        };
+        shrink(&mut cluster, vec![last, second]);
+        assert!(
+            cluster.partition(topic, 0).elr.is_empty(),
+            "still at the minimum"
+        );
+        shrink(&mut cluster, vec![last]);
+        let below = cluster.partition(topic, 0);
+        if elr {
+            assert_eq!(below.elr, vec![second], "left below the minimum: eligible");
+        }
+        // The followers are cut off and fenced, then the last member dies too.
+        cluster.run(SESSION_MS + 1_000, &[second, first]);
+        cluster.run(SESSION_MS + 1_000, &[last, second, first]);
+        let down = cluster.partition(topic, 0);
+        assert_eq!(down.leader, NO_LEADER);
+        if elr {
+            assert!(down.isr.is_empty());
+            let expected: Vec<BrokerId> = down
+                .replicas
+                .iter()
+                .copied()
+                .filter(|replica| *replica == second || *replica == last)
+                .collect();
+            assert_eq!(down.elr, expected, "both kept everything committed");
+            assert_eq!(down.last_known_elr, vec![last]);
+        }
+        // The last member returns first, after an unclean shutdown.
+        cluster.start_unclean(last);
+        let back = cluster.partition(topic, 0);
+        if elr {
+            assert_eq!(
+                back.leader, NO_LEADER,
+                "not elected: it may have lost committed data"
+            );
+            assert_eq!(back.elr, vec![second]);
+            cluster.start(second);
+            let elected = cluster.partition(topic, 0);
+            assert_eq!(elected.leader, second, "the ELR member leads");
+            assert_eq!(elected.isr, vec![second]);
+            assert!(!cluster
+                .log
+                .iter()
+                .any(|record| matches!(record, Record::PartitionChange { unclean: true, .. })));
+        } else {
+            assert_eq!(
+                back.leader, last,
+                "the last replica standing is elected again"
+            );
         }
     }
 }
@@ -384,8 +514,8 @@ proptest::proptest! {
             for record in &cluster.log {
                 replayed.replay(record).expect("applies");
             }
-            let (ours, _) = rebuilt.register_broker(cluster.now, BrokerId(7), "h", 1);
-            let (theirs, _) = replayed.register_broker(cluster.now, BrokerId(7), "h", 1);
+            let (ours, _) = rebuilt.register_broker(cluster.now, BrokerId(7), "h", 1, -1);
+            let (theirs, _) = replayed.register_broker(cluster.now, BrokerId(7), "h", 1, -1);
             proptest::prop_assert_eq!(ours, theirs);
         }
     }

@@ -209,6 +209,9 @@ pub async fn run_controller<S: DurableStorage>(
     let settings = crate::controller::ControllerConfig {
         broker_session_timeout_ms: config.broker_session_timeout_ms as u64,
         unclean_leader_election_enable: config.unclean_leader_election_enable,
+        eligible_leader_replicas: config.replication.generation
+            == crate::config::broker::ReplicationGeneration::Kip966,
+        min_insync_replicas: config.min_insync_replicas,
     };
     let bind_address = config.listeners.bind_address();
     let listening = Listening {

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 
 use super::*;
 use crate::broker::{PartitionState, PeerRequestId, PeerRole};
+use crate::config::broker::ReplicationGeneration;
 use crate::types::{BrokerId, LeaderEpoch};
 
 const LEADER: usize = 0;
@@ -45,19 +46,26 @@ fn led_by_broker_0() -> PartitionState {
     }
 }
 
-fn node_config(node_id: i32) -> BrokerConfig {
-    BrokerConfig {
+fn node_config(node_id: i32, generation: ReplicationGeneration) -> BrokerConfig {
+    let mut config = BrokerConfig {
         node_id,
         ..BrokerConfig::default()
-    }
+    };
+    config.replication.generation = generation;
+    config
 }
 
 impl Pair {
     /// Topic `t` with one partition on both brokers, led by broker 0 in epoch 1 with both
-    /// replicas in sync.
+    /// replicas in sync (today's generation, `kip-966`).
     fn new(configs: &[(&str, &str)]) -> Pair {
-        let mut nodes =
-            [0, 1].map(|id| Harness::with_config(MemoryStorage::new(), node_config(id)));
+        Pair::of(ReplicationGeneration::Kip966, configs)
+    }
+
+    /// [`Pair::new`] with brokers of `generation`.
+    fn of(generation: ReplicationGeneration, configs: &[(&str, &str)]) -> Pair {
+        let mut nodes = [0, 1]
+            .map(|id| Harness::with_config(MemoryStorage::new(), node_config(id, generation)));
         for node in &mut nodes {
             node.create_topic("t", 1, configs);
         }
@@ -328,7 +336,11 @@ fn acks_all_waits_for_the_follower_which_copies_the_log_and_learns_the_high_wate
 
 #[test]
 fn acks_all_times_out_while_the_follower_is_away_then_the_isr_shrinks_and_expands() {
-    let mut pair = Pair::new(&[("min.insync.replicas", "2")]);
+    // Before Kafka 3.7's strict min ISR: the high watermark follows the shrunk ISR.
+    let mut pair = Pair::of(
+        ReplicationGeneration::Kip320,
+        &[("min.insync.replicas", "2")],
+    );
     pair.cut_off[FOLLOWER] = true;
     pair.fail_follower_fetch();
     assert!(
@@ -384,16 +396,59 @@ fn acks_all_times_out_while_the_follower_is_away_then_the_isr_shrinks_and_expand
     assert_eq!(pair.log_bytes(LEADER), pair.log_bytes(FOLLOWER));
 }
 
+/// KIP-966's strict min ISR (Kafka 3.7 and later): with the ISR below `min.insync.replicas`
+/// the high watermark stays where it is, so an acks=1 write is acknowledged but not
+/// committed (no consumer sees it) and acks=all is refused; once the follower is back in the
+/// ISR the high watermark covers everything the leader appended meanwhile.
+#[test]
+fn under_the_minimum_isr_the_high_watermark_stays_until_the_isr_is_whole_again() {
+    let mut pair = Pair::new(&[("min.insync.replicas", "2")]);
+    assert_eq!(
+        produce_result(pair.produce(-1, 1_000, "a")),
+        (ErrorCode::None, 0)
+    );
+    pair.cut_off[FOLLOWER] = true;
+    pair.fail_follower_fetch();
+    pair.advance(LAG_MS + 1);
+    assert_eq!(isr(&pair), vec![0], "the follower left the ISR");
+    assert_eq!(
+        produce_result(pair.produce(1, 1_000, "b")),
+        (ErrorCode::None, 1),
+        "acks=1 is appended and acknowledged"
+    );
+    assert_eq!(
+        pair.partition(LEADER).high_watermark(),
+        1,
+        "but not committed: the ISR is below the minimum"
+    );
+    assert_eq!(
+        produce_result(pair.produce(-1, 1_000, "c")).0,
+        ErrorCode::NotEnoughReplicas
+    );
+    pair.cut_off[FOLLOWER] = false;
+    pair.fail_follower_fetch();
+    pair.advance(1_000);
+    assert_eq!(isr(&pair), vec![0, 1], "the follower is back in the ISR");
+    assert_eq!(pair.partition(LEADER).high_watermark(), 2);
+}
+
 /// Kafka's `DelayedProduce`: once the high watermark passes the append, acks=all still fails
 /// if the ISR shrank below `min.insync.replicas` meanwhile; with `min.insync.replicas=1` the
-/// leader alone acknowledges it (the catalogue's "acks=all with a shrunk ISR").
+/// leader alone acknowledges it (the catalogue's "acks=all with a shrunk ISR"). Under KIP-966's
+/// strict min ISR the high watermark never passes it while the ISR is short: the request waits
+/// until its timeout instead.
 #[test]
 fn an_isr_shrink_under_a_waiting_acks_all_decides_by_min_insync_replicas() {
-    for (min_insync, expected) in [
-        ("2", (ErrorCode::NotEnoughReplicasAfterAppend, -1)),
-        ("1", (ErrorCode::None, 0)),
+    for (generation, min_insync, expected) in [
+        (
+            ReplicationGeneration::Kip320,
+            "2",
+            (ErrorCode::NotEnoughReplicasAfterAppend, -1),
+        ),
+        (ReplicationGeneration::Kip320, "1", (ErrorCode::None, 0)),
+        (ReplicationGeneration::Kip966, "1", (ErrorCode::None, 0)),
     ] {
-        let mut pair = Pair::new(&[("min.insync.replicas", min_insync)]);
+        let mut pair = Pair::of(generation, &[("min.insync.replicas", min_insync)]);
         pair.cut_off[FOLLOWER] = true;
         pair.fail_follower_fetch();
         assert!(pair.produce(-1, 60_000, "a").is_empty());
@@ -659,7 +714,10 @@ fn fetch_answer(id: PeerRequestId, parts: &[(i32, ErrorCode)]) -> Input {
 
 #[test]
 fn a_partition_whose_fetch_failed_backs_off_alone_while_the_others_go_on_fetching() {
-    let mut follower = Harness::with_config(MemoryStorage::new(), node_config(1));
+    let mut follower = Harness::with_config(
+        MemoryStorage::new(),
+        node_config(1, ReplicationGeneration::Kip966),
+    );
     follower.create_topic("t", 2, &[]);
     let mut sent = Vec::new();
     for index in [0, 1] {
