@@ -79,6 +79,10 @@ struct RawMeta {
 #[serde(deny_unknown_fields)]
 struct RawCluster {
     brokers: Spanned<u32>,
+    /// A named safe configuration (`durable`), sized to the cluster: what it sets comes before
+    /// `config`, which overrides it.
+    #[serde(default)]
+    preset: Option<Spanned<String>>,
     /// Controller nodes (0: the one broker is its own controller; 1: a controller node; 2 to 5:
     /// a Raft quorum).
     #[serde(default)]
@@ -654,7 +658,20 @@ impl Loader<'_> {
         table: Option<&ConfigTable>,
         reserved: &[&str],
     ) -> Result<(), ScenarioError> {
-        for (key, value, span) in self.config_pairs(table)? {
+        let pairs = self.config_pairs(table)?;
+        // Presets first (`Configurable::preset`), so the keys beside them override them.
+        for (key, value, span) in &pairs {
+            if let Some(expanded) = config.preset(key, value) {
+                let expanded =
+                    expanded.map_err(|error| self.error_at(span.clone(), error.to_string()))?;
+                for (key, value) in expanded {
+                    config
+                        .set(&key, &value)
+                        .map_err(|error| self.error_at(span.clone(), error.to_string()))?;
+                }
+            }
+        }
+        for (key, value, span) in pairs {
             if reserved.contains(&key.as_str()) {
                 return Err(self.error_at(span, format!("'{key}' is set by the simulator")));
             }
@@ -761,12 +778,26 @@ const SIMULATOR_KEYS: &[&str] = &[
 fn build(loader: &Loader<'_>, raw: RawScenario) -> Result<Scenario, ScenarioError> {
     let cluster = raw.cluster.get_ref();
     let (brokers, controllers) = build_cluster_size(loader, cluster)?;
+    let preset = match &cluster.preset {
+        Some(name) => seedlog::config::broker::preset_pairs(name.get_ref(), Some(brokers))
+            .map_err(|error| loader.error_at(name.span(), error.to_string()))?,
+        None => Vec::new(),
+    };
     let mut broker_config = BrokerConfig::default();
+    for (key, value) in &preset {
+        broker_config
+            .set(key, value)
+            .expect("a preset's pairs are valid");
+    }
     loader.apply(&mut broker_config, cluster.config.as_ref(), SIMULATOR_KEYS)?;
-    let broker_overrides = loader
-        .config_pairs(cluster.config.as_ref())?
+    let broker_overrides = preset
         .into_iter()
-        .map(|(key, value, _)| (key, value))
+        .chain(
+            loader
+                .config_pairs(cluster.config.as_ref())?
+                .into_iter()
+                .map(|(key, value, _)| (key, value)),
+        )
         .collect();
     let mut nodes: BTreeSet<String> = (0..brokers)
         .map(|index| format!("broker-{index}"))

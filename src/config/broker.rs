@@ -600,6 +600,10 @@ impl BrokerConfig {
             "replica.fetch.backoff.ms" => {
                 self.replication.fetch_backoff_ms = parse_at_least(key, value, 0)?
             }
+            "seedlog.preset" => {
+                // Expanded before the other keys (`Configurable::preset`): here only checked.
+                preset_pairs(value, None)?;
+            }
             "seedlog.log.dir.failure" => {
                 self.log_dir_failure = match value.trim() {
                     "halt" => LogDirFailure::Halt,
@@ -785,7 +789,48 @@ impl BrokerConfig {
     }
 }
 
+/// `seedlog.preset`'s named configurations: what each stands for.
+///
+/// `durable`: every guarantee of docs/SEMANTICS.md's safe rows holds, internal topics
+/// included. Every log fsyncs before a record counts (`log.flush.interval.messages=1`, the
+/// default of every topic's `flush.messages`, `__consumer_offsets` included), acks=all needs
+/// two in-sync replicas (`min.insync.replicas=2`, the default of every topic, internal ones
+/// included), `__consumer_offsets` has three replicas, unclean elections stay off, and
+/// replication is KIP-966's. `replicas` (a simulated cluster's size) caps the replication
+/// factor and the minimum ISR; a real broker, which cannot know its cluster's size, takes 3
+/// and 2: it is meant for a cluster of at least three brokers (a lone broker with it refuses
+/// acks=all, as Kafka does when min.insync.replicas exceeds the replicas). Topics created by
+/// clients choose their own replication factor: give them 3.
+pub fn preset_pairs(
+    name: &str,
+    replicas: Option<u32>,
+) -> Result<Vec<(String, String)>, ConfigError> {
+    if name.trim() != "durable" {
+        return Err(ConfigError::invalid(
+            "seedlog.preset",
+            name,
+            "expected durable",
+        ));
+    }
+    let factor = replicas.map_or(3, |brokers| brokers.clamp(1, 3));
+    let min_insync = factor.min(2);
+    Ok([
+        ("log.flush.interval.messages", "1".to_owned()),
+        ("min.insync.replicas", min_insync.to_string()),
+        ("offsets.topic.replication.factor", factor.to_string()),
+        ("unclean.leader.election.enable", "false".to_owned()),
+        ("seedlog.replication.generation", "kip-966".to_owned()),
+    ]
+    .into_iter()
+    .map(|(key, value)| (key.to_owned(), value))
+    .collect())
+}
+
 impl Configurable for BrokerConfig {
+    fn preset(&self, key: &str, value: &str) -> Option<Result<Vec<(String, String)>, ConfigError>> {
+        (key == "seedlog.preset").then(|| preset_pairs(value, None))
+    }
+
     fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
         match key {
             "node.id" | "broker.id" => self.node_id = parse_at_least(key, value, 0)?,
@@ -956,6 +1001,30 @@ mod tests {
         assert_eq!(config.advertised().host, "127.0.0.1");
         assert_eq!(config.log_dirs, "/data/x");
         assert_eq!(config.log_flush_interval_messages, 1);
+    }
+
+    /// `seedlog.preset=durable` sets the safe keys, internal topics' defaults included; a key
+    /// written beside it overrides it wherever it stands; an unknown preset is refused.
+    #[test]
+    fn the_durable_preset_sets_the_safe_keys_and_explicit_keys_override_it() {
+        let text = "min.insync.replicas=3\nseedlog.preset=durable\n";
+        let mut config = BrokerConfig::default();
+        apply_properties(&mut config, &parse_properties(text).expect("parses")).expect("valid");
+        assert_eq!(config.log_flush_interval_messages, 1);
+        assert_eq!(config.min_insync_replicas, 3, "the file's own key wins");
+        assert_eq!(config.groups.offsets_topic_replication_factor, 3);
+        assert!(!config.unclean_leader_election_enable);
+        assert_eq!(config.replication.generation, ReplicationGeneration::Kip966);
+        let sized = preset_pairs("durable", Some(1)).expect("durable");
+        assert!(sized.contains(&(
+            "offsets.topic.replication.factor".to_owned(),
+            "1".to_owned()
+        )));
+        assert!(sized.contains(&("min.insync.replicas".to_owned(), "1".to_owned())));
+        let error = BrokerConfig::default()
+            .apply([("seedlog.preset", "fast")])
+            .expect_err("unknown");
+        assert!(error.to_string().contains("expected durable"), "{error}");
     }
 
     #[test]

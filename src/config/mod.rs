@@ -96,11 +96,30 @@ pub trait Configurable {
     /// Kafka's cross-field rules, checked once every key is set.
     fn validate(&mut self) -> Result<(), ConfigError>;
 
-    /// Applies `pairs` in order, then validates.
+    /// The pairs a key stands for, if it is a preset (seedlog's `seedlog.preset`): they are
+    /// applied before every other key, so that the keys written beside a preset override it
+    /// wherever they stand. `None`: an ordinary key.
+    fn preset(
+        &self,
+        _key: &str,
+        _value: &str,
+    ) -> Option<Result<Vec<(String, String)>, ConfigError>> {
+        None
+    }
+
+    /// Applies `pairs` (presets first, then the rest in order), then validates.
     fn apply<'a>(
         &mut self,
         pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> Result<(), ConfigError> {
+        let pairs: Vec<(&str, &str)> = pairs.into_iter().collect();
+        for (key, value) in &pairs {
+            if let Some(expanded) = self.preset(key, value) {
+                for (key, value) in expanded? {
+                    self.set(&key, &value)?;
+                }
+            }
+        }
         for (key, value) in pairs {
             self.set(key, value)?;
         }
@@ -253,13 +272,23 @@ pub fn apply_properties<C: Configurable>(
     config: &mut C,
     properties: &[Property],
 ) -> Result<(), ConfigError> {
+    let at_line = |line: usize| {
+        move |error: ConfigError| ConfigError::AtLine {
+            line,
+            error: Box::new(error),
+        }
+    };
+    for property in properties {
+        if let Some(expanded) = config.preset(&property.key, &property.value) {
+            for (key, value) in expanded.map_err(at_line(property.line))? {
+                config.set(&key, &value).map_err(at_line(property.line))?;
+            }
+        }
+    }
     for property in properties {
         config
             .set(&property.key, &property.value)
-            .map_err(|error| ConfigError::AtLine {
-                line: property.line,
-                error: Box::new(error),
-            })?;
+            .map_err(at_line(property.line))?;
     }
     config.validate()
 }
