@@ -40,6 +40,10 @@ pub struct ExploreOptions {
     pub keep_going: bool,
     /// Where failure files go.
     pub out: PathBuf,
+    /// Only this shard's seeds.
+    pub shard: Option<crate::summary::Shard>,
+    /// Where the exploration's summary goes (JSON, for `seedlog-sim merge`).
+    pub summary: Option<PathBuf>,
 }
 
 /// `A..B` (B exclusive).
@@ -151,6 +155,7 @@ struct Work {
     next: AtomicU64,
     limit: AtomicU64,
     deadline: Option<Instant>,
+    shard: Option<crate::summary::Shard>,
 }
 
 impl Work {
@@ -162,8 +167,15 @@ impl Work {
         if self.deadline.is_some_and(|end| Instant::now() >= end) {
             return None;
         }
-        let seed = self.next.fetch_add(1, Ordering::SeqCst);
-        (seed < self.limit.load(Ordering::SeqCst)).then_some(seed)
+        loop {
+            let seed = self.next.fetch_add(1, Ordering::SeqCst);
+            if seed >= self.limit.load(Ordering::SeqCst) {
+                return None;
+            }
+            if self.shard.is_none_or(|shard| shard.holds(seed)) {
+                return Some(seed);
+            }
+        }
     }
 }
 
@@ -186,6 +198,7 @@ fn sweep(
         next: AtomicU64::new(options.seeds.start),
         limit: AtomicU64::new(options.seeds.end),
         deadline: options.budget.map(|budget| started + budget),
+        shard: options.shard,
     });
     let (sender, receiver) = mpsc::channel();
     let workers: Vec<_> = (0..options.jobs.max(1))
@@ -237,7 +250,8 @@ impl Tally {
     /// `1200/2000 seeds, 23.5 seeds/s, 0 failures, ETA 34s`.
     fn progress(&self, options: &ExploreOptions, elapsed: Duration) -> String {
         let rate = self.done as f64 / elapsed.as_secs_f64().max(1e-9);
-        let total = options.seeds.end.saturating_sub(options.seeds.start);
+        let span = options.seeds.end.saturating_sub(options.seeds.start);
+        let total = options.shard.map_or(span, |shard| span / shard.count);
         let by_count = Duration::from_secs_f64((total - self.done) as f64 / rate.max(1e-9));
         let eta = match options.budget {
             Some(budget) => by_count.min(budget.saturating_sub(elapsed)),
@@ -379,7 +393,58 @@ pub fn explore(path: &Path, options: &ExploreOptions) -> anyhow::Result<bool> {
         report_failure(&explored, options, &mut tally, first);
     }
     print_summary(&explored, &tally, started.elapsed());
+    if let Some(path) = &options.summary {
+        write_summary(path, &explored, options, &tally, started.elapsed())?;
+    }
     Ok(tally.failures.is_empty())
+}
+
+/// What the exploration found, as `seedlog-sim merge` reads it.
+fn write_summary(
+    path: &Path,
+    explored: &Explored,
+    options: &ExploreOptions,
+    tally: &Tally,
+    elapsed: Duration,
+) -> anyhow::Result<()> {
+    use crate::summary::{Failure, ScenarioSummary, Summary};
+    let seeds = if options.seeds.end == u64::MAX {
+        format!("{}..", options.seeds.start)
+    } else {
+        format!("{}..{}", options.seeds.start, options.seeds.end)
+    };
+    let summary = Summary {
+        kind: "explore".to_owned(),
+        commit: COMMIT.to_owned(),
+        seeds,
+        shard: options.shard,
+        scenarios: vec![ScenarioSummary {
+            path: explored.path.clone(),
+            seeds: tally.done,
+            failures: tally
+                .failures
+                .iter()
+                .map(|(seed, reason, file)| Failure {
+                    seed: *seed,
+                    reason: reason.clone(),
+                    file: Some(file.display().to_string()),
+                })
+                .collect(),
+            hits: BTreeMap::new(),
+            min_fraction: 1.0,
+            hashes: std::collections::BTreeSet::new(),
+            faults: tally
+                .kinds
+                .iter()
+                .map(|(kind, count)| (kind.clone(), *count as u64))
+                .collect(),
+            simulated_seconds: tally.simulated.as_secs_f64(),
+        }],
+        cpu_seconds: crate::summary::process_cpu_seconds(),
+        wall_seconds: elapsed.as_secs_f64(),
+    };
+    let text = serde_json::to_string_pretty(&summary)?;
+    std::fs::write(path, text).with_context(|| path.display().to_string())
 }
 
 /// Reports a failing seed: its failure file, a summary, the repro command.

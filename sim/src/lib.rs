@@ -24,6 +24,7 @@ pub mod harness;
 pub mod history;
 pub mod scenario;
 pub mod shrink;
+pub mod summary;
 pub mod timeline;
 pub mod verdict;
 #[cfg(madsim)]

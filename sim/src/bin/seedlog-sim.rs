@@ -20,6 +20,7 @@ use seedlog_sim::timeline::{render, Page};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use seedlog_sim::scenario::load;
+use seedlog_sim::summary::Summary;
 use seedlog_sim::verdict::SeedVerdict;
 
 #[derive(Parser)]
@@ -54,6 +55,13 @@ enum Command {
         /// such as the mutation runner's (`scripts/mutants.sh`).
         #[arg(long, requires = "seeds")]
         per_seed: bool,
+        /// Only the seeds `s` of the sweep with `s % N == K`: shard K (from 0) of N, to split a
+        /// sweep over machines (`seedlog-sim merge` adds their summaries up).
+        #[arg(long, requires = "seeds")]
+        shard: Option<String>,
+        /// Write what the sweep found as JSON, for `seedlog-sim merge`.
+        #[arg(long, requires = "seeds")]
+        summary: Option<PathBuf>,
         /// Write the history of a single-seed run here (JSON lines).
         #[arg(long)]
         history: Option<PathBuf>,
@@ -124,6 +132,22 @@ enum Command {
         /// Where failure files go.
         #[arg(long, default_value = "target/sim-failures")]
         out: PathBuf,
+        /// Only the seeds `s` with `s % N == K`: shard K (from 0) of N.
+        #[arg(long)]
+        shard: Option<String>,
+        /// Write what the exploration found as JSON, for `seedlog-sim merge`.
+        #[arg(long)]
+        summary: Option<PathBuf>,
+    },
+    /// Add up the summaries of a sweep's or an exploration's shards (`--shard K/N --summary
+    /// FILE`) and judge the whole: every shard of the split once, one commit, one seed range.
+    Merge {
+        /// Summary files.
+        #[arg(required = true)]
+        summaries: Vec<PathBuf>,
+        /// Write the merged summary here.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
     },
     /// Run a failure file at its recorded seed with logs; write its history (and, if it fails,
     /// its timeline) next to it.
@@ -209,6 +233,7 @@ fn run(command: Command) -> anyhow::Result<bool> {
             format,
             output,
         } => export_command(&history, &format, output.as_deref()),
+        Command::Merge { summaries, output } => merge(&summaries, output.as_deref()),
         #[cfg(madsim)]
         Command::Run {
             paths,
@@ -217,6 +242,8 @@ fn run(command: Command) -> anyhow::Result<bool> {
             jobs,
             check_determinism,
             per_seed,
+            shard,
+            summary,
             history,
             log,
         } => simulate::run_command(
@@ -228,7 +255,15 @@ fn run(command: Command) -> anyhow::Result<bool> {
                 check_determinism,
                 per_seed,
             },
-            history.as_deref(),
+            simulate::Output {
+                shard: shard
+                    .as_deref()
+                    .map(seedlog_sim::summary::Shard::parse)
+                    .transpose()
+                    .map_err(anyhow::Error::msg)?,
+                summary,
+                history,
+            },
             log,
         ),
         #[cfg(madsim)]
@@ -241,6 +276,8 @@ fn run(command: Command) -> anyhow::Result<bool> {
             jobs,
             keep_going,
             out,
+            shard,
+            summary,
         } => simulate::explore(
             &path,
             seeds.as_deref(),
@@ -248,6 +285,12 @@ fn run(command: Command) -> anyhow::Result<bool> {
             jobs,
             keep_going,
             out,
+            shard
+                .as_deref()
+                .map(seedlog_sim::summary::Shard::parse)
+                .transpose()
+                .map_err(anyhow::Error::msg)?,
+            summary,
         ),
         #[cfg(madsim)]
         Command::Replay { file, seed } => simulate::replay(&file, seed),
@@ -267,6 +310,37 @@ fn run(command: Command) -> anyhow::Result<bool> {
             anyhow::bail!("the simulator needs the madsim build: cargo sim run --release -p seedlog-sim -- ...")
         }
     }
+}
+
+/// `seedlog-sim merge`: the shards' summaries as one, judged; true when every scenario passes.
+fn merge(paths: &[PathBuf], output: Option<&Path>) -> anyhow::Result<bool> {
+    let summaries = paths
+        .iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
+            serde_json::from_str::<Summary>(&text).with_context(|| path.display().to_string())
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let merged = seedlog_sim::summary::merge(&summaries).map_err(anyhow::Error::msg)?;
+    println!(
+        "merged {} {} summar{} (seeds {}, commit {}): {:.0} CPU seconds in all",
+        paths.len(),
+        merged.kind,
+        if paths.len() == 1 { "y" } else { "ies" },
+        merged.seeds,
+        merged.commit,
+        merged.cpu_seconds
+    );
+    let mut passed = true;
+    for scenario in &merged.scenarios {
+        passed &= scenario.passes();
+        println!("{}", scenario.line());
+    }
+    if let Some(output) = output {
+        let text = serde_json::to_string_pretty(&merged)?;
+        std::fs::write(output, text).with_context(|| output.display().to_string())?;
+    }
+    Ok(passed)
 }
 
 fn read_history(history_path: &Path) -> anyhow::Result<History> {
@@ -371,6 +445,7 @@ mod simulate {
     use seedlog_sim::harness::{install_quiet_panic_hook, run_seed, RunOutcome};
     use seedlog_sim::history::History;
     use seedlog_sim::scenario::{load, Scenario};
+    use seedlog_sim::summary::{shard_seeds, Failure, ScenarioSummary, Shard, Summary};
     use seedlog_sim::verdict::{SeedVerdict, SweepSummary};
 
     use super::{Path, PathBuf};
@@ -523,15 +598,31 @@ mod simulate {
         }
     }
 
+    /// Where a run's results go besides the terminal.
+    pub(super) struct Output {
+        /// Only this shard's seeds of a sweep.
+        pub(super) shard: Option<Shard>,
+        /// A sweep's summary file.
+        pub(super) summary: Option<PathBuf>,
+        /// A single run's history file.
+        pub(super) history: Option<PathBuf>,
+    }
+
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "the wall time of a sweep, outside any simulation"
+    )]
     pub(super) fn run_command(
         paths: &[PathBuf],
         seed: Option<u64>,
         seeds: Option<&str>,
         jobs: Option<usize>,
         judging: Judging,
-        history: Option<&Path>,
+        output: Output,
         log: bool,
     ) -> anyhow::Result<bool> {
+        let started = std::time::Instant::now();
+        let history = output.history.as_deref();
         let check_determinism = judging.check_determinism;
         install_quiet_panic_hook();
         let files = scenario_files(paths)?;
@@ -545,9 +636,13 @@ mod simulate {
         let commit = commit();
         let mut all_passed = true;
         let mut lines = Vec::new();
+        let mut summaries = Vec::new();
         for scenario in &scenarios {
             let passed = if let Some(range) = seeds {
-                sweep_scenario(scenario, parse_seeds(range)?, jobs, judging, &mut lines)
+                let seeds = shard_seeds(parse_seeds(range)?, output.shard);
+                let (passed, summary) = sweep_scenario(scenario, seeds, jobs, judging, &mut lines);
+                summaries.push(summary);
+                passed
             } else {
                 let seed = seed.or(scenario.pinned_seed).unwrap_or(1);
                 single(
@@ -569,6 +664,19 @@ mod simulate {
         );
         for line in lines {
             println!("{line}");
+        }
+        if let (Some(path), Some(range)) = (&output.summary, seeds) {
+            let summary = Summary {
+                kind: "run".to_owned(),
+                commit,
+                seeds: range.to_owned(),
+                shard: output.shard,
+                scenarios: summaries,
+                cpu_seconds: process_cpu_time().as_secs_f64(),
+                wall_seconds: started.elapsed().as_secs_f64(),
+            };
+            std::fs::write(path, serde_json::to_string_pretty(&summary)?)
+                .with_context(|| path.display().to_string())?;
         }
         Ok(all_passed)
     }
@@ -670,6 +778,10 @@ mod simulate {
         })
     }
 
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the command's flags, passed through"
+    )]
     pub(super) fn explore(
         path: &Path,
         seeds: Option<&str>,
@@ -677,6 +789,8 @@ mod simulate {
         jobs: Option<usize>,
         keep_going: bool,
         out: PathBuf,
+        shard: Option<Shard>,
+        summary: Option<PathBuf>,
     ) -> anyhow::Result<bool> {
         use seedlog_sim::explore::{parse_budget, ExploreOptions};
         let seeds = match (seeds, budget) {
@@ -690,6 +804,8 @@ mod simulate {
             jobs: self::jobs(jobs),
             keep_going,
             out,
+            shard,
+            summary,
         };
         seedlog_sim::explore::explore(path, &options)
     }
@@ -827,12 +943,12 @@ mod simulate {
 
     fn sweep_scenario(
         scenario: &Scenario,
-        range: std::ops::Range<u64>,
+        seeds: Vec<u64>,
         jobs: usize,
         judging: Judging,
         lines: &mut Vec<String>,
-    ) -> bool {
-        let total = (range.end - range.start) as usize;
+    ) -> (bool, ScenarioSummary) {
+        let total = seeds.len();
         let interactive = std::io::stderr().is_terminal();
         eprintln!(
             "== {} — {} ({total} seeds, {jobs} jobs)",
@@ -840,28 +956,52 @@ mod simulate {
         );
         let mut summary = SweepSummary::default();
         let mut totals = SweepTotals::default();
-        sweep(
-            scenario,
-            range.collect(),
-            jobs,
-            judging.check_determinism,
-            |report| {
-                report_seed(scenario, report, &mut summary, &mut totals);
-                let (done, failed) = (totals.done, summary.failures.len());
-                if interactive {
-                    eprint!("\r   {done}/{total} seeds, {failed} failed");
-                } else if done % (total / 10).max(1) == 0 || done == total {
-                    eprintln!("   {done}/{total} seeds, {failed} failed");
-                }
-            },
-        );
+        sweep(scenario, seeds, jobs, judging.check_determinism, |report| {
+            report_seed(scenario, report, &mut summary, &mut totals);
+            let (done, failed) = (totals.done, summary.failures.len());
+            if interactive {
+                eprint!("\r   {done}/{total} seeds, {failed} failed");
+            } else if done % (total / 10).max(1) == 0 || done == total {
+                eprintln!("   {done}/{total} seeds, {failed} failed");
+            }
+        });
         if interactive {
             eprintln!();
         }
         let (passed, line) = summary_line(scenario, &summary, &totals, judging);
         eprintln!("{line}");
         lines.push(line);
-        passed
+        let shard_summary = ScenarioSummary {
+            path: scenario.path.clone(),
+            seeds: summary.seeds as u64,
+            failures: summary
+                .failures
+                .iter()
+                .map(|(seed, reason)| Failure {
+                    seed: *seed,
+                    reason: reason.clone(),
+                    file: None,
+                })
+                .collect(),
+            hits: scenario
+                .expect
+                .violated
+                .iter()
+                .map(|check| {
+                    let hits = summary.hits.get(check).copied().unwrap_or(0);
+                    (check.name().to_owned(), hits as u64)
+                })
+                .collect(),
+            min_fraction: scenario.expect.min_fraction,
+            hashes: summary
+                .distinct_hashes
+                .iter()
+                .map(|hash| format!("{hash:016x}"))
+                .collect(),
+            faults: std::collections::BTreeMap::new(),
+            simulated_seconds: totals.simulated.as_secs_f64(),
+        };
+        (passed, shard_summary)
     }
 
     /// CPU time used so far by every thread of this process, living or ended.
