@@ -1126,13 +1126,18 @@ async fn supervise(scenario: &Scenario, env_slot: &Mutex<Option<Env>>) -> (Histo
 /// A node whose process exited on its own (Kafka's broker halts when its only log directory
 /// fails) is down, as a crashed one: killed (its page cache survives, as when a process exits),
 /// recorded as a `halt` with its reason, and restarted by the liveness phase (or by a fault that
-/// restarts it), as an operator or a supervisor would.
+/// restarts it; at once if the phase has begun), as an operator or a supervisor would.
 async fn take_down_exited(
     cluster: Arc<Cluster>,
     mut exited: mpsc::UnboundedReceiver<(String, String)>,
 ) {
     while let Some((node, reason)) = exited.recv().await {
         cluster.halted(&node, &reason);
+        if cluster.healed.load(Ordering::SeqCst) {
+            // Past the heal (a disk fault armed during the safety phase can strike later): the
+            // supervisor restarts it at once, as the heal restarted every node down then.
+            cluster.restart(&node);
+        }
     }
 }
 
