@@ -78,7 +78,8 @@ fn raft_config(snapshot_entries: u64) -> io::Result<Arc<Config>> {
 /// A running member of the quorum.
 #[derive(Clone)]
 pub struct Quorum {
-    raft: Raft<MetadataRaft>,
+    /// Proposals, to the one task that hands them to Raft in order.
+    proposals: mpsc::UnboundedSender<MetadataBatch>,
 }
 
 impl fmt::Debug for Quorum {
@@ -130,22 +131,51 @@ impl Quorum {
             }
         }
         tokio::spawn(watch_leader(raft.clone(), to_node));
-        Ok(Quorum { raft })
+        let (proposals, to_propose) = mpsc::unbounded_channel();
+        tokio::spawn(propose_in_order(raft.clone(), to_propose));
+        Ok(Quorum { proposals })
     }
 
     /// Proposes `records` as one entry. Whether it commits is learned from the entries fed
     /// back; a node that is not the leader has its proposal refused, and is told so by a
-    /// leader change.
+    /// leader change. Proposals reach the Raft log in the order they are made: each was decided
+    /// on an image that holds every earlier one.
     pub fn propose(&self, records: &[Record]) {
         let batch = MetadataBatch {
             records: records.iter().map(Record::encode).collect(),
         };
-        let raft = self.raft.clone();
-        tokio::spawn(async move {
-            if let Err(error) = raft.client_write(batch).await {
-                tracing::debug!(%error, "metadata proposal not committed here");
+        // The task ends only with the node.
+        let _ = self.proposals.send(batch);
+    }
+}
+
+/// Hands proposals to Raft one after the other, in the order they were made (a task per
+/// proposal let the scheduler reorder them: a later decision, made on an image holding an
+/// earlier one, could be committed before it, and the committed log then held a change that does
+/// not apply, on every controller). Answers are awaited apart, so a slow commit holds nothing
+/// back.
+async fn propose_in_order(
+    raft: Raft<MetadataRaft>,
+    mut proposals: mpsc::UnboundedReceiver<MetadataBatch>,
+) {
+    while let Some(batch) = proposals.recv().await {
+        match raft.client_write_ff(batch).await {
+            Ok(answer) => {
+                tokio::spawn(async move {
+                    match answer.await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(error)) => {
+                            tracing::debug!(%error, "metadata proposal not committed here");
+                        }
+                        Err(_) => tracing::debug!("metadata proposal dropped"),
+                    }
+                });
             }
-        });
+            Err(error) => {
+                tracing::debug!(%error, "the Raft core is gone");
+                return;
+            }
+        }
     }
 }
 
