@@ -9,8 +9,9 @@
 #   determinism  seeds ${SEEDLOG_DETERMINISM:-0..20} run twice, histories byte-compared (and
 #             judged, so each scenario's verdicts cover seeds 0..60 in all; the sweep was 0..100
 #             until 2026-12-03, when it alone took 9 of the 30 minutes CI may use here)
-#   explore   seeds ${SEEDLOG_EXPLORE:-0..300} of the chaos scenario's [explore] space (faults drawn
-#             per seed; a failure writes a failure file under target/sim-failures/)
+#   explore   seeds ${SEEDLOG_EXPLORE_SEEDS:-0..200} of every [explore] space, one per family
+#             (scripts/explore.sh ci; faults drawn per seed; a failure writes a failure file
+#             under target/sim-failures/; `scripts/explore.sh nightly` runs 5,000 seeds of each)
 #   clients   kafka-python and kcat against the real broker; the client conformance suite; a
 #             simulator timeline page rendered in headless Chromium (tests/python/test_timeline.py,
 #             after sim-build: it runs target/sim/release/seedlog-sim)
@@ -108,7 +109,7 @@ step sim-tests "${SIM_ENV[@]}" cargo test --release -p seedlog-sim
 step sim-build "${SIM_ENV[@]}" cargo build --release -p seedlog-sim
 step sweep sim_cli run scenarios --seeds "${SEEDLOG_SWEEP:-20..60}"
 step determinism sim_cli run scenarios --seeds "${SEEDLOG_DETERMINISM:-0..20}" --check-determinism
-step explore sim_cli explore scenarios/durability/chaos-acks-all-fsync.toml --seeds "${SEEDLOG_EXPLORE:-0..300}"
+step explore bash scripts/explore.sh ci
 step kafka-python-kcat env SEEDLOG_BIN=target/debug/seedlog .venv/bin/python -m pytest -q -p no:warnings tests/python
 step conformance env SEEDLOG_BIN=target/debug/seedlog bash bench/conformance/ci.sh
 
