@@ -778,27 +778,7 @@ const SIMULATOR_KEYS: &[&str] = &[
 fn build(loader: &Loader<'_>, raw: RawScenario) -> Result<Scenario, ScenarioError> {
     let cluster = raw.cluster.get_ref();
     let (brokers, controllers) = build_cluster_size(loader, cluster)?;
-    let preset = match &cluster.preset {
-        Some(name) => seedlog::config::broker::preset_pairs(name.get_ref(), Some(brokers))
-            .map_err(|error| loader.error_at(name.span(), error.to_string()))?,
-        None => Vec::new(),
-    };
-    let mut broker_config = BrokerConfig::default();
-    for (key, value) in &preset {
-        broker_config
-            .set(key, value)
-            .expect("a preset's pairs are valid");
-    }
-    loader.apply(&mut broker_config, cluster.config.as_ref(), SIMULATOR_KEYS)?;
-    let broker_overrides = preset
-        .into_iter()
-        .chain(
-            loader
-                .config_pairs(cluster.config.as_ref())?
-                .into_iter()
-                .map(|(key, value, _)| (key, value)),
-        )
-        .collect();
+    let (broker_config, broker_overrides) = build_broker_config(loader, cluster, brokers)?;
     let mut nodes: BTreeSet<String> = (0..brokers)
         .map(|index| format!("broker-{index}"))
         .chain((0..controllers).map(|index| format!("controller-{index}")))
@@ -848,6 +828,37 @@ fn build(loader: &Loader<'_>, raw: RawScenario) -> Result<Scenario, ScenarioErro
         expect,
         explore,
     })
+}
+
+/// The brokers' configuration: the preset (sized to the cluster), then the scenario's keys;
+/// and the pairs each broker is started with.
+fn build_broker_config(
+    loader: &Loader<'_>,
+    cluster: &RawCluster,
+    brokers: u32,
+) -> Result<(BrokerConfig, Vec<(String, String)>), ScenarioError> {
+    let preset = match &cluster.preset {
+        Some(name) => seedlog::config::broker::preset_pairs(name.get_ref(), Some(brokers))
+            .map_err(|error| loader.error_at(name.span(), error.to_string()))?,
+        None => Vec::new(),
+    };
+    let mut broker_config = BrokerConfig::default();
+    for (key, value) in &preset {
+        broker_config
+            .set(key, value)
+            .expect("a preset's pairs are valid");
+    }
+    loader.apply(&mut broker_config, cluster.config.as_ref(), SIMULATOR_KEYS)?;
+    let broker_overrides = preset
+        .into_iter()
+        .chain(
+            loader
+                .config_pairs(cluster.config.as_ref())?
+                .into_iter()
+                .map(|(key, value, _)| (key, value)),
+        )
+        .collect();
+    Ok((broker_config, broker_overrides))
 }
 
 fn build_clients(

@@ -577,6 +577,32 @@ impl BrokerConfig {
             "replica.fetch.response.max.bytes" => {
                 self.replication.fetch_response_max_bytes = parse_at_least(key, value, 0)?
             }
+            "replica.high.watermark.checkpoint.interval.ms" => {
+                self.replication.high_watermark_checkpoint_interval_ms =
+                    parse_at_least(key, value, 1)?
+            }
+            "replica.fetch.backoff.ms" => {
+                self.replication.fetch_backoff_ms = parse_at_least(key, value, 0)?
+            }
+            "replica.socket.timeout.ms" => {
+                self.replication.socket_timeout_ms = parse_at_least(key, value, 1)?
+            }
+            "metrics.listener" => {
+                let address = value.trim();
+                if address.parse::<std::net::SocketAddr>().is_err() {
+                    return Err(ConfigError::invalid(key, value, "expected ip:port"));
+                }
+                self.metrics_listener = Some(address.to_owned());
+            }
+            _ => return self.set_seedlog(key, value),
+        }
+        Ok(())
+    }
+
+    /// seedlog's own keys: the preset and the generations that choose which Kafka's behaviour
+    /// the broker has.
+    fn set_seedlog(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        match key {
             "seedlog.replication.generation" => {
                 self.replication.generation = match value.trim() {
                     "hw-truncation" => ReplicationGeneration::HwTruncation,
@@ -592,13 +618,6 @@ impl BrokerConfig {
                         ))
                     }
                 }
-            }
-            "replica.high.watermark.checkpoint.interval.ms" => {
-                self.replication.high_watermark_checkpoint_interval_ms =
-                    parse_at_least(key, value, 1)?
-            }
-            "replica.fetch.backoff.ms" => {
-                self.replication.fetch_backoff_ms = parse_at_least(key, value, 0)?
             }
             "seedlog.preset" => {
                 // Expanded before the other keys (`Configurable::preset`): here only checked.
@@ -629,16 +648,6 @@ impl BrokerConfig {
                         ))
                     }
                 }
-            }
-            "replica.socket.timeout.ms" => {
-                self.replication.socket_timeout_ms = parse_at_least(key, value, 1)?
-            }
-            "metrics.listener" => {
-                let address = value.trim();
-                if address.parse::<std::net::SocketAddr>().is_err() {
-                    return Err(ConfigError::invalid(key, value, "expected ip:port"));
-                }
-                self.metrics_listener = Some(address.to_owned());
             }
             _ => return self.set_cluster(key, value),
         }

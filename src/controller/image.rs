@@ -353,6 +353,7 @@ impl ClusterImage {
 }
 
 /// What a partition change record changes (`None`: that part stays).
+#[derive(Clone, Copy)]
 struct Change<'a> {
     isr: Option<&'a [BrokerId]>,
     leader: Option<BrokerId>,

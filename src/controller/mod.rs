@@ -580,6 +580,24 @@ impl QuorumController {
         records
     }
 
+    /// Kafka's `maybeUpdateLastKnownLeader` (with KIP-966): the first time a partition loses
+    /// its leader, remember who led; a partition with a leader has none.
+    fn remember_last_leader(
+        &self,
+        current: &PartitionRegistration,
+        leader: BrokerId,
+        last_known_elr: &mut Vec<BrokerId>,
+    ) {
+        if !self.config.eligible_leader_replicas {
+            return;
+        }
+        if leader == NO_LEADER && current.leader != NO_LEADER && last_known_elr.is_empty() {
+            *last_known_elr = vec![current.leader];
+        } else if leader != NO_LEADER {
+            last_known_elr.clear();
+        }
+    }
+
     /// Kafka's `PartitionChangeBuilder`: the ELR for the target ISR, then the election: keep an
     /// acceptable leader that stays in the ISR; else the first replica (in assignment order) in
     /// the ISR that is acceptable; with KIP-966 and the ISR empty, the first acceptable ELR
@@ -647,15 +665,7 @@ impl QuorumController {
         } else {
             (NO_LEADER, isr, false)
         };
-        if self.config.eligible_leader_replicas {
-            // Kafka's `maybeUpdateLastKnownLeader`: the first time a partition loses its
-            // leader, remember who led; a partition with a leader has none.
-            if leader == NO_LEADER && current.leader != NO_LEADER && last_known_elr.is_empty() {
-                last_known_elr = vec![current.leader];
-            } else if leader != NO_LEADER {
-                last_known_elr.clear();
-            }
-        }
+        self.remember_last_leader(current, leader, &mut last_known_elr);
         if leader == current.leader
             && isr == current.isr
             && elr == current.elr

@@ -451,52 +451,60 @@ mod tests {
                     topic_id: Uuid::from_u128(id),
                     configs,
                 }),
-            (
-                any::<u128>(),
-                0..64i32,
-                brokers(),
-                brokers(),
-                -1..8i32,
-                any::<i32>(),
-                any::<i32>(),
-                (brokers(), brokers())
-            )
-                .prop_map(
-                    |(id, partition, replicas, isr, leader, epoch, version, (elr, known))| {
-                        Record::Partition {
-                            topic_id: Uuid::from_u128(id),
-                            partition,
-                            replicas,
-                            isr,
-                            leader: BrokerId(leader),
-                            leader_epoch: LeaderEpoch(epoch),
-                            partition_epoch: PartitionEpoch(version),
-                            elr,
-                            last_known_elr: known,
-                        }
-                    }
-                ),
-            (
-                any::<u128>(),
-                0..64i32,
-                prop::option::of(brokers()),
-                prop::option::of((-1..8i32).prop_map(BrokerId)),
-                any::<bool>(),
-                prop::option::of(brokers()),
-                prop::option::of(brokers())
-            )
-                .prop_map(|(id, partition, isr, leader, unclean, elr, known)| {
-                    Record::PartitionChange {
+            partition(),
+            partition_change(),
+        ]
+    }
+
+    fn partition() -> impl Strategy<Value = Record> {
+        (
+            any::<u128>(),
+            0..64i32,
+            brokers(),
+            brokers(),
+            -1..8i32,
+            any::<i32>(),
+            any::<i32>(),
+            (brokers(), brokers()),
+        )
+            .prop_map(
+                |(id, partition, replicas, isr, leader, epoch, version, (elr, known))| {
+                    Record::Partition {
                         topic_id: Uuid::from_u128(id),
                         partition,
+                        replicas,
                         isr,
-                        leader,
-                        unclean,
+                        leader: BrokerId(leader),
+                        leader_epoch: LeaderEpoch(epoch),
+                        partition_epoch: PartitionEpoch(version),
                         elr,
                         last_known_elr: known,
                     }
-                }),
-        ]
+                },
+            )
+    }
+
+    fn partition_change() -> impl Strategy<Value = Record> {
+        (
+            any::<u128>(),
+            0..64i32,
+            prop::option::of(brokers()),
+            prop::option::of((-1..8i32).prop_map(BrokerId)),
+            any::<bool>(),
+            prop::option::of(brokers()),
+            prop::option::of(brokers()),
+        )
+            .prop_map(|(id, partition, isr, leader, unclean, elr, known)| {
+                Record::PartitionChange {
+                    topic_id: Uuid::from_u128(id),
+                    partition,
+                    isr,
+                    leader,
+                    unclean,
+                    elr,
+                    last_known_elr: known,
+                }
+            })
     }
 
     proptest! {

@@ -100,6 +100,24 @@ impl Cluster {
         topic_id
     }
 
+    /// The leader of partition 0 of `topic` asks for `isr` (AlterPartition).
+    fn shrink_isr(&mut self, topic: Uuid, leader: BrokerId, isr: Vec<BrokerId>) {
+        let now = self.partition(topic, 0);
+        let (_, records) = self
+            .controller
+            .alter_partition(&AlterPartition {
+                broker: leader,
+                broker_epoch: self.epochs[&leader],
+                topic_id: topic,
+                partition: 0,
+                leader_epoch: now.leader_epoch,
+                partition_epoch: now.partition_epoch,
+                new_isr: isr,
+            })
+            .expect("the leader shrinks its ISR");
+        self.log.extend(records);
+    }
+
     fn partition(&self, topic_id: Uuid, partition: i32) -> PartitionRegistration {
         self.controller
             .image()
@@ -275,28 +293,12 @@ fn the_last_replica_standing_is_not_elected_after_an_unclean_shutdown() {
         let topic = cluster.create("t", 1, 3, &[]);
         let start = cluster.partition(topic, 0);
         let (last, second, first) = (start.leader, start.replicas[1], start.replicas[2]);
-        let shrink = |cluster: &mut Cluster, isr: Vec<BrokerId>| {
-            let now = cluster.partition(topic, 0);
-            let (_, records) = cluster
-                .controller
-                .alter_partition(&AlterPartition {
-                    broker: last,
-                    broker_epoch: cluster.epochs[&last],
-                    topic_id: topic,
-                    partition: 0,
-                    leader_epoch: now.leader_epoch,
-                    partition_epoch: now.partition_epoch,
-                    new_isr: isr,
-                })
-                .expect("the leader shrinks its ISR");
-            cluster.log.extend(records);
-        };
-        shrink(&mut cluster, vec![last, second]);
+        cluster.shrink_isr(topic, last, vec![last, second]);
         assert!(
             cluster.partition(topic, 0).elr.is_empty(),
             "still at the minimum"
         );
-        shrink(&mut cluster, vec![last]);
+        cluster.shrink_isr(topic, last, vec![last]);
         let below = cluster.partition(topic, 0);
         if elr {
             assert_eq!(below.elr, vec![second], "left below the minimum: eligible");

@@ -128,12 +128,12 @@ impl BrokerProcess {
 
     /// Waits (at most `timeout`) for the process to exit by itself; its status if it did.
     pub(crate) fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = std::time::Instant::now() + timeout;
-        while std::time::Instant::now() < deadline {
+        let step = Duration::from_millis(20);
+        for _ in 0..=timeout.as_millis() / step.as_millis() {
             if let Some(status) = self.child.try_wait().expect("wait") {
                 return Some(status);
             }
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(step);
         }
         None
     }

@@ -234,7 +234,27 @@ fn run(command: Command) -> anyhow::Result<bool> {
             output,
         } => export_command(&history, &format, output.as_deref()),
         Command::Merge { summaries, output } => merge(&summaries, output.as_deref()),
-        #[cfg(madsim)]
+        Command::Run { .. }
+        | Command::Bench { .. }
+        | Command::Explore { .. }
+        | Command::Replay { .. }
+        | Command::Shrink { .. } => simulated(command),
+    }
+}
+
+/// `--shard K/N`, parsed.
+#[cfg(madsim)]
+fn parse_shard(shard: Option<&str>) -> anyhow::Result<Option<seedlog_sim::summary::Shard>> {
+    shard
+        .map(seedlog_sim::summary::Shard::parse)
+        .transpose()
+        .map_err(anyhow::Error::msg)
+}
+
+/// The subcommands that run the simulator.
+#[cfg(madsim)]
+fn simulated(command: Command) -> anyhow::Result<bool> {
+    match command {
         Command::Run {
             paths,
             seed,
@@ -256,19 +276,13 @@ fn run(command: Command) -> anyhow::Result<bool> {
                 per_seed,
             },
             simulate::Output {
-                shard: shard
-                    .as_deref()
-                    .map(seedlog_sim::summary::Shard::parse)
-                    .transpose()
-                    .map_err(anyhow::Error::msg)?,
+                shard: parse_shard(shard.as_deref())?,
                 summary,
                 history,
             },
             log,
         ),
-        #[cfg(madsim)]
         Command::Bench { path, seeds, jobs } => simulate::bench(&path, &seeds, jobs),
-        #[cfg(madsim)]
         Command::Explore {
             path,
             seeds,
@@ -285,31 +299,29 @@ fn run(command: Command) -> anyhow::Result<bool> {
             jobs,
             keep_going,
             out,
-            shard
-                .as_deref()
-                .map(seedlog_sim::summary::Shard::parse)
-                .transpose()
-                .map_err(anyhow::Error::msg)?,
+            parse_shard(shard.as_deref())?,
             summary,
         ),
-        #[cfg(madsim)]
         Command::Replay { file, seed } => simulate::replay(&file, seed),
-        #[cfg(madsim)]
         Command::Shrink {
             file,
             check,
             seed,
             jobs,
         } => seedlog_sim::explore::shrink(&file, check.as_deref(), seed, simulate::jobs(jobs)),
-        #[cfg(not(madsim))]
-        Command::Run { .. }
-        | Command::Bench { .. }
-        | Command::Explore { .. }
-        | Command::Replay { .. }
-        | Command::Shrink { .. } => {
-            anyhow::bail!("the simulator needs the madsim build: cargo sim run --release -p seedlog-sim -- ...")
-        }
+        Command::Check { .. }
+        | Command::Timeline { .. }
+        | Command::Export { .. }
+        | Command::Merge { .. } => run(command),
     }
+}
+
+/// The subcommands that run the simulator, in a build without it.
+#[cfg(not(madsim))]
+fn simulated(_command: Command) -> anyhow::Result<bool> {
+    anyhow::bail!(
+        "the simulator needs the madsim build: cargo sim run --release -p seedlog-sim -- ..."
+    )
 }
 
 /// `seedlog-sim merge`: the shards' summaries as one, judged; true when every scenario passes.
