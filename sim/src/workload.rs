@@ -1219,8 +1219,8 @@ async fn position(
         consumer.assign(&[]);
         return false;
     };
-    for (partition, offset) in committed {
-        consumer.seek(&partition, offset);
+    for (partition, (offset, epoch)) in committed {
+        consumer.seek_with_epoch(&partition, offset, epoch);
     }
     true
 }
@@ -1293,6 +1293,7 @@ impl Application {
         records: &[ConsumerRecord],
     ) {
         let positions = positions_after(records);
+        member.note_offset_epochs(consumer, positions.keys());
         match self.processing {
             Processing::CommitBefore if !records.is_empty() => {
                 if recorder.commit(member, &positions).await {

@@ -81,6 +81,9 @@ pub struct MetadataCache {
     max_age_ms: u64,
     retry_backoff_ms: u64,
     allow_auto_topic_creation: bool,
+    /// Leader epochs learned outside metadata (a committed offset's), per partition: Kafka's
+    /// `Metadata.lastSeenLeaderEpochs`.
+    last_seen_epochs: BTreeMap<(String, i32), i32>,
 }
 
 impl MetadataCache {
@@ -97,6 +100,38 @@ impl MetadataCache {
             max_age_ms,
             retry_backoff_ms,
             allow_auto_topic_creation,
+            last_seen_epochs: BTreeMap::new(),
+        }
+    }
+
+    /// A leader epoch of `partition` learned outside metadata, such as a committed offset's
+    /// (Kafka's `updateLastSeenEpochIfNewer`, KIP-320): while the cache names an older epoch,
+    /// the partition's leader counts as unknown ([`leader`](Self::leader), Kafka's
+    /// `partitionMetadataIfCurrent`) and a refresh is asked for, so nothing is fetched from a
+    /// leader that was already replaced when the offset was committed.
+    pub fn update_last_seen_epoch(&mut self, topic: &str, partition: i32, epoch: i32) {
+        if epoch < 0 {
+            return;
+        }
+        let seen = self
+            .last_seen_epochs
+            .entry((topic.to_owned(), partition))
+            .or_insert(epoch);
+        *seen = (*seen).max(epoch);
+        if self.current(topic, partition).is_none() {
+            self.update_requested = true;
+        }
+    }
+
+    /// `partition` as the last answer described it, unless a newer leader epoch was seen
+    /// elsewhere since.
+    fn current(&self, topic: &str, partition: i32) -> Option<&PartitionInfo> {
+        let info = self
+            .partitions(topic)?
+            .get(usize::try_from(partition).ok()?)?;
+        match self.last_seen_epochs.get(&(topic.to_owned(), partition)) {
+            Some(seen) if info.leader_epoch < *seen => None,
+            _ => Some(info),
         }
     }
 
@@ -155,17 +190,13 @@ impl MetadataCache {
 
     /// The leader of `partition` of `topic`, if the cache knows one.
     pub fn leader(&self, topic: &str, partition: i32) -> Option<i32> {
-        let info = self
-            .partitions(topic)?
-            .get(usize::try_from(partition).ok()?)?;
+        let info = self.current(topic, partition)?;
         (info.leader >= 0).then_some(info.leader)
     }
 
     /// The epoch of `partition`'s leader, if the cache knows one.
     pub fn leader_epoch(&self, topic: &str, partition: i32) -> Option<i32> {
-        let info = self
-            .partitions(topic)?
-            .get(usize::try_from(partition).ok()?)?;
+        let info = self.current(topic, partition)?;
         (info.leader >= 0 && info.leader_epoch >= 0).then_some(info.leader_epoch)
     }
 
@@ -396,6 +427,35 @@ mod tests {
             "the stale answer is ignored"
         );
         assert_eq!(epoch(2, 5), (Some(2), Some(5)));
+    }
+
+    #[test]
+    fn a_leader_older_than_a_committed_offsets_epoch_is_not_used_until_a_refresh() {
+        let mut cache = MetadataCache::new(60_000, 100, true);
+        cache.want("t");
+        let mut answered = |cache: &mut MetadataCache, leader: i32, epoch: i32| {
+            let mut answer = answer("t", ErrorCode::None, 1);
+            answer.topics[0].partitions[0].leader_id = BrokerId(leader);
+            answer.topics[0].partitions[0].leader_epoch = epoch;
+            let _ = cache.request();
+            cache.on_response(Millis(5), &answer);
+        };
+        answered(&mut cache, 1, 0);
+        assert_eq!(cache.leader("t", 0), Some(1));
+        // A committed offset names epoch 1: broker 1, leader of epoch 0, was replaced.
+        cache.update_last_seen_epoch("t", 0, 1);
+        assert_eq!(cache.leader("t", 0), None, "the stale leader is not used");
+        assert_eq!(cache.leader_epoch("t", 0), None);
+        assert!(cache.update_requested(), "a refresh is asked for");
+        answered(&mut cache, 3, 1);
+        assert_eq!(cache.leader("t", 0), Some(3));
+        assert_eq!(cache.leader_epoch("t", 0), Some(1));
+        cache.update_last_seen_epoch("t", 0, 0);
+        assert_eq!(
+            cache.leader("t", 0),
+            Some(3),
+            "an older epoch changes nothing"
+        );
     }
 
     #[test]

@@ -61,10 +61,27 @@ impl Consumer {
 
     /// Sets the next offset of an assigned partition.
     pub fn seek(&mut self, partition: &TopicPartition, offset: i64) {
+        self.seek_with_epoch(partition, offset, None);
+    }
+
+    /// Sets the next offset of an assigned partition, with the leader epoch of the record
+    /// before it (a committed offset's): nothing is fetched from a leader of an older epoch.
+    pub fn seek_with_epoch(
+        &mut self,
+        partition: &TopicPartition,
+        offset: i64,
+        leader_epoch: Option<i32>,
+    ) {
         self.apply(ConsumerInput::Seek {
             partition: partition.clone(),
             offset,
+            leader_epoch,
         });
+    }
+
+    /// The leader epoch of the last record before the position of `partition`, if known.
+    pub fn offset_epoch(&self, partition: &TopicPartition) -> Option<i32> {
+        self.driver.machine().offset_epoch(partition)
     }
 
     /// The next offset of a partition, if known.

@@ -174,6 +174,10 @@ pub struct GroupMember {
     pending_commits: VecDeque<PendingCommit>,
     /// Asynchronous commits whose answer was read, for `take_commit_outcomes`.
     commit_outcomes: Vec<CommitOutcome>,
+    /// The leader epoch of the last record consumed before each partition's position, as
+    /// [`note_offset_epochs`](Self::note_offset_epochs) last read it from the consumer: what a
+    /// commit of that partition names (Kafka's `OffsetAndMetadata.leaderEpoch`, KIP-320).
+    offset_epochs: BTreeMap<TopicPartition, i32>,
 }
 
 fn text(value: &str) -> StrBytes {
@@ -235,6 +239,23 @@ impl GroupMember {
             held: Vec::new(),
             pending_commits: VecDeque::new(),
             commit_outcomes: Vec::new(),
+            offset_epochs: BTreeMap::new(),
+        }
+    }
+
+    /// Reads from `consumer` the leader epoch of the last record consumed before the position
+    /// of each of `partitions`, for the commits that follow to name (as Kafka's consumer
+    /// commits its positions with their epochs). A member that later fetches the committed
+    /// offset learns the epoch with it, and fetches nothing from a leader older than that.
+    pub fn note_offset_epochs<'a>(
+        &mut self,
+        consumer: &crate::runtime::consumer::Consumer,
+        partitions: impl IntoIterator<Item = &'a TopicPartition>,
+    ) {
+        for partition in partitions {
+            if let Some(epoch) = consumer.offset_epoch(partition) {
+                self.offset_epochs.insert(partition.clone(), epoch);
+            }
         }
     }
 
@@ -582,11 +603,12 @@ impl GroupMember {
         }
     }
 
-    /// The committed offsets of `partitions` (absent: none committed).
+    /// The committed offsets of `partitions` (absent: none committed), each with the leader
+    /// epoch its commit named, if any.
     pub async fn committed(
         &mut self,
         partitions: &[TopicPartition],
-    ) -> Result<BTreeMap<TopicPartition, i64>, ClientError> {
+    ) -> Result<BTreeMap<TopicPartition, (i64, Option<i32>)>, ClientError> {
         let topics = by_topic(partitions)
             .into_iter()
             .map(|(topic, indexes)| {
@@ -614,9 +636,10 @@ impl GroupMember {
         for topic in &fetched.topics {
             for partition in &topic.partitions {
                 if partition.error_code == 0 && partition.committed_offset >= 0 {
+                    let epoch = partition.committed_leader_epoch;
                     offsets.insert(
                         TopicPartition::new(topic.name.as_str(), partition.partition_index),
-                        partition.committed_offset,
+                        (partition.committed_offset, (epoch >= 0).then_some(epoch)),
                     );
                 }
             }
@@ -816,7 +839,10 @@ impl GroupMember {
             grouped.entry(&partition.topic).or_default().push(
                 OffsetCommitRequestPartition::default()
                     .with_partition_index(partition.partition)
-                    .with_committed_offset(*offset),
+                    .with_committed_offset(*offset)
+                    .with_committed_leader_epoch(
+                        self.offset_epochs.get(partition).copied().unwrap_or(-1),
+                    ),
             );
         }
         let topics = grouped

@@ -266,6 +266,7 @@ pub(crate) async fn consume(args: ConsumeArgs, group: &str) -> anyhow::Result<()
         let mut fresh = BTreeMap::new();
         let done = print_noting(&polled.records, &args, &mut printed, &mut fresh)?;
         positions.0.extend(fresh.clone());
+        member.note_offset_epochs(&consumer, fresh.keys());
         member.commit_async(fresh).await;
         if done {
             break Ok(());
@@ -351,8 +352,8 @@ async fn position(
 ) -> Result<(), ClientError> {
     let committed = member.committed(assignment).await?;
     consumer.assign(assignment);
-    for (partition, offset) in committed {
-        consumer.seek(&partition, offset);
+    for (partition, (offset, epoch)) in committed {
+        consumer.seek_with_epoch(&partition, offset, epoch);
     }
     Ok(())
 }

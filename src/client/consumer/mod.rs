@@ -151,6 +151,9 @@ pub enum ConsumerInput {
         partition: TopicPartition,
         /// Its next offset.
         offset: i64,
+        /// The leader epoch of the record before it, if known (a committed offset's, KIP-320):
+        /// nothing is fetched from a leader of an older epoch.
+        leader_epoch: Option<i32>,
     },
     /// The application polls until `deadline`; answered by [`ConsumerOutput::Polled`].
     Poll {
@@ -347,6 +350,12 @@ impl ConsumerCore {
             .or_else(|| self.subscription.position(partition))
     }
 
+    /// The leader epoch of the last record before the position of `partition`, if known:
+    /// what a commit of that position names (Kafka's `OffsetAndMetadata.leaderEpoch`).
+    pub fn offset_epoch(&self, partition: &TopicPartition) -> Option<i32> {
+        self.subscription.offset_epoch(partition)
+    }
+
     /// Reacts to one input.
     pub fn handle(&mut self, now: Millis, input: ConsumerInput, out: &mut Vec<ConsumerOutput>) {
         self.subscription.expire_pauses(now);
@@ -355,7 +364,11 @@ impl ConsumerCore {
         }
         match input {
             ConsumerInput::Assign { partitions } => self.on_assign(&partitions),
-            ConsumerInput::Seek { partition, offset } => self.on_seek(&partition, offset),
+            ConsumerInput::Seek {
+                partition,
+                offset,
+                leader_epoch,
+            } => self.on_seek(&partition, offset, leader_epoch),
             ConsumerInput::Poll { deadline } => self.on_poll(deadline, out),
             ConsumerInput::ListOffsets {
                 partitions,
@@ -399,8 +412,13 @@ impl ConsumerCore {
             .retain(|error| subscription.is_assigned(&error.partition));
     }
 
-    fn on_seek(&mut self, partition: &TopicPartition, offset: i64) {
-        self.subscription.seek(partition, offset);
+    fn on_seek(&mut self, partition: &TopicPartition, offset: i64, leader_epoch: Option<i32>) {
+        self.subscription
+            .seek_with_epoch(partition, offset, leader_epoch);
+        if let Some(epoch) = leader_epoch {
+            self.metadata
+                .update_last_seen_epoch(&partition.topic, partition.partition, epoch);
+        }
         // Records and errors gathered before the seek are about the old position.
         self.buffered.retain(|held| held != partition);
         self.fetched

@@ -242,6 +242,11 @@ impl SubscriptionState {
             .min()
     }
 
+    /// The leader epoch of the batch the position was reached through, if known.
+    pub fn offset_epoch(&self, partition: &TopicPartition) -> Option<i32> {
+        self.partitions.get(partition)?.offset_epoch
+    }
+
     /// The next offset to read, if known (awaiting validation or not).
     pub fn position(&self, partition: &TopicPartition) -> Option<i64> {
         match self.partitions.get(partition)?.position {

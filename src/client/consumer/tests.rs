@@ -85,7 +85,16 @@ fn start_polling(
     );
     for (index, offset) in positions {
         let (partition, offset) = (partition(*index), *offset);
-        assert!(step(core, 0, ConsumerInput::Seek { partition, offset }).is_empty());
+        assert!(step(
+            core,
+            0,
+            ConsumerInput::Seek {
+                partition,
+                offset,
+                leader_epoch: None,
+            }
+        )
+        .is_empty());
     }
     step(
         core,
@@ -503,7 +512,15 @@ fn a_response_for_a_partition_seeked_meanwhile_is_ignored() {
     step(&mut core, 0, connected());
     step(&mut core, 100, ConsumerInput::Tick);
     let (partition, offset) = (partition(0), 50);
-    step(&mut core, 100, ConsumerInput::Seek { partition, offset });
+    step(
+        &mut core,
+        100,
+        ConsumerInput::Seek {
+            partition,
+            offset,
+            leader_epoch: None,
+        },
+    );
     let deadline = Millis(1000);
     step(&mut core, 100, ConsumerInput::Poll { deadline });
     let response = fetch_response(vec![(0, ErrorCode::None, batch_at(0, &["zero"]))]);
