@@ -9,6 +9,10 @@
 # The copy lives in target/plant/tree (rebuilt from the working tree on every call) and builds
 # into target/plant/target, so only the crates a plant touches recompile. The exit status is
 # seedlog-sim's: a planted bug should make the scenario FAIL (exit 1).
+#
+# SEEDLOG_PLANT_DIR=DIR puts the copy and its build in DIR instead (two plants at once need two
+# directories); SEEDLOG_PLANT_QUICK=1 builds without cross-crate LTO (about half the build
+# time, a slower simulator: scripts/plant-speed.sh uses it).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -25,13 +29,19 @@ shift
 patch=scripts/plants/$name.patch
 [[ -f $patch ]] || { echo "no plant '$name' (see --list)" >&2; exit 2; }
 
-tree=target/plant/tree
+dir=${SEEDLOG_PLANT_DIR:-target/plant}
+tree=$dir/tree
 rm -rf "$tree"
 mkdir -p "$tree"
 git ls-files -z --cached --others --exclude-standard src sim vendor Cargo.toml Cargo.lock .cargo \
   | xargs -0 cp --parents -t "$tree"
-(cd "$tree" && patch --quiet -p1 < "../../../$patch")
+root=$PWD
+(cd "$tree" && patch --quiet -p1 < "$root/$patch")
 echo "== planted $name: $(sed -n 's/^# plant: //p' "$patch" | head -1)" >&2
-(cd "$tree" && RUSTFLAGS="--cfg madsim" CARGO_TARGET_DIR=../target \
+quick=()
+if [[ ${SEEDLOG_PLANT_QUICK:-} == 1 ]]; then
+  quick=(env CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16)
+fi
+(cd "$tree" && "${quick[@]}" env RUSTFLAGS="--cfg madsim" CARGO_TARGET_DIR=../target \
   cargo build --quiet --release -p seedlog-sim)
-target/plant/target/release/seedlog-sim "$@"
+"$dir/target/release/seedlog-sim" "$@"
