@@ -3,7 +3,7 @@
 # family, docs/SIMULATION.md "Exploration"), explored with the release simulator.
 #
 #   bash scripts/explore.sh ci                    # CI's budget: seeds 0..200 of each space
-#   bash scripts/explore.sh nightly               # 5,000 seeds of each space (about an hour here)
+#   bash scripts/explore.sh nightly               # 5,000 seeds of each space (about 50 core-minutes here)
 #   bash scripts/explore.sh nightly --shard K/N   # shard K (from 0) of N of the nightly sweep
 #   bash scripts/explore.sh merge                 # adds up the shards' summaries, judges them
 #

@@ -836,6 +836,23 @@ fn cluster_monitor(scenario: &Scenario) -> Option<SharedMonitor> {
 }
 
 /// Starts one node per broker; returns their node ids and connection-fault rules by name.
+/// A node's simulated disk, each fsync taking a latency drawn from a `slow_disk` fault's range
+/// while it holds, else from the scenario's.
+fn node_storage(
+    node: NodeId,
+    (fsync_low, fsync_high): (u64, u64),
+) -> seedlog::storage::memory::MemoryStorage {
+    let storage = madsim::plugin::simulator::<SimDisks>().storage(node);
+    storage.set_sync_latency(move || {
+        let (low, high) = madsim::plugin::simulator::<SimDisks>()
+            .slow(node)
+            .unwrap_or((fsync_low, fsync_high));
+        let micros = madsim::rand::thread_rng().gen_range(low..=high);
+        Duration::from_micros(micros)
+    });
+    storage
+}
+
 fn start_brokers(handle: &Handle, env: &Env, scenario: &Scenario) -> Brokers {
     let monitor = cluster_monitor(scenario);
     let (exits, exited) = mpsc::unbounded_channel();
@@ -878,15 +895,7 @@ fn start_brokers(handle: &Handle, env: &Env, scenario: &Scenario) -> Brokers {
                 *stop.lock().unwrap_or_else(PoisonError::into_inner) = Arc::clone(&shutdown);
                 async move {
                     let node = madsim::plugin::node();
-                    let storage = madsim::plugin::simulator::<SimDisks>().storage(node);
-                    storage.set_sync_latency(move || {
-                        // a `slow_disk` fault's latency while it holds, else the scenario's
-                        let (low, high) = madsim::plugin::simulator::<SimDisks>()
-                            .slow(node)
-                            .unwrap_or((fsync_low, fsync_high));
-                        let micros = madsim::rand::thread_rng().gen_range(low..=high);
-                        Duration::from_micros(micros)
-                    });
+                    let storage = node_storage(node, (fsync_low, fsync_high));
                     let options = ServerOptions {
                         seed: madsim::rand::random(),
                         faults: Some(Arc::new(faults)),

@@ -414,6 +414,20 @@ impl<'a> Values<'a> {
 }
 
 /// One incarnation of a producer node.
+/// Waits before the next send: `interval`, or, below madsim's shortest sleep, until the next
+/// due time (`due` moves on by `interval`), so that records due in the same millisecond go
+/// back to back.
+async fn pace(interval: Duration, due: &mut tokio::time::Instant) {
+    if interval >= MIN_SLEEP {
+        tokio::time::sleep(interval).await;
+    } else {
+        *due += interval;
+        if *due > tokio::time::Instant::now() {
+            tokio::time::sleep_until(*due).await;
+        }
+    }
+}
+
 pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: SharedProgress) {
     let process = env.record(|recorder, _| recorder.new_process());
     let node: Arc<str> = spec.id.as_str().into();
@@ -476,14 +490,7 @@ pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: Shared
             };
             env.record(|recorder, now| recorder.complete(now, invoke, completion));
         }));
-        if interval >= MIN_SLEEP {
-            tokio::time::sleep(interval).await;
-        } else {
-            due += interval;
-            if due > tokio::time::Instant::now() {
-                tokio::time::sleep_until(due).await;
-            }
-        }
+        pace(interval, &mut due).await;
     }
     for completion in completions {
         let _ = completion.await;

@@ -433,7 +433,7 @@ mod tests {
     fn a_leader_older_than_a_committed_offsets_epoch_is_not_used_until_a_refresh() {
         let mut cache = MetadataCache::new(60_000, 100, true);
         cache.want("t");
-        let mut answered = |cache: &mut MetadataCache, leader: i32, epoch: i32| {
+        let answered = |cache: &mut MetadataCache, leader: i32, epoch: i32| {
             let mut answer = answer("t", ErrorCode::None, 1);
             answer.topics[0].partitions[0].leader_id = BrokerId(leader);
             answer.topics[0].partitions[0].leader_epoch = epoch;
