@@ -835,7 +835,6 @@ fn cluster_monitor(scenario: &Scenario) -> Option<SharedMonitor> {
     })
 }
 
-/// Starts one node per broker; returns their node ids and connection-fault rules by name.
 /// A node's simulated disk, each fsync taking a latency drawn from a `slow_disk` fault's range
 /// while it holds, else from the scenario's.
 fn node_storage(
@@ -853,6 +852,7 @@ fn node_storage(
     storage
 }
 
+/// Starts one node per broker; returns their node ids and connection-fault rules by name.
 fn start_brokers(handle: &Handle, env: &Env, scenario: &Scenario) -> Brokers {
     let monitor = cluster_monitor(scenario);
     let (exits, exited) = mpsc::unbounded_channel();

@@ -413,7 +413,6 @@ impl<'a> Values<'a> {
     }
 }
 
-/// One incarnation of a producer node.
 /// Waits before the next send: `interval`, or, below madsim's shortest sleep, until the next
 /// due time (`due` moves on by `interval`), so that records due in the same millisecond go
 /// back to back.
@@ -428,6 +427,7 @@ async fn pace(interval: Duration, due: &mut tokio::time::Instant) {
     }
 }
 
+/// One incarnation of a producer node.
 pub async fn producer_incarnation(env: Env, spec: ProducerSpec, progress: SharedProgress) {
     let process = env.record(|recorder, _| recorder.new_process());
     let node: Arc<str> = spec.id.as_str().into();

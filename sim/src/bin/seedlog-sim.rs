@@ -275,7 +275,7 @@ fn simulated(command: Command) -> anyhow::Result<bool> {
                 check_determinism,
                 per_seed,
             },
-            simulate::Output {
+            &simulate::Output {
                 shard: parse_shard(shard.as_deref())?,
                 summary,
                 history,
@@ -630,7 +630,7 @@ mod simulate {
         seeds: Option<&str>,
         jobs: Option<usize>,
         judging: Judging,
-        output: Output,
+        output: &Output,
         log: bool,
     ) -> anyhow::Result<bool> {
         let started = std::time::Instant::now();
