@@ -81,9 +81,10 @@ pub struct MetadataCache {
     max_age_ms: u64,
     retry_backoff_ms: u64,
     allow_auto_topic_creation: bool,
-    /// Leader epochs learned outside metadata (a committed offset's), per partition: Kafka's
-    /// `Metadata.lastSeenLeaderEpochs`.
-    last_seen_epochs: BTreeMap<(String, i32), i32>,
+    /// Leader epochs learned outside metadata (a committed offset's), by topic and partition:
+    /// Kafka's `Metadata.lastSeenLeaderEpochs`. Keyed by topic first so that a lookup on the
+    /// fetch path borrows the name instead of allocating a key.
+    last_seen_epochs: BTreeMap<String, BTreeMap<i32, i32>>,
 }
 
 impl MetadataCache {
@@ -115,7 +116,9 @@ impl MetadataCache {
         }
         let seen = self
             .last_seen_epochs
-            .entry((topic.to_owned(), partition))
+            .entry(topic.to_owned())
+            .or_default()
+            .entry(partition)
             .or_insert(epoch);
         *seen = (*seen).max(epoch);
         if self.current(topic, partition).is_none() {
@@ -129,7 +132,11 @@ impl MetadataCache {
         let info = self
             .partitions(topic)?
             .get(usize::try_from(partition).ok()?)?;
-        match self.last_seen_epochs.get(&(topic.to_owned(), partition)) {
+        match self
+            .last_seen_epochs
+            .get(topic)
+            .and_then(|partitions| partitions.get(&partition))
+        {
             Some(seen) if info.leader_epoch < *seen => None,
             _ => Some(info),
         }

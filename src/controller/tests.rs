@@ -230,19 +230,7 @@ fn without_an_isr_replica_left_the_partition_waits_unless_unclean_elections_are_
         let start = cluster.partition(topic, 0);
         let (leader, follower) = (start.leader, start.replicas[1]);
         // The follower falls out of the ISR: the leader shrinks it.
-        let (_, records) = cluster
-            .controller
-            .alter_partition(&AlterPartition {
-                broker: leader,
-                broker_epoch: cluster.epochs[&leader],
-                topic_id: topic,
-                partition: 0,
-                leader_epoch: start.leader_epoch,
-                partition_epoch: start.partition_epoch,
-                new_isr: vec![leader],
-            })
-            .expect("the leader shrinks its ISR");
-        cluster.log.extend(records);
+        cluster.shrink_isr(topic, leader, vec![leader]);
         cluster.run(SESSION_MS + 1_000, &[leader]);
         let after = cluster.partition(topic, 0);
         if unclean {
