@@ -34,7 +34,7 @@ tree=$dir/tree
 rm -rf "$tree"
 mkdir -p "$tree"
 git ls-files -z --cached --others --exclude-standard src sim vendor Cargo.toml Cargo.lock .cargo \
-  | xargs -0 cp --parents -t "$tree"
+  | xargs -0 cp --parents --preserve=timestamps -t "$tree"
 root=$PWD
 (cd "$tree" && patch --quiet -p1 < "$root/$patch")
 echo "== planted $name: $(sed -n 's/^# plant: //p' "$patch" | head -1)" >&2
