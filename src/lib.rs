@@ -23,6 +23,8 @@ pub mod client;
 pub mod config;
 pub mod controller;
 pub mod log;
+pub mod metadata;
+pub mod node_io;
 pub mod protocol;
 #[allow(
     clippy::disallowed_methods,

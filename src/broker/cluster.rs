@@ -29,9 +29,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::controller::image::ClusterImage;
-use crate::controller::node::METADATA_TOPIC;
-use crate::controller::records::{Record, NO_LEADER};
+use crate::metadata::image::ClusterImage;
+use crate::metadata::records::{Record, NO_LEADER};
+use crate::metadata::METADATA_TOPIC;
 use crate::protocol::record_batch::decode_records;
 use crate::protocol::ErrorCode;
 use crate::storage::Storage;

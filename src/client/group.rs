@@ -14,62 +14,11 @@ use crate::types::TopicPartition;
 
 /// The protocol type of Kafka consumers.
 pub const PROTOCOL_TYPE: &str = "consumer";
-/// The assignors the seedlog consumer offers (`partition.assignment.strategy`), each under the
-/// protocol name Kafka's assignor announces in JoinGroup.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Assignor {
-    /// Kafka's `RangeAssignor`: consecutive ranges of each topic's partitions.
-    Range,
-    /// Kafka's `RoundRobinAssignor`: every subscribed partition dealt out in turn.
-    RoundRobin,
-    /// Kafka's `CooperativeStickyAssignor` (KIP-429): balanced, keeps each member's partitions
-    /// where it can, and never hands a partition to a new owner in the rebalance that takes it
-    /// from the old one (the old owner revokes it and rejoins; the next rebalance moves it).
-    CooperativeSticky,
-}
+pub use crate::config::consumer::Assignor;
 
+/// How each assignor deals the partitions (the names and the config parsing live with the
+/// consumer's config).
 impl Assignor {
-    /// The protocol name in JoinGroup (Kafka's `name()` of the assignor).
-    pub fn name(self) -> &'static str {
-        match self {
-            Assignor::Range => "range",
-            Assignor::RoundRobin => "roundrobin",
-            Assignor::CooperativeSticky => "cooperative-sticky",
-        }
-    }
-
-    /// Whether the assignor follows the cooperative rebalance protocol: members keep their
-    /// partitions through a rebalance and give up only those it moves.
-    pub fn is_cooperative(self) -> bool {
-        self == Assignor::CooperativeSticky
-    }
-
-    /// The assignor a config entry names: Kafka's protocol name or its class name.
-    pub fn parse(entry: &str) -> Option<Assignor> {
-        match entry.trim() {
-            "range" | "org.apache.kafka.clients.consumer.RangeAssignor" => Some(Assignor::Range),
-            "roundrobin" | "org.apache.kafka.clients.consumer.RoundRobinAssignor" => {
-                Some(Assignor::RoundRobin)
-            }
-            "cooperative-sticky"
-            | "org.apache.kafka.clients.consumer.CooperativeStickyAssignor" => {
-                Some(Assignor::CooperativeSticky)
-            }
-            _ => None,
-        }
-    }
-
-    /// The assignor a JoinGroup answer chose, by its protocol name.
-    pub fn by_name(name: &str) -> Option<Assignor> {
-        [
-            Assignor::Range,
-            Assignor::RoundRobin,
-            Assignor::CooperativeSticky,
-        ]
-        .into_iter()
-        .find(|assignor| assignor.name() == name)
-    }
-
     /// Every member's partitions, as this assignor deals them.
     pub fn assign(
         self,

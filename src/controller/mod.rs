@@ -22,9 +22,7 @@
 //!   `PreviousBrokerEpoch` is not the epoch the controller holds) leaves every ISR and ELR, so a
 //!   last replica that lost its unflushed tail is never elected over one that kept it.
 
-pub mod image;
 pub mod node;
-pub mod records;
 
 use std::collections::BTreeMap;
 
@@ -35,8 +33,8 @@ use uuid::Uuid;
 use crate::protocol::ErrorCode;
 use crate::types::{BrokerEpoch, BrokerId, LeaderEpoch, Millis, PartitionEpoch};
 
-use self::image::{ClusterImage, PartitionRegistration};
-use self::records::{Record, NO_LEADER};
+use crate::metadata::image::{ClusterImage, PartitionRegistration};
+use crate::metadata::records::{Record, NO_LEADER};
 
 /// The controller's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]

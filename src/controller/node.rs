@@ -37,9 +37,6 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::metadata::{validate_created_topic_name, METADATA_LOG_DIRECTORY};
 use crate::broker::{metadata_log_config, read_log_records};
-use crate::broker::{
-    BrokerError, BrokerEvent, ConnectionId, FlushId, Input, Output, ReplyTo, Response, ResponseBody,
-};
 use crate::config::{BrokerConfig, TopicConfig};
 use crate::log::{FlushMark, FlushSync, LogRead, PartitionLog};
 use crate::protocol::codec::Request;
@@ -51,11 +48,12 @@ use crate::protocol::ErrorCode;
 use crate::storage::Storage;
 use crate::types::{BrokerEpoch, BrokerId, LeaderEpoch, Millis, PartitionEpoch};
 
-use super::records::Record;
 use super::{AlterPartition, ControllerConfig, QuorumController};
-
-/// The metadata log's partition name, as brokers fetch it.
-pub const METADATA_TOPIC: &str = "__cluster_metadata";
+use crate::metadata::records::Record;
+use crate::metadata::{QuorumInput, METADATA_TOPIC};
+use crate::node_io::{
+    BrokerError, BrokerEvent, ConnectionId, FlushId, Input, Output, ReplyTo, Response, ResponseBody,
+};
 
 /// A controller node and what its driver must sync before serving.
 pub type Opened<S> = (ControllerNode<S>, Option<FlushSync<<S as Storage>::File>>);
@@ -98,37 +96,6 @@ pub enum QuorumKind {
     Raft {
         /// This node's id among the voters.
         me: i32,
-    },
-}
-
-/// What the Raft quorum tells a controller node.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum QuorumInput {
-    /// One committed log entry, applied in log order: its records (none for a leader's blank
-    /// entry or a membership change) and the term it was written in.
-    Committed {
-        /// The entry's term.
-        term: u64,
-        /// Its metadata records.
-        records: Vec<Record>,
-    },
-    /// A metadata snapshot: the image at `end_offset`, as the records that rebuild it. Either
-    /// this node's own (its copy of the log already reaches `end_offset`, and now starts there)
-    /// or one it installed (its copy then starts over, empty, at `end_offset`).
-    Snapshot {
-        /// The term of the last entry it covers.
-        term: u64,
-        /// How many metadata records were committed before it.
-        end_offset: i64,
-        /// The records that rebuild the image.
-        records: Vec<Record>,
-    },
-    /// The quorum's leader as this node knows it, and the current term.
-    Leader {
-        /// The leader's node id, if there is one.
-        leader: Option<i32>,
-        /// The current term (Kafka's controller epoch).
-        term: u64,
     },
 }
 

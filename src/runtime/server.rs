@@ -13,14 +13,12 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 
 use crate::broker::metrics::BrokerMetrics;
-use crate::broker::{
-    Broker, BrokerError, BrokerEvent, ConnectionId, FlushId, Input, Output, PeerRole, Response,
-};
+use crate::broker::{Broker, BrokerError, BrokerEvent, ConnectionId, Input, Output, PeerRole};
 use crate::config::broker::{ControllerQuorum, ProcessRole};
 use crate::config::BrokerConfig;
-use crate::controller::node::{ControllerNode, QuorumInput, QuorumKind};
+use crate::controller::node::{ControllerNode, QuorumKind};
 use crate::log::FlushSync;
-use crate::protocol::codec::Request;
+use crate::metadata::QuorumInput;
 use crate::runtime::clock::Clock;
 use crate::runtime::driver::Driver;
 use crate::runtime::metrics::{self, ShellMetrics, SnapshotRequest};
@@ -31,7 +29,9 @@ use crate::runtime::storage::{DurableFile, DurableStorage};
 use crate::state_machine::StateMachine;
 use crate::types::{BrokerId, Millis};
 
-use self::connections::{Acceptor, ConnectionLimits, ConnectionShared, LimitsConfig};
+use self::connections::{
+    Acceptor, ConnectionLimits, ConnectionShared, DriverMessage, LimitsConfig, Reply,
+};
 
 /// Sees the broker's events (the simulator records them in its history).
 pub trait BrokerObserver: Send + Sync {
@@ -130,29 +130,6 @@ impl From<std::io::Error> for ServerError {
     fn from(error: std::io::Error) -> Self {
         ServerError::Io(error)
     }
-}
-
-/// What a connection task hears back for its request.
-enum Reply<F> {
-    Respond(Box<Response<F>>),
-    NoResponse,
-    Close(String),
-}
-
-/// Messages into the driver task.
-enum DriverMessage<F> {
-    Request {
-        connection: ConnectionId,
-        request: Box<Request>,
-        reply: oneshot::Sender<Reply<F>>,
-    },
-    Closed {
-        connection: ConnectionId,
-    },
-    FlushDone {
-        flush_id: FlushId,
-        result: Result<(), String>,
-    },
 }
 
 /// Runs a broker until the process (or simulated node) dies.

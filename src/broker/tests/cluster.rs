@@ -5,9 +5,9 @@
 use crate::config::broker::Listener;
 use crate::config::broker::Voter;
 use crate::controller::node::ControllerNode;
-use crate::controller::records::NO_LEADER;
 use crate::controller::ControllerConfig;
 use crate::log::LogRead;
+use crate::metadata::records::NO_LEADER;
 use crate::types::BrokerId;
 
 use super::*;
@@ -345,7 +345,7 @@ impl Cluster {
         (ErrorCode::from_code(code), offset)
     }
 
-    fn image(&self) -> &crate::controller::image::ClusterImage {
+    fn image(&self) -> &crate::metadata::image::ClusterImage {
         self.nodes[0].controller().controller().image()
     }
 

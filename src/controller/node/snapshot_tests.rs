@@ -13,7 +13,7 @@ use super::tests::{
     active_raft_node, committed, proposal, quorum, raft_node, registration, request,
 };
 use super::*;
-use crate::controller::image::ClusterImage;
+use crate::metadata::image::ClusterImage;
 use crate::protocol::record_batch::decode_records;
 use crate::storage::memory::{MemoryFile, MemoryStorage};
 use crate::storage::StorageFile;

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use crate::runtime::storage::{DurableFile, DurableStorage};
 use crate::storage::StorageFile;
 
-use super::MetadataRaft;
+use super::types::MetadataRaft;
 
 /// The journal's file name in the node's storage.
 pub(crate) const JOURNAL: &str = "__raft/journal";

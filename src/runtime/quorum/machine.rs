@@ -21,13 +21,13 @@ use openraft::{
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use crate::controller::image::ClusterImage;
-use crate::controller::node::QuorumInput;
-use crate::controller::records::Record;
+use crate::metadata::image::ClusterImage;
+use crate::metadata::records::Record;
+use crate::metadata::QuorumInput;
 use crate::runtime::storage::{DurableFile, DurableStorage};
 use crate::storage::StorageFile;
 
-use super::MetadataRaft;
+use super::types::MetadataRaft;
 
 /// The durable snapshot's file name in the node's storage.
 const SNAPSHOT: &str = "__raft/snapshot";

@@ -6,12 +6,14 @@
 //! - [`journal`]: the Raft log and vote, durable in the node's storage;
 //! - [`machine`]: the state machine, which feeds committed entries to the node;
 //! - [`network`]: Raft messages between controllers over TCP;
-//! - [`rt`]: openraft's runtime, madsim's under the simulator.
+//! - [`rt`]: openraft's runtime, madsim's under the simulator;
+//! - [`types`]: the Raft types (an entry's data, [`MetadataBatch`]), shared by the others.
 
 mod journal;
 mod machine;
 mod network;
 mod rt;
+mod types;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -19,44 +21,19 @@ use std::io;
 use std::sync::Arc;
 
 use openraft::{BasicNode, Config, Raft, SnapshotPolicy};
-use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use crate::config::broker::Voter;
-use crate::controller::node::QuorumInput;
-use crate::controller::records::Record;
+use crate::metadata::records::Record;
+use crate::metadata::QuorumInput;
 use crate::runtime::storage::DurableStorage;
 
 use self::journal::Journal;
 use self::machine::MetadataMachine;
 use self::network::{raft_address, Network};
-
-/// The data of one Raft log entry: metadata records, encoded as the metadata log stores them
-/// (typed and versioned by [`Record::encode`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MetadataBatch {
-    /// The encoded records, in order.
-    pub records: Vec<Vec<u8>>,
-}
-
-impl fmt::Display for MetadataBatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} metadata records", self.records.len())
-    }
-}
-
-openraft::declare_raft_types!(
-    /// The controller quorum's Raft types.
-    pub(crate) MetadataRaft:
-        D = MetadataBatch,
-        R = (),
-        NodeId = u64,
-        Node = BasicNode,
-        Entry = openraft::Entry<MetadataRaft>,
-        SnapshotData = std::io::Cursor<Vec<u8>>,
-        AsyncRuntime = rt::Rt,
-);
+pub use self::types::MetadataBatch;
+use self::types::MetadataRaft;
 
 /// Raft timing. A KRaft follower stands for election once it has not heard from the leader for
 /// `controller.quorum.fetch.timeout.ms` (2000), and a split vote backs off up to

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::MetadataRaft;
+use super::types::MetadataRaft;
 
 /// Frames larger than this are refused (a snapshot chunk is far smaller).
 const MAX_FRAME: u32 = 64 << 20;

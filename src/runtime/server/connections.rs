@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
-use crate::broker::{produce_rejection, ConnectionId, Response, ResponseBody};
+use crate::broker::{produce_rejection, ConnectionId, FlushId, Response, ResponseBody};
 use crate::config::BrokerConfig;
 use crate::protocol::api_versions::SupportedApi;
 use crate::protocol::codec::{decode_request_for, encode_api_versions_fallback, Decoded, Request};
@@ -19,7 +19,28 @@ use crate::runtime::metrics::ShellMetrics;
 use crate::runtime::net::{Connection, ConnectionFaults, FaultAction, ReadLimits};
 use crate::runtime::storage::DurableFile;
 
-use super::{DriverMessage, Reply};
+/// What a connection task hears back for its request.
+pub(super) enum Reply<F> {
+    Respond(Box<Response<F>>),
+    NoResponse,
+    Close(String),
+}
+
+/// Messages into the driver task.
+pub(super) enum DriverMessage<F> {
+    Request {
+        connection: ConnectionId,
+        request: Box<Request>,
+        reply: oneshot::Sender<Reply<F>>,
+    },
+    Closed {
+        connection: ConnectionId,
+    },
+    FlushDone {
+        flush_id: FlushId,
+        result: Result<(), String>,
+    },
+}
 
 /// The connection limits of the broker's config.
 #[derive(Debug, Clone)]
