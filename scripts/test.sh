@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of seedlog (the README's test command):
 #   lint      cargo fmt --check; clippy -D warnings in the real and the simulator build
-#   layering  no tokio, files, clocks, OS randomness or threads in the core outside runtime/
+#   layering  no tokio, files, clocks, OS randomness or threads in the core outside runtime/;
+#             no file imports from a layer above its own, no new import cycle (scripts/layers.py)
 #   plants    every planted bug in scripts/plants still applies (git apply --check)
 #   real      cargo test: unit tests, black-box tests on loopback (kill -9, sendfile, bad frames)
 #   sim       cargo sim test: every scenario at its pinned seed, a short sweep, a replay check
@@ -78,6 +79,9 @@ layering() {
     echo "tokio::sync::watch is not deterministic under the simulator: $watch"
     return 1
   fi
+  # runtime > controller > broker > client > config, log, metadata > protocol, storage > types:
+  # imports only go down, and no cycle among files but those scripts/layers.py lists.
+  python3 scripts/layers.py
 }
 
 sim_cli() {
