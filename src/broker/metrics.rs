@@ -36,6 +36,10 @@ pub struct PartitionMetrics {
     pub high_watermark: i64,
     /// Whether it is offline (a failed fsync or corruption).
     pub offline: bool,
+    /// Whether this broker leads it with fewer in-sync replicas than replicas (Kafka's
+    /// `Partition.isUnderReplicated`: counted by the leader only, so a cluster counts each
+    /// partition once).
+    pub under_replicated: bool,
 }
 
 /// A snapshot for the metrics endpoint.
@@ -76,6 +80,8 @@ impl<S: Storage> Broker<S> {
                 log_end_offset: partition.log.log_end_offset(),
                 high_watermark: partition.high_watermark(),
                 offline: partition.offline().is_some(),
+                under_replicated: partition.is_leader()
+                    && partition.isr.len() < partition.replicas.len(),
             })
             .collect();
         BrokerMetrics {

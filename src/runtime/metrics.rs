@@ -190,8 +190,13 @@ fn register_core(registry: &mut Registry, core: &BrokerMetrics) {
     );
     registry.register(
         "kafka_server_replicamanager_underreplicatedpartitions",
-        "Partitions with fewer in-sync replicas than replicas (0 with one replica each)",
-        gauge(0),
+        "Partitions this broker leads with fewer in-sync replicas than replicas",
+        gauge(
+            core.partitions
+                .iter()
+                .filter(|p| p.under_replicated)
+                .count() as i64,
+        ),
     );
     register_partitions(registry, core);
 }
@@ -201,7 +206,7 @@ type PartitionGauge = (&'static str, &'static str, fn(&PartitionMetrics) -> i64)
 
 fn register_partitions(registry: &mut Registry, core: &BrokerMetrics) {
     type PartitionLabels = [(&'static str, String); 2];
-    let families: [PartitionGauge; 5] = [
+    let families: [PartitionGauge; 6] = [
         (
             "kafka_log_log_size",
             "Bytes of the partition's segments",
@@ -221,6 +226,11 @@ fn register_partitions(registry: &mut Registry, core: &BrokerMetrics) {
         ("seedlog_partition_high_watermark", "High watermark", |p| {
             p.high_watermark
         }),
+        (
+            "kafka_cluster_partition_underreplicated",
+            "1 if this broker leads the partition with fewer in-sync replicas than replicas",
+            |p| i64::from(p.under_replicated),
+        ),
     ];
     for (name, help, value) in families {
         let family = Family::<PartitionLabels, Gauge>::default();
@@ -300,4 +310,49 @@ async fn answer(
     );
     stream.write_all(response.as_bytes()).await?;
     stream.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::metrics::PartitionMetrics;
+
+    fn partition(index: i32, under_replicated: bool) -> PartitionMetrics {
+        PartitionMetrics {
+            topic: "orders".to_owned(),
+            partition: index,
+            size_bytes: 0,
+            segments: 1,
+            log_start_offset: 0,
+            log_end_offset: 0,
+            high_watermark: 0,
+            offline: false,
+            under_replicated,
+        }
+    }
+
+    #[test]
+    fn under_replicated_partitions_are_counted_from_the_snapshot() {
+        let core = BrokerMetrics {
+            partitions: vec![partition(0, true), partition(1, false), partition(2, true)],
+            ..BrokerMetrics::default()
+        };
+        let text = ShellMetrics::default().render(&core);
+        assert!(
+            text.contains("\nkafka_server_replicamanager_underreplicatedpartitions 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "\nkafka_cluster_partition_underreplicated{topic=\"orders\",partition=\"0\"} 1\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "\nkafka_cluster_partition_underreplicated{topic=\"orders\",partition=\"1\"} 0\n"
+            ),
+            "{text}"
+        );
+    }
 }

@@ -591,3 +591,61 @@ fn an_acks_1_write_only_the_dead_leader_had_is_lost_and_its_offset_reused() {
         );
     }
 }
+
+/// UnderReplicatedPartitions (Kafka's `Partition.isUnderReplicated`): the leader counts a
+/// partition whose ISR is smaller than its replica set; followers never count it, so a cluster
+/// counts each partition once. A follower cut off from the leader leaves the ISR after
+/// `replica.lag.time.max.ms` and the count goes to 1; once it catches up again, back to 0.
+#[test]
+fn the_leader_counts_a_partition_under_replicated_while_its_isr_is_short() {
+    let mut cluster = cluster_with_a_topic();
+    let under_replicated = |cluster: &Cluster, id: i32| -> Vec<bool> {
+        let index = cluster.index(id);
+        let Machine::Broker(broker) = &cluster.nodes[index].machine else {
+            panic!("broker {id} is a broker")
+        };
+        broker
+            .metrics()
+            .partitions
+            .iter()
+            .filter(|partition| partition.topic == "t")
+            .map(|partition| partition.under_replicated)
+            .collect()
+    };
+    let leader = cluster.leader().0;
+    let follower = (0..3).find(|id| *id != leader).expect("a follower");
+    for id in 0..3 {
+        assert_eq!(
+            under_replicated(&cluster, id),
+            vec![false],
+            "broker {id}, full ISR"
+        );
+    }
+
+    cluster.block(leader, follower);
+    let lag_time_max_ms = BrokerConfig::default().replication.lag_time_max_ms;
+    cluster.advance(u64::try_from(lag_time_max_ms).expect("positive") + 5_000);
+    let isr = &cluster.image().topic("t").expect("exists").partitions[&0].isr;
+    assert!(
+        !isr.contains(&BrokerId(follower)),
+        "the cut-off follower left the ISR: {isr:?}"
+    );
+    assert_eq!(
+        under_replicated(&cluster, leader),
+        vec![true],
+        "the leader counts it"
+    );
+    for id in (0..3).filter(|id| *id != leader) {
+        assert_eq!(
+            under_replicated(&cluster, id),
+            vec![false],
+            "follower {id} does not"
+        );
+    }
+
+    cluster.heal();
+    cluster.advance(5_000);
+    let isr = &cluster.image().topic("t").expect("exists").partitions[&0].isr;
+    assert_eq!(isr.len(), 3, "the follower caught up and rejoined: {isr:?}");
+    assert_eq!(under_replicated(&cluster, leader), vec![false]);
+}
