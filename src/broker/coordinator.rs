@@ -42,14 +42,6 @@ pub(super) enum GroupWrite {
     Expire { group_id: String },
 }
 
-/// A DeleteGroups waiting for its groups' tombstones.
-#[derive(Debug)]
-pub(crate) struct PendingDeletion {
-    pub(super) reply_to: ReplyTo,
-    pub(super) response: kafka_protocol::messages::DeleteGroupsResponse,
-    pub(super) outstanding: usize,
-}
-
 /// Kafka's mapping of an append error to what a group request answers
 /// (`GroupMetadataManager`): the partition is unavailable, or not led here any more.
 fn coordinator_error(error: ErrorCode) -> ErrorCode {

@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 
 use self::records::OffsetsRecord;
 use self::state::{Effects, Group};
+use crate::node_io::ReplyTo;
 use crate::types::Millis;
 
 /// The internal topic of committed offsets and group state.
@@ -37,6 +38,14 @@ pub fn partition_for(group_id: &str, partitions: i32) -> i32 {
     positive % partitions.max(1)
 }
 
+/// A DeleteGroups waiting for its groups' tombstones.
+#[derive(Debug)]
+pub(crate) struct PendingDeletion {
+    pub(super) reply_to: ReplyTo,
+    pub(super) response: kafka_protocol::messages::DeleteGroupsResponse,
+    pub(super) outstanding: usize,
+}
+
 /// Every group this broker coordinates, and which offsets partitions it has loaded.
 #[derive(Debug, Default)]
 #[allow(
@@ -51,7 +60,7 @@ pub(crate) struct Groups {
     /// When this broker last asked the controller to create `__consumer_offsets`.
     pub(crate) creation_asked: Option<Millis>,
     /// DeleteGroups requests waiting for their tombstones, by number.
-    pub(crate) deletions: BTreeMap<u64, crate::broker::coordinator::PendingDeletion>,
+    pub(crate) deletions: BTreeMap<u64, PendingDeletion>,
     /// The last deletion number handed out.
     pub(crate) next_deletion: u64,
     /// When expired offsets are next looked for (`offsets.retention.check.interval.ms` after

@@ -18,9 +18,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use rand_chacha::rand_core::RngCore;
 
-use crate::broker::coordinator::{GroupWrite, PendingDeletion};
+use crate::broker::coordinator::GroupWrite;
 use crate::broker::group::records::OffsetsRecord;
 use crate::broker::group::state::{Effects, Group, GroupReply, GroupState, JoinRequest};
+use crate::broker::group::PendingDeletion;
 use crate::broker::{Broker, Output, ReplyTo, ResponseBody};
 use crate::protocol::ErrorCode;
 use crate::storage::Storage;
