@@ -1,7 +1,8 @@
-//! The single-node stand-in for Kafka's KRaft controller quorum: the metadata log
+//! A single broker's own metadata store (no `controller.quorum.voters`): the metadata log
 //! (`__cluster_metadata`), the image replayed from its durable records, and the topics whose
 //! record is appended but not yet durable. Records apply to the image only once an fsync covers
-//! them. Issue 7 puts an openraft quorum behind the same shape.
+//! them. A cluster's brokers follow the controller quorum instead (`crate::controller`, whose
+//! records and image are `crate::metadata`'s); issue 42 makes both one metadata path.
 
 use std::collections::BTreeSet;
 

@@ -1,8 +1,9 @@
 //! The metadata image: topics, their ids, partition counts and configs.
 //!
 //! It is a pure state machine applied from metadata records. On a single broker the records
-//! live in a local log, `__cluster_metadata-0`, as RecordBatches whose record values are JSON;
-//! the controller quorum (a later issue) will apply the same records from its Raft log instead.
+//! live in a local log, `__cluster_metadata-0`, as RecordBatches whose record values are JSON.
+//! A cluster's brokers apply the controller quorum's binary records (`crate::metadata`) and keep
+//! this image in step with them; issue 42 leaves one record format.
 //! A topic exists only once its record is durable, so a crash can never leave acknowledged data
 //! in a topic that recovery does not know.
 

@@ -1,8 +1,9 @@
 //! A sparse offset index (Kafka's `OffsetIndex`): one `(offset, position)` entry every
 //! `index.interval.bytes` of log, so a read finds a nearby batch without scanning the segment.
 //!
-//! It lives in memory and is rebuilt by the recovery scan on start; it is never trusted from
-//! disk, so it can never disagree with the log it indexes.
+//! It lives in memory and is never trusted from disk, so it can never disagree with the log it
+//! indexes: the recovery scan rebuilds it for the segments it walks, and a segment below the
+//! recovery point builds it on first use.
 
 /// The sparse index of one segment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

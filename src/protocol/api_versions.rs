@@ -1,8 +1,9 @@
 //! The APIs and version ranges seedlog implements and advertises.
 //!
 //! Only implemented keys are advertised (never GetTelemetrySubscriptions, which librdkafka would
-//! poll). The ranges cover the maximum of every client measured in `notes/kafka.md` (kafka-python
-//! 3.x, librdkafka 2.x, the Java client) and never go below Kafka 4.x's minimum versions.
+//! poll). The ranges cover the maximum of every client measured (kafka-python 3.x, librdkafka 2.x,
+//! the Java client; the test below lists what each sends) and never go below Kafka 4.x's minimum
+//! versions.
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::ApiKey;
@@ -96,7 +97,8 @@ mod tests {
 
     #[test]
     fn the_ranges_cover_the_versions_real_clients_send() {
-        // notes/kafka.md §1.1: (API, kcat, confluent-kafka, kafka-python).
+        // The versions each client was measured sending: (API, kcat, confluent-kafka,
+        // kafka-python).
         let sent = [
             (ApiKey::Produce, [7, 10, 9]),
             (ApiKey::Fetch, [11, 16, 12]),

@@ -1,5 +1,5 @@
 //! ApiVersions: the advertised ranges (no feature tags, so v3+ answers end in an empty tag
-//! buffer that even librdkafka 2.0 parses; notes/kafka.md G1).
+//! buffer that even librdkafka 2.0 parses: feature tags break it, as tansu shows).
 
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, ResponseKind};
 
