@@ -409,12 +409,15 @@ fn edn_ops<'a>(op: &'a Op, keys: &Keys, lanes: &mut Lanes) -> Result<Vec<EdnOp<'
                 keys_value(list),
             )
         }
-        (Process::Named(_), Body::Nemesis { f, .. }) if BOOKKEEPING.contains(&f.as_str()) => {
+        (Process::Named(_), Body::Nemesis(nemesis)) if BOOKKEEPING.contains(&nemesis.f()) => {
             Vec::new()
         }
-        (Process::Named(_), Body::Nemesis { f, value }) => {
-            let json: Json = serde_json::from_str(value).map_err(|e| e.to_string())?;
-            let mut ops = pair(f, ":nemesis".to_owned(), edn_of_json(&json));
+        (Process::Named(_), Body::Nemesis(nemesis)) => {
+            let mut ops = pair(
+                nemesis.f(),
+                ":nemesis".to_owned(),
+                edn_of_json(&nemesis.value()),
+            );
             for edn in &mut ops {
                 edn.op_type = OpType::Info;
             }

@@ -20,7 +20,6 @@ use seedlog::config::{BrokerConfig, Configurable};
 use seedlog::runtime::server::{run_broker, run_controller, BrokerObserver, ServerOptions};
 use seedlog::storage::memory::{CrashLevel, DiskFaults, FsyncFailure};
 use seedlog::types::{BrokerId, TopicPartition};
-use serde_json::json;
 use tokio::sync::{mpsc, Notify};
 
 use crate::checker::FINAL_READER;
@@ -28,6 +27,7 @@ use crate::clock::SimClocks;
 use crate::cluster_monitor::ClusterMonitor;
 use crate::connection_faults::ConnectionRules;
 use crate::disk::SimDisks;
+use crate::history::nemesis::{self, Nemesis};
 use crate::history::History;
 use crate::scenario::{ConnectionFaultKind, FaultAction, Scenario, Selector, TimeSpec};
 use crate::workload::{
@@ -196,7 +196,9 @@ fn history_up_to_a_panic(env: &Env, message: &str) -> (History, Duration) {
     recorder.event(
         time_ns,
         "nemesis",
-        crate::history::Body::nemesis("run-panicked", &json!({ "message": message })),
+        crate::history::Body::Nemesis(Nemesis::RunPanicked {
+            message: message.to_owned(),
+        }),
     );
     (recorder.finish(), Duration::from_nanos(time_ns))
 }
@@ -250,12 +252,14 @@ impl Cluster {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(target.to_owned());
         let level = if level == CrashLevel::PowerLoss {
-            "power-loss"
+            nemesis::CrashLevel::PowerLoss
         } else {
-            "process"
+            nemesis::CrashLevel::Process
         };
-        self.env
-            .nemesis("crash", &json!({"node": target, "level": level}));
+        self.env.nemesis(Nemesis::Crash {
+            node: target.to_owned(),
+            level: Some(level),
+        });
     }
 
     /// `target`'s process exited by itself with `reason`: take it down (its page cache
@@ -278,8 +282,10 @@ impl Cluster {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(target);
-        self.env
-            .nemesis("halt", &json!({"node": target, "reason": reason}));
+        self.env.nemesis(Nemesis::Halt {
+            node: target.to_owned(),
+            reason: reason.to_owned(),
+        });
     }
 
     /// The action with its selector target (`leader(P)`, `followers(P)`, `isr(P)`,
@@ -295,8 +301,10 @@ impl Cluster {
             return Some(action);
         };
         let node = self.select(&selector);
-        self.env
-            .nemesis("resolve", &json!({"target": &*target, "node": node}));
+        self.env.nemesis(Nemesis::Resolve {
+            target: target.to_string(),
+            node: node.clone(),
+        });
         *target = node?;
         Some(action)
     }
@@ -396,8 +404,10 @@ impl Cluster {
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(target.to_owned());
         }
-        self.env
-            .nemesis("stop", &json!({"node": target, "running": newly_down}));
+        self.env.nemesis(Nemesis::Stop {
+            node: target.to_owned(),
+            running: newly_down,
+        });
     }
 
     fn restart(&self, target: &str) {
@@ -419,7 +429,9 @@ impl Cluster {
             self.unpause(target);
         }
         self.handle.restart(id);
-        self.env.nemesis("restart", &json!({"node": target}));
+        self.env.nemesis(Nemesis::Restart {
+            node: target.to_owned(),
+        });
     }
 
     fn clog(&self, from: NodeId, to: NodeId) {
@@ -470,7 +482,10 @@ impl Cluster {
             FaultAction::Clog { from, to, .. } => {
                 let link = (self.id(from), self.id(to));
                 self.clog(link.0, link.1);
-                self.env.nemesis("clog", &json!({"from": from, "to": to}));
+                self.env.nemesis(Nemesis::Clog {
+                    from: from.clone(),
+                    to: to.clone(),
+                });
                 return vec![link];
             }
             FaultAction::Connection { .. } => self.arm_connection(action),
@@ -492,7 +507,9 @@ impl Cluster {
         for (from, to) in &links {
             self.clog(*from, *to);
         }
-        self.env.nemesis("isolate", &json!({"node": target}));
+        self.env.nemesis(Nemesis::Isolate {
+            node: target.to_owned(),
+        });
         links
     }
 
@@ -512,15 +529,21 @@ impl Cluster {
             .get(target)
             .expect("a broker target")
             .arm(*kind, *api, *count, *probability);
-        let (f, error) = match kind {
-            ConnectionFaultKind::DropRequest => ("drop-request", None),
-            ConnectionFaultKind::DropResponse => ("drop-response", None),
-            ConnectionFaultKind::ResetMidResponse => ("reset-mid-response", None),
-            ConnectionFaultKind::RejectRequest(error) => ("reject-request", Some(error.name())),
+        let fault = |error: Option<String>| nemesis::ConnectionFault {
+            node: target.clone(),
+            api: api.map(|api| format!("{api:?}")),
+            count: *count,
+            probability: *probability,
+            error,
         };
-        let api = api.map(|api| format!("{api:?}"));
-        let value = json!({"node": target, "api": api, "count": count, "probability": probability, "error": error});
-        self.env.nemesis(f, &value);
+        self.env.nemesis(match kind {
+            ConnectionFaultKind::DropRequest => Nemesis::DropRequest(fault(None)),
+            ConnectionFaultKind::DropResponse => Nemesis::DropResponse(fault(None)),
+            ConnectionFaultKind::ResetMidResponse => Nemesis::ResetMidResponse(fault(None)),
+            ConnectionFaultKind::RejectRequest(error) => {
+                Nemesis::RejectRequest(fault(Some(error.name().to_owned())))
+            }
+        });
     }
 
     /// A fault of a broker's disk: EIO armed, or a byte flipped.
@@ -542,17 +565,23 @@ impl Cluster {
                     FsyncFailure::DropDirtyPages => "drop",
                     FsyncFailure::KeepDirtyPages => "keep",
                 };
-                let value = json!({"node": target, "fail_writes": fail_writes, "fail_syncs": fail_syncs, "on_fsync_failure": policy});
-                self.env.nemesis("disk-fault", &value);
+                self.env.nemesis(Nemesis::DiskFault {
+                    node: target.clone(),
+                    fail_writes: *fail_writes,
+                    fail_syncs: *fail_syncs,
+                    on_fsync_failure: policy.to_owned(),
+                });
             }
             FaultAction::Corrupt { target, files } => {
-                let value = match disks.corrupt(self.id(target), |name| files.matches(name)) {
-                    Some((file, position)) => {
-                        json!({"node": target, "file": file, "position": position})
-                    }
-                    None => json!({"node": target, "file": null}),
-                };
-                self.env.nemesis("corrupt", &value);
+                let corrupted = disks.corrupt(self.id(target), |name| files.matches(name));
+                let (file, position) = corrupted.map_or((None, None), |(file, position)| {
+                    (Some(file), Some(position))
+                });
+                self.env.nemesis(Nemesis::Corrupt {
+                    node: target.clone(),
+                    file,
+                    position,
+                });
             }
             other => unreachable!("not a disk fault: {other:?}"),
         }
@@ -572,7 +601,9 @@ impl Cluster {
         for (from, to) in &links {
             self.clog(*from, *to);
         }
-        self.env.nemesis("partition", &json!({"groups": groups}));
+        self.env.nemesis(Nemesis::Partition {
+            groups: groups.to_vec(),
+        });
         links
     }
 
@@ -589,7 +620,7 @@ impl Cluster {
         for rules in self.rules.values() {
             rules.clear();
         }
-        self.env.nemesis("heal", &json!({"links": links.len()}));
+        self.env.nemesis(Nemesis::Heal { links: links.len() });
     }
 
     /// Freezes `target`'s tasks (a pause on a paused node does nothing more).
@@ -599,7 +630,9 @@ impl Cluster {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(target.to_owned());
-        self.env.nemesis("pause", &json!({"node": target}));
+        self.env.nemesis(Nemesis::Pause {
+            node: target.to_owned(),
+        });
     }
 
     /// Sets every message's latency to `latency_ms` (a delay spike), or back to the scenario's
@@ -610,14 +643,15 @@ impl Cluster {
                 self.delayed.store(true, Ordering::SeqCst);
                 self.net
                     .update_config(|config| config.send_latency = send_latency((low, high)));
-                self.env
-                    .nemesis("delay", &json!({"latency_ms": [low, high]}));
+                self.env.nemesis(Nemesis::Delay {
+                    latency_ms: [low, high],
+                });
             }
             None => {
                 if self.delayed.swap(false, Ordering::SeqCst) {
                     let base = self.base_latency.clone();
                     self.net.update_config(|config| config.send_latency = base);
-                    self.env.nemesis("delay-end", &json!({}));
+                    self.env.nemesis(Nemesis::DelayEnd {});
                 }
             }
         }
@@ -627,11 +661,13 @@ impl Cluster {
     fn slow_disk(&self, target: &str, latency: Option<(u64, u64)>) {
         madsim::plugin::simulator::<SimDisks>().set_slow(self.id(target), latency);
         match latency {
-            Some((low, high)) => self.env.nemesis(
-                "slow-disk",
-                &json!({"node": target, "fsync_latency_us": [low, high]}),
-            ),
-            None => self.env.nemesis("slow-disk-end", &json!({"node": target})),
+            Some((low, high)) => self.env.nemesis(Nemesis::SlowDisk {
+                node: target.to_owned(),
+                fsync_latency_us: [low, high],
+            }),
+            None => self.env.nemesis(Nemesis::SlowDiskEnd {
+                node: target.to_owned(),
+            }),
         }
     }
 
@@ -642,13 +678,16 @@ impl Cluster {
         if let Some(free) = free {
             let used = storage.used_bytes();
             storage.set_capacity(Some(used + free));
-            self.env.nemesis(
-                "disk-full",
-                &json!({"node": target, "used_bytes": used, "free_bytes": free}),
-            );
+            self.env.nemesis(Nemesis::DiskFull {
+                node: target.to_owned(),
+                used_bytes: used,
+                free_bytes: free,
+            });
         } else {
             storage.set_capacity(None);
-            self.env.nemesis("disk-full-end", &json!({"node": target}));
+            self.env.nemesis(Nemesis::DiskFullEnd {
+                node: target.to_owned(),
+            });
         }
     }
 
@@ -656,10 +695,14 @@ impl Cluster {
     fn clock_skew(&self, target: &str, skew_ms: i64) {
         madsim::plugin::simulator::<SimClocks>().set(self.id(target), skew_ms);
         if skew_ms == 0 {
-            self.env.nemesis("clock-skew-end", &json!({"node": target}));
+            self.env.nemesis(Nemesis::ClockSkewEnd {
+                node: target.to_owned(),
+            });
         } else {
-            self.env
-                .nemesis("clock-skew", &json!({"node": target, "skew_ms": skew_ms}));
+            self.env.nemesis(Nemesis::ClockSkew {
+                node: target.to_owned(),
+                skew_ms,
+            });
         }
     }
 
@@ -695,7 +738,9 @@ impl Cluster {
             .remove(target);
         if was_paused {
             self.handle.resume(self.id(target));
-            self.env.nemesis("resume", &json!({"node": target}));
+            self.env.nemesis(Nemesis::Resume {
+                node: target.to_owned(),
+            });
         }
     }
 
@@ -1021,15 +1066,17 @@ async fn liveness_phase(
     {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let unfinished: Vec<&str> = scenario
+    let unfinished: Vec<String> = scenario
         .producers
         .iter()
         .zip(progress)
         .filter(|(_, progress)| !finished(progress))
-        .map(|(spec, _)| spec.id.as_str())
+        .map(|(spec, _)| spec.id.clone())
         .collect();
     if !unfinished.is_empty() {
-        env.nemesis("producers-unfinished", &json!({ "producers": unfinished }));
+        env.nemesis(Nemesis::ProducersUnfinished {
+            producers: unfinished.clone(),
+        });
     }
     let partitions: Vec<TopicPartition> = scenario
         .topics
@@ -1217,7 +1264,7 @@ async fn run_nemesis(
 ) {
     let schedule = schedule(faults);
     let drawn: Vec<u64> = schedule.iter().map(|fault| fault.at_ms).collect();
-    cluster.env.nemesis("schedule", &json!({ "at_ms": drawn }));
+    cluster.env.nemesis(Nemesis::Schedule { at_ms: drawn });
     let mut timers = Vec::new();
     for fault in schedule {
         tokio::time::sleep_until(start + Duration::from_millis(fault.at_ms)).await;
@@ -1260,7 +1307,7 @@ async fn run_nemesis(
             (_, _, Some(after)) => timers.push(tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_millis(after)).await;
                 cluster.unclog(&links);
-                cluster.env.nemesis("heal", &json!({"links": links.len()}));
+                cluster.env.nemesis(Nemesis::Heal { links: links.len() });
             })),
             _ => {}
         }
@@ -1313,7 +1360,10 @@ mod tests {
             run_catching(&mut runtime, 7, |env_slot| async move {
                 let env = Env::new(vec!["10.0.0.1:9092".to_owned()], 16);
                 *env_slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(env.clone());
-                env.nemesis("crash", &json!({ "node": "broker-0" }));
+                env.nemesis(Nemesis::Crash {
+                    node: "broker-0".to_owned(),
+                    level: None,
+                });
                 tokio::time::sleep(Duration::from_millis(5)).await;
                 env.record(|recorder, now| {
                     let process = recorder.new_process();

@@ -26,6 +26,9 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use crate::checker::Check;
+
+pub mod nemesis;
+pub use self::nemesis::Nemesis;
 use serde_json::{json, Value as Json};
 
 /// A unique value written by a producer: `<process>-<sequence>`.
@@ -360,13 +363,8 @@ pub enum Body {
     FinalReadStart,
     /// `final-read`: one partition's final read.
     FinalRead(FinalRead),
-    /// A nemesis event (`f` is one of [`NEMESIS_FUNCTIONS`]); its value as JSON text.
-    Nemesis {
-        /// The function.
-        f: String,
-        /// Compact JSON.
-        value: String,
-    },
+    /// A nemesis event (its `f` is one of [`NEMESIS_FUNCTIONS`]).
+    Nemesis(Nemesis),
     /// `leader`: a broker became a partition's leader in a leader epoch. (Last, so that the
     /// hashes of histories without it stay as they were.)
     Leader {
@@ -416,7 +414,7 @@ impl Body {
             Body::Breach { .. } => "breach",
             Body::FinalReadStart => "final-read-start",
             Body::FinalRead(_) => "final-read",
-            Body::Nemesis { f, .. } => f,
+            Body::Nemesis(nemesis) => nemesis.f(),
         }
     }
 
@@ -429,15 +427,8 @@ impl Body {
     }
 
     /// A nemesis event.
-    pub fn nemesis(f: &str, value: &Json) -> Body {
-        assert!(
-            NEMESIS_FUNCTIONS.contains(&f),
-            "unknown nemesis function {f}"
-        );
-        Body::Nemesis {
-            f: f.to_owned(),
-            value: value.to_string(),
-        }
+    pub fn nemesis(nemesis: Nemesis) -> Body {
+        Body::Nemesis(nemesis)
     }
 }
 
@@ -681,9 +672,7 @@ impl Op {
             Body::Breach { detail } => json!({"detail": detail}),
             Body::FinalReadStart => json!({}),
             Body::FinalRead(read) => final_read_json(read),
-            Body::Nemesis { value, .. } => {
-                serde_json::from_str(value).expect("nemesis values are JSON")
-            }
+            Body::Nemesis(nemesis) => nemesis.value(),
             Body::Subscribe { .. }
             | Body::Join { .. }
             | Body::Process { .. }
@@ -1148,7 +1137,7 @@ fn body_of(
             if !value.is_object() {
                 return Err(format!("a {f} event's value must be an object"));
             }
-            Body::nemesis(f, &value)
+            Body::Nemesis(Nemesis::parse(f, &value)?)
         }
         other => group_body(other, value)?,
     })

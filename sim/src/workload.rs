@@ -26,7 +26,9 @@ use seedlog::types::TopicPartition;
 use crate::checker::values::ValueMap;
 use crate::checker::{Check, FINAL_READER};
 use crate::cluster_monitor::ClusterMonitor;
-use crate::history::{self, Body, Completion, FinalRead, Partition, Recorder, Records, Value};
+use crate::history::{
+    self, Body, Completion, FinalRead, Nemesis, Partition, Recorder, Records, Value,
+};
 use crate::scenario::{ConsumerSpec, GroupSpec, OnRestart, Processing, ProducerSpec};
 
 /// The actor of the cluster monitor's records.
@@ -136,8 +138,8 @@ impl Env {
     }
 
     /// Records a nemesis event.
-    pub fn nemesis(&self, f: &str, value: &serde_json::Value) {
-        self.event("nemesis", Body::nemesis(f, value));
+    pub fn nemesis(&self, nemesis: Nemesis) {
+        self.event("nemesis", Body::Nemesis(nemesis));
     }
 
     /// Takes the recorder out (end of run).

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use seedlog_sim::harness::run_seed;
-use seedlog_sim::history::{Body, History, Process};
+use seedlog_sim::history::{Body, History, Nemesis, Process};
 use seedlog_sim::scenario::load;
 
 /// openraft's leader lease plus its longest election timeout (runtime/quorum): a follower has
@@ -35,9 +35,8 @@ fn gaps(history: &History) -> Vec<(u64, Duration)> {
                 }
                 active = Some(node.to_string());
             }
-            (_, Body::Nemesis { f, value }) if f == "crash" => {
-                let node: serde_json::Value = serde_json::from_str(value).expect("json");
-                let crashed = node.get("node").and_then(serde_json::Value::as_str);
+            (_, Body::Nemesis(nemesis @ Nemesis::Crash { .. })) => {
+                let crashed = nemesis.node();
                 if crashed.is_some() && crashed == active.as_deref() && pending.is_none() {
                     pending = Some(op.time_ns);
                     active = None;

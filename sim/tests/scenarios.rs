@@ -180,7 +180,7 @@ duplicate = "retries without idempotence"
         .ops
         .iter()
         .filter_map(|op| match &op.body {
-            Body::Nemesis { f, .. } => Some(f.as_str()),
+            Body::Nemesis(nemesis) => Some(nemesis.f()),
             _ => None,
         })
         .collect();

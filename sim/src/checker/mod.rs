@@ -36,7 +36,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 
-use crate::history::{Body, FinalRead, History, Op, OpType, Partition, Process, Records, Value};
+use crate::history::{
+    Body, FinalRead, History, Nemesis, Op, OpType, Partition, Process, Records, Value,
+};
 use values::{ValueMap, ValueSet};
 
 /// Every check, in report order.
@@ -504,9 +506,9 @@ impl Analysis {
                 .entry((Arc::clone(partition), *epoch))
                 .or_default()
                 .push((op.index, Arc::clone(actor))),
-            Body::Nemesis { f, value } if f == "producers-unfinished" => {
-                self.unfinished_producers.push((op.index, value.clone()))
-            }
+            Body::Nemesis(nemesis @ Nemesis::ProducersUnfinished { .. }) => self
+                .unfinished_producers
+                .push((op.index, nemesis.value().to_string())),
             Body::Invariant {
                 check,
                 partition,

@@ -1,8 +1,6 @@
 //! Each check is shown to catch what it names on a hand-built history, and to stay quiet on a
 //! clean one.
 
-use serde_json::json;
-
 use super::*;
 use crate::history::{Completion, FinalRead, PartitionError, Recorder, Records};
 
@@ -669,7 +667,10 @@ fn a_nemesis_event_is_not_a_client_operation() {
     b.recorder.event(
         time,
         "nemesis",
-        Body::nemesis("crash", &json!({"node": "broker-0"})),
+        Body::Nemesis(Nemesis::Crash {
+            node: "broker-0".to_owned(),
+            level: None,
+        }),
     );
     assert_eq!(violated(&b.results()), NONE);
 }
@@ -681,7 +682,9 @@ fn producers_unfinished_after_the_heal_are_stalled() {
     b.recorder.event(
         time,
         "nemesis",
-        Body::nemesis("producers-unfinished", &json!({"producers": ["p1"]})),
+        Body::Nemesis(Nemesis::ProducersUnfinished {
+            producers: vec!["p1".to_owned()],
+        }),
     );
     let results = b.results();
     assert_eq!(violated(&results), vec!["stalled"]);

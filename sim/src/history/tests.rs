@@ -1,6 +1,8 @@
 use super::*;
 use std::collections::BTreeSet;
 
+use super::nemesis::CrashLevel;
+
 fn node(name: &str) -> Arc<str> {
     name.into()
 }
@@ -23,7 +25,10 @@ fn a_history_round_trips_through_json_lines_and_hashes_stably() {
     recorder.event(
         30,
         "nemesis",
-        Body::nemesis("crash", &json!({"node": "broker-0", "level": "process"})),
+        Body::Nemesis(Nemesis::Crash {
+            node: "broker-0".to_owned(),
+            level: Some(CrashLevel::Process),
+        }),
     );
     recorder.event(
         31,

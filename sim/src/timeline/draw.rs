@@ -431,7 +431,7 @@ fn describe_body(op: &Op) -> String {
         Body::Position {
             partition, offset, ..
         } => format!("{partition}@{offset}"),
-        Body::Nemesis { f, value } => format!("{f} {value}"),
+        Body::Nemesis(nemesis) => format!("{} {}", nemesis.f(), nemesis.value()),
         Body::Invariant {
             check,
             partition,

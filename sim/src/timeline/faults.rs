@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 
 use serde_json::Value as Json;
 
-use crate::history::{Body, History};
+use crate::history::nemesis::CrashLevel;
+use crate::history::{Body, History, Nemesis};
 
 /// A fault that held from `start_ns` to `end_ns`, or a point event (`start_ns == end_ns`).
 #[derive(Debug, Clone, PartialEq)]
@@ -35,76 +36,54 @@ enum Ends {
     Delay,
 }
 
-fn node_of(value: &Json) -> Option<String> {
-    value.get("node").and_then(Json::as_str).map(str::to_owned)
-}
-
-fn strings(value: Option<&Json>) -> Vec<String> {
-    value
-        .and_then(Json::as_array)
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|item| item.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Class and nodes of a fault that lasts, or `None` for a point event.
-fn lasting(f: &str, value: &Json) -> Option<(&'static str, Vec<String>)> {
-    let node = || node_of(value).into_iter().collect::<Vec<_>>();
-    Some(match f {
-        "crash" if value.get("level").and_then(Json::as_str) == Some("power-loss") => {
-            ("f-power", node())
-        }
-        "crash" | "stop" | "halt" => ("f-crash", node()),
-        "pause" => ("f-pause", node()),
-        "isolate" => ("f-net", node()),
-        "partition" => {
-            let groups = value.get("groups").and_then(Json::as_array);
-            let nodes = groups
-                .into_iter()
-                .flatten()
-                .flat_map(|group| strings(Some(group)))
-                .collect();
-            ("f-net", nodes)
-        }
-        "clog" => {
-            let ends = ["from", "to"].map(|end| value.get(end).and_then(Json::as_str));
-            (
-                "f-net",
-                ends.into_iter().flatten().map(str::to_owned).collect(),
-            )
-        }
-        "slow-disk" | "disk-full" => ("f-disk", node()),
-        "clock-skew" => ("f-clock", node()),
-        "delay" => ("f-delay", Vec::new()),
+fn lasting(nemesis: &Nemesis) -> Option<(&'static str, Vec<String>)> {
+    let node = || {
+        nemesis
+            .node()
+            .map(str::to_owned)
+            .into_iter()
+            .collect::<Vec<_>>()
+    };
+    Some(match nemesis {
+        Nemesis::Crash {
+            level: Some(CrashLevel::PowerLoss),
+            ..
+        } => ("f-power", node()),
+        Nemesis::Crash { .. } | Nemesis::Stop { .. } | Nemesis::Halt { .. } => ("f-crash", node()),
+        Nemesis::Pause { .. } => ("f-pause", node()),
+        Nemesis::Isolate { .. } => ("f-net", node()),
+        Nemesis::Partition { groups } => ("f-net", groups.iter().flatten().cloned().collect()),
+        Nemesis::Clog { from, to } => ("f-net", vec![from.clone(), to.clone()]),
+        Nemesis::SlowDisk { .. } | Nemesis::DiskFull { .. } => ("f-disk", node()),
+        Nemesis::ClockSkew { .. } => ("f-clock", node()),
+        Nemesis::Delay { .. } => ("f-delay", Vec::new()),
         _ => return None,
     })
 }
 
-fn ends(f: &str) -> Ends {
-    match f {
-        "restart" => Ends::Node(&["crash", "stop", "halt"]),
-        "resume" => Ends::Node(&["pause"]),
-        "slow-disk-end" => Ends::Node(&["slow-disk"]),
-        "disk-full-end" => Ends::Node(&["disk-full"]),
-        "clock-skew-end" => Ends::Node(&["clock-skew"]),
-        "heal" => Ends::Network,
-        "delay-end" => Ends::Delay,
+fn ends(nemesis: &Nemesis) -> Ends {
+    match nemesis {
+        Nemesis::Restart { .. } => Ends::Node(&["crash", "stop", "halt"]),
+        Nemesis::Resume { .. } => Ends::Node(&["pause"]),
+        Nemesis::SlowDiskEnd { .. } => Ends::Node(&["slow-disk"]),
+        Nemesis::DiskFullEnd { .. } => Ends::Node(&["disk-full"]),
+        Nemesis::ClockSkewEnd { .. } => Ends::Node(&["clock-skew"]),
+        Nemesis::Heal { .. } => Ends::Network,
+        Nemesis::DelayEnd {} => Ends::Delay,
         _ => Ends::Nothing,
     }
 }
 
-/// A short label: the function and the value's fields, `crash broker-0 level=power-loss`.
-fn label(f: &str, value: &Json) -> String {
-    let mut label = f.to_owned();
-    if let Some(node) = node_of(value) {
+/// A short label: the function, the node and the other fields, `crash broker-0
+/// level=power-loss`.
+fn label(nemesis: &Nemesis) -> String {
+    let mut label = nemesis.f().to_owned();
+    if let Some(node) = nemesis.node() {
         label.push(' ');
-        label.push_str(&node);
+        label.push_str(node);
     }
-    if let Some(object) = value.as_object() {
+    if let Json::Object(object) = nemesis.value() {
         for (key, field) in object.iter().filter(|(key, _)| *key != "node") {
             let text = match field {
                 Json::String(text) => text.clone(),
@@ -124,20 +103,26 @@ pub(crate) fn faults(history: &History, end_ns: u64) -> Vec<Fault> {
     // Open lasting faults: (function, node or "") -> position in `faults`.
     let mut open: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
     for op in &history.ops {
-        let Body::Nemesis { f, value } = &op.body else {
+        let Body::Nemesis(nemesis) = &op.body else {
             continue;
         };
-        if f == "schedule" {
+        if matches!(nemesis, Nemesis::Schedule { .. }) {
             continue;
         }
-        let value: Json = serde_json::from_str(value).unwrap_or(Json::Null);
-        close(&mut faults, &mut open, f, &value, op.time_ns);
-        let (class, nodes, lasts) = match lasting(f, &value) {
+        close(&mut faults, &mut open, nemesis, op.time_ns);
+        let (class, nodes, lasts) = match lasting(nemesis) {
             Some((class, nodes)) => (class, nodes, true),
-            None => ("f-point", node_of(&value).into_iter().collect(), false),
+            None => (
+                "f-point",
+                nemesis.node().map(str::to_owned).into_iter().collect(),
+                false,
+            ),
         };
         if lasts {
-            let key = (f.clone(), node_of(&value).unwrap_or_default());
+            let key = (
+                nemesis.f().to_owned(),
+                nemesis.node().unwrap_or_default().to_owned(),
+            );
             open.entry(key).or_default().push(faults.len());
         }
         faults.push(Fault {
@@ -145,25 +130,24 @@ pub(crate) fn faults(history: &History, end_ns: u64) -> Vec<Fault> {
             start_ns: op.time_ns,
             end_ns: if lasts { end_ns } else { op.time_ns },
             lasting: lasts,
-            f: f.clone(),
+            f: nemesis.f().to_owned(),
             class,
-            label: label(f, &value),
+            label: label(nemesis),
             nodes,
         });
     }
     faults
 }
 
-/// Ends the open faults that event `f` ends.
+/// Ends the open faults that `nemesis` ends.
 fn close(
     faults: &mut [Fault],
     open: &mut BTreeMap<(String, String), Vec<usize>>,
-    f: &str,
-    value: &Json,
+    nemesis: &Nemesis,
     time_ns: u64,
 ) {
-    let node = node_of(value).unwrap_or_default();
-    let keys: Vec<(String, String)> = match ends(f) {
+    let node = nemesis.node().unwrap_or_default().to_owned();
+    let keys: Vec<(String, String)> = match ends(nemesis) {
         Ends::Nothing => return,
         Ends::Node(started) => started
             .iter()
