@@ -12,7 +12,6 @@ pub mod cluster_monitor;
 pub mod connection_faults;
 #[cfg(madsim)]
 pub mod disk;
-#[cfg(madsim)]
 pub mod explore;
 pub mod export;
 #[cfg(madsim)]

@@ -22,8 +22,8 @@ use toml::Spanned;
 
 use crate::checker::Check;
 
-mod explore;
-pub use explore::{explored_source, DrawnFault, ExploreSpace, FieldDraw, KindSpace};
+use crate::explore;
+pub use crate::explore::{explored_source, DrawnFault, ExploreSpace, FieldDraw, KindSpace};
 
 /// A scenario that failed to load: where and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -160,7 +160,7 @@ enum RawTime {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawFault {
+pub(crate) struct RawFault {
     at_ms: Spanned<RawTime>,
     kind: Spanned<String>,
     target: Option<Spanned<String>>,
@@ -581,9 +581,9 @@ pub struct Scenario {
 const LIVENESS_MS_DEFAULT: u64 = 30_000;
 const POLL_TIMEOUT_MS_DEFAULT: u64 = 500;
 
-struct Loader<'a> {
-    file: &'a str,
-    source: &'a str,
+pub(crate) struct Loader<'a> {
+    pub(crate) file: &'a str,
+    pub(crate) source: &'a str,
 }
 
 impl Loader<'_> {
@@ -609,7 +609,7 @@ impl Loader<'_> {
         }
     }
 
-    fn error_at(&self, span: std::ops::Range<usize>, message: impl Into<String>) -> ScenarioError {
+    pub(crate) fn error_at(&self, span: std::ops::Range<usize>, message: impl Into<String>) -> ScenarioError {
         let line = self.source[..span.start.min(self.source.len())]
             .matches('\n')
             .count()
@@ -1160,7 +1160,7 @@ fn group_spec(
 }
 
 /// Which optional fields each fault kind accepts.
-fn fields_of(kind: &str) -> Option<&'static [&'static str]> {
+pub(crate) fn fields_of(kind: &str) -> Option<&'static [&'static str]> {
     Some(match kind {
         "crash" => &[
             "target",
@@ -1608,7 +1608,7 @@ impl FaultBuilder<'_> {
     }
 }
 
-fn build_fault(
+pub(crate) fn build_fault(
     loader: &Loader<'_>,
     raw: &RawFault,
     nodes: &BTreeSet<String>,

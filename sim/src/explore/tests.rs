@@ -1,168 +1,239 @@
-//! Exploration end to end, in the simulator: a failure file replays the explored run byte for
-//! byte, and shrinking a real failure keeps it failing with fewer faults.
+//! `[explore]`: strict loading, schedules drawn from the seed alone, and the text a seed runs.
 
+use crate::scenario::{parse, FaultAction};
 use super::*;
-use crate::scenario::load;
 
-/// Kafka's default flush on one broker: a power loss loses what was acknowledged and not yet
-/// fsynced, so exploration that draws a power loss finds `lost-write`.
-const LOSSY: &str = r#"# A lossy configuration to explore.
+const EXPLORED: &str = r#"# A comment that stays.
 [scenario]
-name = "explore: ack before fsync"
-seed = 1
-duration_ms = 6_000
-liveness_ms = 20_000
+name = "explored"
+seed = 3
+duration_ms = 10_000
 
 [cluster]
 brokers = 1
 
 [[topics]]
-name = "ledger"
+name = "orders"
 partitions = 2
 
 [[producers]]
 id = "p1"
-config = { "acks" = "all", "enable.idempotence" = false, "retries" = 10 }
-workload = { topic = "ledger", messages = 200, rate_per_sec = 50 }
+config = { "acks" = "all", "enable.idempotence" = false, "retries" = 3 }
+workload = { topic = "orders", messages = 10, rate_per_sec = 100 }
 
 [[consumers]]
 id = "c1"
-assign = ["ledger"]
-config = { "auto.offset.reset" = "earliest" }
+assign = ["orders"]
+
+# The scripted crash, which exploration replaces.
+[[faults]]
+at_ms = 1000
+kind = "crash"
+target = "broker-0"
 
 [explore]
-faults = [2, 5]
-window_ms = [500, 5_000]
-swarm = 0.7
+faults = [2, 6]
+window_ms = [500, 9_000]
+swarm = 0.5
 
 [explore.crash]
-target = ["broker-0", "c1"]
+weight = 2
+target = ["broker-0", "leader(orders-1)", "c1"]
 level = ["process", "power-loss"]
-restart_after_ms = [100, 1_500]
+restart_after_ms = [100, 2_000]
+
+[explore.partition]
+groups = "random"
+heal_after_ms = [100, 3_000]
 
 [explore.drop_response]
+max = 1
 target = "broker-0"
-api = "produce"
-count = [1, 3]
+api = ["produce", "fetch"]
+count = [1, 4]
+probability = [0.2, 1.0]
 
-[explore.clog]
-from = "broker-0"
-to = ["p1", "c1"]
-heal_after_ms = [100, 1_000]
+[explore.slow_disk]
+at_ms = [2_000, 3_000]
+target = "broker-0"
+fsync_latency_us = [[1_000, 5_000], [10_000, 50_000]]
 
 [expect]
-
-[expect.may_violate]
-hw-monotonic = "consequence of the loss"
-at-least-once = "consequence of the loss"
-exactly-once = "consequence of the loss"
-nonmonotonic-poll = "consequence of the loss"
-at-most-once = "consequence of the loss"
-duplicate = "retries without idempotence"
+may_violate = { "duplicate" = "retries without idempotence" }
 "#;
 
-fn explored() -> Explored {
-    let path = "lossy.toml".to_owned();
-    let scenario = parse(&path, LOSSY).expect("valid");
-    Explored {
-        path,
-        source: LOSSY.to_owned(),
-        space: scenario.explore.expect("[explore]"),
+fn space() -> ExploreSpace {
+    parse("x.toml", EXPLORED)
+        .expect("valid")
+        .explore
+        .expect("has [explore]")
+}
+
+fn error_of(text: &str) -> String {
+    parse("x.toml", text)
+        .expect_err("must be rejected")
+        .to_string()
+}
+
+#[test]
+fn a_seed_draws_the_same_schedule_every_time_and_seeds_differ() {
+    let space = space();
+    for seed in 0..50 {
+        assert_eq!(space.draw(seed), space.draw(seed), "seed {seed}");
+    }
+    let distinct: BTreeSet<String> = (0..50)
+        .map(|seed| format!("{:?}", space.draw(seed)))
+        .collect();
+    assert!(
+        distinct.len() > 40,
+        "only {} distinct schedules",
+        distinct.len()
+    );
+}
+
+#[test]
+fn drawn_schedules_stay_inside_the_space() {
+    let space = space();
+    let mut kinds_seen = BTreeSet::new();
+    let mut subsets = BTreeSet::new();
+    for seed in 0..300 {
+        let faults = space.draw(seed);
+        // Fewer than 2 only when every enabled kind reached its `max`.
+        let limited = faults.iter().all(|fault| fault.kind == "drop_response");
+        assert!(
+            faults.len() <= 6 && (faults.len() >= 2 || limited),
+            "seed {seed}: {faults:?}"
+        );
+        assert!(faults.windows(2).all(|pair| pair[0].at_ms <= pair[1].at_ms));
+        assert!(
+            faults
+                .iter()
+                .filter(|fault| fault.kind == "drop_response")
+                .count()
+                <= 1
+        );
+        let kinds: BTreeSet<&str> = faults.iter().map(|fault| fault.kind.as_str()).collect();
+        for fault in &faults {
+            kinds_seen.insert(fault.kind.clone());
+            let window = if fault.kind == "slow_disk" {
+                2_000..=3_000
+            } else {
+                500..=9_000
+            };
+            assert!(window.contains(&fault.at_ms), "seed {seed}: {fault:?}");
+        }
+        subsets.insert(format!("{kinds:?}"));
+    }
+    assert_eq!(kinds_seen.len(), 4, "{kinds_seen:?}");
+    assert!(
+        subsets.len() >= 8,
+        "swarm draws few kind subsets: {subsets:?}"
+    );
+}
+
+#[test]
+fn the_explored_text_loads_with_the_drawn_faults_instead_of_the_scripted_ones() {
+    let space = space();
+    for seed in 0..100 {
+        let drawn = space.draw(seed);
+        let text = explored_source(EXPLORED, seed, &drawn).expect("cut");
+        assert!(text.starts_with("# A comment that stays.\n"));
+        assert!(!text.lines().any(|line| line.starts_with("[explore")));
+        assert!(!text.contains("The scripted crash"));
+        let scenario = parse("x-seed.toml", &text).expect("the drawn faults load");
+        assert_eq!(scenario.pinned_seed, Some(seed));
+        assert!(scenario.explore.is_none());
+        assert_eq!(scenario.faults.len(), drawn.len(), "seed {seed}");
+        for (fault, drawn) in scenario.faults.iter().zip(&drawn) {
+            assert_eq!(fault.at_ms, crate::scenario::TimeSpec::Fixed(drawn.at_ms));
+        }
+        assert_eq!(text, explored_source(EXPLORED, seed, &drawn).expect("cut"));
     }
 }
 
-fn scratch_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("seedlog-explore-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
-}
-
-fn first_failure(explored: &Explored) -> SeedResult {
-    (0..200)
-        .map(|seed| explored.run(seed).expect("runs"))
-        .find(|result| result.verdict.failed())
-        .expect("a power loss before an fsync loses an acknowledged write on some seed")
+#[test]
+fn random_groups_split_every_node_in_two() {
+    let space = space();
+    let partitions: Vec<FaultAction> = (0..200)
+        .flat_map(|seed| {
+            let text = explored_source(EXPLORED, seed, &space.draw(seed)).expect("cut");
+            parse("x.toml", &text).expect("loads").faults
+        })
+        .map(|fault| fault.action)
+        .filter(|action| matches!(action, FaultAction::Partition { .. }))
+        .collect();
+    assert!(!partitions.is_empty());
+    for action in partitions {
+        let FaultAction::Partition { groups, .. } = action else {
+            unreachable!()
+        };
+        assert_eq!(groups.len(), 2);
+        assert!(groups.iter().all(|group| !group.is_empty()));
+        let mut all: Vec<&String> = groups.iter().flatten().collect();
+        all.sort();
+        assert_eq!(all, ["broker-0", "c1", "p1"]);
+    }
 }
 
 #[test]
-fn a_failure_file_replays_the_explored_run_byte_for_byte() {
-    install_quiet_panic_hook();
-    let explored = explored();
-    let result = first_failure(&explored);
+fn unknown_keys_in_explore_are_rejected_with_file_and_line() {
+    let text = EXPLORED.replace("swarm = 0.5", "swarm = 0.5\nfautls = 3");
+    let error = error_of(&text);
+    assert!(error.starts_with("x.toml:33:"), "{error}");
     assert!(
-        result.verdict.unexpected.contains(&Check::LostWrite),
-        "{}",
-        result.verdict.reason()
+        error.contains("unknown key 'fautls' in [explore]"),
+        "{error}"
     );
-    let again = explored.run(result.seed).expect("runs");
-    assert_eq!(
-        again.text, result.text,
-        "the schedule is drawn from the seed alone"
-    );
-    assert_eq!(again.verdict.hash, result.verdict.hash);
-
-    let dir = scratch_dir("replay");
-    let file = write_failure(&explored, &dir, &result).expect("written");
-    let loaded = load(&file).expect("a failure file loads");
-    assert_eq!(loaded.pinned_seed, Some(result.seed));
-    assert!(loaded.explore.is_none());
-    assert_eq!(loaded.faults.len(), result.faults.len());
-    let outcome = run_seed(&loaded, result.seed, false);
-    assert_eq!(
-        outcome.history.hash(),
-        result.verdict.hash,
-        "run FILE --seed N replays the history"
-    );
-    let text = std::fs::read_to_string(&file).expect("read");
-    assert!(text.contains(&format!("#   commit:  {COMMIT}")));
-    assert!(text.contains("#   failed:  lost-write ("));
-    let _ = std::fs::remove_dir_all(dir);
-}
-
-#[test]
-fn a_passing_explored_seed_replays_from_its_file_too() {
-    install_quiet_panic_hook();
-    let explored = explored();
-    let result = (0..50)
-        .map(|seed| explored.run(seed).expect("runs"))
-        .find(|result| !result.verdict.failed() && !result.faults.is_empty())
-        .expect("a seed without a power loss passes");
-    let scenario = parse("copy.toml", &result.text).expect("loads");
-    let outcome = run_seed(&scenario, result.seed, false);
-    assert_eq!(outcome.history.hash(), result.verdict.hash);
-}
-
-#[test]
-fn shrinking_a_real_failure_keeps_it_failing_with_at_most_two_faults() {
-    install_quiet_panic_hook();
-    let explored = explored();
-    let result = first_failure(&explored);
-    let dir = scratch_dir("shrink");
-    let file = write_failure(&explored, &dir, &result).expect("written");
-    assert!(shrink(&file, Some("lost-write"), None, 2).expect("shrinks"));
-    let minimal_file = minimal_path(&file);
-    let minimal = load(&minimal_file).expect("the minimal file loads");
-    assert!(minimal.faults.len() <= 2, "{:?}", minimal.faults);
-    assert!(minimal.faults.len() <= result.faults.len());
-    let (verdict, _) = judge(&minimal, minimal.pinned_seed.expect("pinned"));
+    let text = EXPLORED.replace("weight = 2", "weight = 2\nrestart_ms = 5");
+    let error = error_of(&text);
+    assert!(error.starts_with("x.toml:36:"), "{error}");
     assert!(
-        verdict.unexpected.contains(&Check::LostWrite),
-        "{}",
-        verdict.reason()
+        error.contains("[explore.crash] restart_ms: unknown key"),
+        "{error}"
     );
-    let _ = std::fs::remove_dir_all(dir);
+    let text = EXPLORED.replace("api = [\"produce\", \"fetch\"]", "heal_after_ms = 5");
+    let error = error_of(&text);
+    assert!(
+        error.contains("[explore.drop_response] heal_after_ms: unknown key"),
+        "{error}"
+    );
 }
 
 #[test]
-fn budgets_and_seed_ranges_parse() {
-    assert_eq!(parse_budget("90s").expect("s"), Duration::from_secs(90));
-    assert_eq!(parse_budget("10m").expect("m"), Duration::from_mins(10));
-    assert_eq!(parse_budget("2h").expect("h"), Duration::from_hours(2));
-    assert_eq!(parse_budget("45").expect("bare"), Duration::from_secs(45));
-    assert!(parse_budget("10d").is_err());
-    assert_eq!(parse_seeds("3..9").expect("range"), 3..9);
-    assert!(parse_seeds("9..3").is_err());
-    assert_eq!(format_duration(Duration::from_secs(3725)), "1h02m");
-    assert_eq!(format_duration(Duration::from_secs(200)), "3m20s");
+fn bad_choices_in_explore_are_rejected_at_their_key() {
+    let text = EXPLORED.replace("\"leader(orders-1)\"", "\"leader(orders-7)\"");
+    let error = error_of(&text);
+    assert!(error.starts_with("x.toml:36:"), "{error}");
+    assert!(error.contains("names no declared partition"), "{error}");
+    let text = EXPLORED.replace(
+        "level = [\"process\", \"power-loss\"]",
+        "level = [\"process\", \"meteor\"]",
+    );
+    assert!(error_of(&text).contains("unknown crash level 'meteor'"));
+    let text = EXPLORED.replace(
+        "restart_after_ms = [100, 2_000]",
+        "restart_after_ms = [2_000, 100]",
+    );
+    assert!(error_of(&text).contains("a number or [low, high]"));
+    let text = EXPLORED.replace("window_ms = [500, 9_000]", "window_ms = [500, 19_000]");
+    assert!(error_of(&text).contains("after the safety phase"));
+    let text = EXPLORED.replace("groups = \"random\"\n", "");
+    assert!(error_of(&text).contains("[explore.partition] a 'partition' fault needs 'groups'"));
+    let text = EXPLORED.replace("[explore.crash]", "[explore.meteor]");
+    assert!(error_of(&text).contains("unknown key 'meteor' in [explore]"));
+}
+
+#[test]
+fn a_file_without_a_scenario_header_cannot_be_cut() {
+    let text = EXPLORED
+        .replace("[scenario]\nname", "scenario.name")
+        .replace(
+            "seed = 3\nduration_ms",
+            "scenario.seed = 3\nscenario.duration_ms",
+        );
+    let space = parse("x.toml", &text)
+        .expect("dotted keys load")
+        .explore
+        .expect("space");
+    assert!(explored_source(&text, 1, &space.draw(1)).is_err());
 }
