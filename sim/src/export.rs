@@ -409,20 +409,15 @@ fn edn_ops<'a>(op: &'a Op, keys: &Keys, lanes: &mut Lanes) -> Result<Vec<EdnOp<'
                 keys_value(list),
             )
         }
-        (Process::Named(_), Body::Nemesis(nemesis)) if BOOKKEEPING.contains(&nemesis.f()) => {
-            Vec::new()
-        }
-        (Process::Named(_), Body::Nemesis(nemesis)) => {
-            let mut ops = pair(
-                nemesis.f(),
-                ":nemesis".to_owned(),
-                edn_of_json(&nemesis.value()),
-            );
+        (Process::Named(_), Body::Nemesis(nemesis)) if !BOOKKEEPING.contains(&nemesis.f()) => {
+            let value = edn_of_json(&nemesis.value());
+            let mut ops = pair(nemesis.f(), ":nemesis".to_owned(), value);
             for edn in &mut ops {
                 edn.op_type = OpType::Info;
             }
             ops
         }
+        // Bookkeeping nemesis events (the drawn schedule, a resolved selector) are not Jepsen's.
         _ => Vec::new(),
     })
 }

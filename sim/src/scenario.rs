@@ -609,7 +609,11 @@ impl Loader<'_> {
         }
     }
 
-    pub(crate) fn error_at(&self, span: std::ops::Range<usize>, message: impl Into<String>) -> ScenarioError {
+    pub(crate) fn error_at(
+        &self,
+        span: std::ops::Range<usize>,
+        message: impl Into<String>,
+    ) -> ScenarioError {
         let line = self.source[..span.start.min(self.source.len())]
             .matches('\n')
             .count()

@@ -1,7 +1,7 @@
 //! `[explore]`: strict loading, schedules drawn from the seed alone, and the text a seed runs.
 
-use crate::scenario::{parse, FaultAction};
 use super::*;
+use crate::scenario::{parse, FaultAction};
 
 const EXPLORED: &str = r#"# A comment that stays.
 [scenario]

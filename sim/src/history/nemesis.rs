@@ -316,6 +316,10 @@ mod tests {
     use super::*;
     use crate::history::NEMESIS_FUNCTIONS;
 
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one event of each kind, one field a line"
+    )]
     fn one_of_each() -> Vec<Nemesis> {
         let node = || "broker-0".to_owned();
         let fault = |error: Option<&str>| ConnectionFault {
@@ -438,11 +442,12 @@ mod tests {
 
     #[test]
     fn an_unknown_function_or_field_or_a_wrong_type_is_an_error_that_names_it() {
-        let unknown = Nemesis::parse("meteor", &json!({})).unwrap_err();
+        let unknown = Nemesis::parse("meteor", &json!({})).expect_err("no such function");
         assert!(unknown.contains("meteor"), "{unknown}");
-        let field = Nemesis::parse("restart", &json!({"node": "broker-0", "when": 3})).unwrap_err();
+        let field = Nemesis::parse("restart", &json!({"node": "broker-0", "when": 3}))
+            .expect_err("no such field");
         assert!(field.contains("when"), "{field}");
-        let wrong = Nemesis::parse("heal", &json!({"links": "many"})).unwrap_err();
+        let wrong = Nemesis::parse("heal", &json!({"links": "many"})).expect_err("not a number");
         assert!(wrong.contains("heal"), "{wrong}");
     }
 }
