@@ -569,7 +569,7 @@ impl Cluster {
                     node: target.clone(),
                     fail_writes: *fail_writes,
                     fail_syncs: *fail_syncs,
-                    on_fsync_failure: policy.to_owned(),
+                    on_fsync_failure: Some(policy.to_owned()),
                 });
             }
             FaultAction::Corrupt { target, files } => {

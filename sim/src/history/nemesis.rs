@@ -121,8 +121,10 @@ pub enum Nemesis {
         fail_writes: u32,
         /// Fsyncs that fail.
         fail_syncs: u32,
-        /// What a failed fsync does to the dirty pages: `drop` or `keep`.
-        on_fsync_failure: String,
+        /// What a failed fsync does to the dirty pages: `drop` or `keep` (absent in histories
+        /// that predate the choice).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        on_fsync_failure: Option<String>,
     },
     /// A byte of one of a broker's files was flipped (`file` is `None` when no file matched).
     Corrupt {
@@ -367,7 +369,7 @@ mod tests {
                 node: node(),
                 fail_writes: 1,
                 fail_syncs: 0,
-                on_fsync_failure: "drop".to_owned(),
+                on_fsync_failure: Some("drop".to_owned()),
             },
             Nemesis::Corrupt {
                 node: node(),
