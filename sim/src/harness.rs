@@ -302,7 +302,7 @@ impl Cluster {
         };
         let node = self.select(&selector);
         self.env.nemesis(Nemesis::Resolve {
-            target: target.to_string(),
+            target: target.clone(),
             node: node.clone(),
         });
         *target = node?;
@@ -541,7 +541,7 @@ impl Cluster {
             ConnectionFaultKind::DropResponse => Nemesis::DropResponse(fault(None)),
             ConnectionFaultKind::ResetMidResponse => Nemesis::ResetMidResponse(fault(None)),
             ConnectionFaultKind::RejectRequest(error) => {
-                Nemesis::RejectRequest(fault(Some(error.name().to_owned())))
+                Nemesis::RejectRequest(fault(Some(error.name().clone())))
             }
         });
     }
