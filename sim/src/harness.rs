@@ -1384,8 +1384,9 @@ mod tests {
         let ops = &outcome.history.ops;
         assert_eq!(ops.len(), 4, "{ops:?}");
         let last = ops.last().expect("ops");
-        assert!(
-            format!("{last:?}").contains("run-panicked"),
+        assert_eq!(
+            last.body.f(),
+            "run-panicked",
             "the panic is the last operation: {last:?}"
         );
         assert_eq!(
