@@ -108,6 +108,7 @@ step clippy cargo clippy --workspace --all-targets -- -D warnings
 step clippy-sim "${SIM_ENV[@]}" cargo clippy --workspace --all-targets -- -D warnings
 step layering layering
 step plants-apply plants_apply
+step docs-summaries python3 scripts/summaries.py --check
 step real-tests cargo test --workspace
 step sim-tests "${SIM_ENV[@]}" cargo test --release -p seedlog-sim
 step sim-build "${SIM_ENV[@]}" cargo build --release -p seedlog-sim
