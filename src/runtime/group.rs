@@ -1,7 +1,10 @@
 //! A member of a consumer group, over its own connection to the group's coordinator: finds the
 //! coordinator, joins (through MEMBER_ID_REQUIRED), assigns as leader with the assignor the group chose,
-//! syncs, heartbeats, fetches and commits offsets, and leaves. What each coordinator error asks
-//! for is `client::group::recovery`; this shell only does the calls. Like kafka-python's
+//! syncs, heartbeats, fetches and commits offsets, and leaves. Every decision (what to send, what
+//! an answer means, when a heartbeat is due, whether a join or commit is retried and after how
+//! long, what the leader assigns, which partitions move) is the sans-IO core's,
+//! [`MemberCore`]; this shell does the calls it asks for, reads the clock and runs the
+//! application's [`RebalanceListener`]. Like kafka-python's
 //! consumer (and unlike the Java client's heartbeat thread) it heartbeats from the poll loop: a
 //! member that processes longer than `session.timeout.ms` is removed from the group.
 //!
@@ -13,39 +16,25 @@
 //! they were made and a failed one is reported, never retried (a retry could land after a later
 //! commit and move the group's offset back).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
-use kafka_protocol::messages::offset_commit_request::{
-    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
-use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    FindCoordinatorRequest, GroupId, HeartbeatRequest, JoinGroupRequest, JoinGroupResponse,
-    LeaveGroupRequest, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, RequestKind,
-    ResponseKind, SyncGroupRequest, TopicName,
+    JoinGroupResponse, OffsetCommitResponse, RequestKind, ResponseKind,
 };
-use kafka_protocol::protocol::StrBytes;
 
-use crate::client::group::{
-    by_topic, decode_full_subscription, encode_assignment, encode_subscription, recovery, Assignor,
-    Recovery, PROTOCOL_TYPE,
+use crate::client::consumer::member::{
+    Failure, JoinAnswer, JoinNext, MemberCore, PendingCommit, Reaction, Revocation, SyncAnswer,
+    OFFSET_COMMIT_VERSION,
 };
 use crate::config::ConsumerConfig;
 use crate::protocol::ErrorCode;
-use crate::runtime::admin::{consumer_assignment, metadata};
+use crate::runtime::admin::metadata;
 use crate::runtime::client::{ClientConnection, ClientError};
 use crate::types::TopicPartition;
-
-/// Attempts of one join before `ensure_active` gives up (the caller polls and tries again).
-const JOIN_ATTEMPTS: usize = 10;
-
-/// The OffsetCommit version the member sends.
-const OFFSET_COMMIT_VERSION: i16 = 7;
 
 /// Kafka's `ConsumerRebalanceListener`: what the application does when its partitions move.
 /// Each hook gets the member, so that it can commit; a revocation runs while the member still
@@ -115,94 +104,28 @@ pub struct CommitOutcome {
     pub result: Result<(), ClientError>,
 }
 
-/// An asynchronous commit written to the coordinator's connection, its answer not read yet.
-#[derive(Debug)]
-struct PendingCommit {
-    offsets: BTreeMap<TopicPartition, i64>,
-    generation: i32,
-    deadline: tokio::time::Instant,
-}
-
-impl PendingCommit {
-    /// How it ended.
-    fn ended(self, result: Result<(), ClientError>) -> CommitOutcome {
+impl CommitOutcome {
+    /// How `pending` ended.
+    fn of(pending: PendingCommit, result: Result<(), ClientError>) -> CommitOutcome {
         CommitOutcome {
-            offsets: self.offsets,
-            generation: self.generation,
+            offsets: pending.offsets,
+            generation: pending.generation,
             result,
         }
     }
 }
 
-/// A group member.
+/// A group member: the core's decisions ([`MemberCore`]) carried out over a connection to the
+/// group's coordinator.
 #[derive(Debug)]
 pub struct GroupMember {
-    bootstrap: Vec<String>,
-    next_bootstrap: usize,
+    core: MemberCore,
     client_id: String,
-    group_id: String,
-    instance: Option<String>,
-    topics: Vec<String>,
-    assignors: Vec<Assignor>,
-    session_timeout_ms: i32,
-    rebalance_timeout_ms: i32,
-    heartbeat_interval: Duration,
-    request_timeout: Duration,
-    retry_backoff: Duration,
-    /// `default.api.timeout.ms`: how long [`GroupMember::commit`] retries.
-    api_timeout: Duration,
+    /// Where the core's time starts: the member's creation.
+    origin: tokio::time::Instant,
     coordinator: Option<ClientConnection>,
-    member_id: String,
-    generation: i32,
-    /// The assignment of the current generation; `None` while the member must (re)join.
-    assignment: Option<Vec<TopicPartition>>,
-    /// The partitions the member owns going into its next join: under the cooperative protocol
-    /// (every offered assignor cooperative) its assignment, kept through a rebalance; under the
-    /// eager one nothing (everything is given up before rejoining). A lost generation or member
-    /// id loses them (Kafka's `onPartitionsLost`).
-    owned: Vec<TopicPartition>,
-    /// The member belongs to a live generation and heartbeats, also while a rejoin is pending
-    /// after REBALANCE_IN_PROGRESS: as Kafka's heartbeat thread, it keeps the session alive
-    /// until the application comes back to rejoin (within the rebalance timeout). A fenced
-    /// generation or member id stops it.
-    in_generation: bool,
-    next_heartbeat: tokio::time::Instant,
-    /// The partitions the application holds: announced by `on_partitions_assigned`, not yet
-    /// revoked or lost.
-    held: Vec<TopicPartition>,
-    /// Asynchronous commits in flight on the coordinator's connection, oldest first.
-    pending_commits: VecDeque<PendingCommit>,
     /// Asynchronous commits whose answer was read, for `take_commit_outcomes`.
     commit_outcomes: Vec<CommitOutcome>,
-    /// The leader epoch of the last record consumed before each partition's position, as
-    /// [`note_offset_epochs`](Self::note_offset_epochs) last read it from the consumer: what a
-    /// commit of that partition names (Kafka's `OffsetAndMetadata.leaderEpoch`, KIP-320).
-    offset_epochs: BTreeMap<TopicPartition, i32>,
-}
-
-fn text(value: &str) -> StrBytes {
-    StrBytes::from_string(value.to_owned())
-}
-
-/// Whether a failed synchronous commit is tried again (Kafka's `commitSync`): the coordinator
-/// moved or is loading (`NOT_COORDINATOR`, `COORDINATOR_NOT_AVAILABLE`,
-/// `COORDINATOR_LOAD_IN_PROGRESS`, `REQUEST_TIMED_OUT`), or no answer came (the connection
-/// failed, was closed, timed out or carried something undecodable: the call dropped it, and
-/// the retry finds the coordinator again). A fenced generation or member
-/// (`ILLEGAL_GENERATION`, `UNKNOWN_MEMBER_ID`, `REBALANCE_IN_PROGRESS`: Kafka's
-/// `CommitFailedException` and `RebalanceInProgressException`) and every other refusal are not.
-fn commit_retriable(error: &ClientError) -> bool {
-    match error {
-        ClientError::Kafka { error, .. } => {
-            matches!(recovery(*error), Recovery::Rediscover | Recovery::Retry)
-        }
-        ClientError::Io(_)
-        | ClientError::Connection(_)
-        | ClientError::Timeout(_)
-        | ClientError::Codec(_)
-        | ClientError::Protocol(_)
-        | ClientError::Unsupported(_) => true,
-    }
 }
 
 fn kafka(error: ErrorCode, what: &str) -> ClientError {
@@ -212,35 +135,38 @@ fn kafka(error: ErrorCode, what: &str) -> ClientError {
     }
 }
 
+/// What a failed call means for a retry decision.
+fn failure(error: &ClientError) -> Failure {
+    match error {
+        ClientError::Kafka { error, .. } => Failure::Refused(*error),
+        ClientError::Io(_)
+        | ClientError::Connection(_)
+        | ClientError::Timeout(_)
+        | ClientError::Codec(_)
+        | ClientError::Protocol(_)
+        | ClientError::Unsupported(_) => Failure::NoAnswer,
+    }
+}
+
+fn another_api(api: &str) -> ClientError {
+    ClientError::Protocol(format!("{api} answered with another API"))
+}
+
 impl GroupMember {
     /// A member of `config.group_id` subscribed to `topics`.
     pub fn new(config: &ConsumerConfig, topics: Vec<String>) -> GroupMember {
         GroupMember {
-            bootstrap: config.bootstrap_servers.clone(),
-            next_bootstrap: 0,
+            core: MemberCore::new(config, topics),
             client_id: config.client_id.clone(),
-            group_id: config.group_id.clone().unwrap_or_default(),
-            instance: config.group_instance_id.clone(),
-            topics,
-            assignors: config.partition_assignment_strategy.clone(),
-            session_timeout_ms: config.session_timeout_ms,
-            rebalance_timeout_ms: config.max_poll_interval_ms,
-            heartbeat_interval: Duration::from_millis(config.heartbeat_interval_ms),
-            request_timeout: Duration::from_millis(config.request_timeout_ms),
-            retry_backoff: Duration::from_millis(config.retry_backoff_ms.max(1)),
-            api_timeout: Duration::from_millis(config.default_api_timeout_ms),
+            origin: tokio::time::Instant::now(),
             coordinator: None,
-            member_id: String::new(),
-            generation: -1,
-            assignment: None,
-            owned: Vec::new(),
-            in_generation: false,
-            next_heartbeat: tokio::time::Instant::now(),
-            held: Vec::new(),
-            pending_commits: VecDeque::new(),
             commit_outcomes: Vec::new(),
-            offset_epochs: BTreeMap::new(),
         }
+    }
+
+    /// The core's time: since the member was created.
+    fn now(&self) -> Duration {
+        tokio::time::Instant::now().saturating_duration_since(self.origin)
     }
 
     /// Reads from `consumer` the leader epoch of the last record consumed before the position
@@ -254,46 +180,40 @@ impl GroupMember {
     ) {
         for partition in partitions {
             if let Some(epoch) = consumer.offset_epoch(partition) {
-                self.offset_epochs.insert(partition.clone(), epoch);
+                self.core.note_offset_epoch(partition, epoch);
             }
         }
     }
 
     /// The partitions the application holds (assigned and not yet revoked or lost).
     pub fn held(&self) -> &[TopicPartition] {
-        &self.held
+        self.core.held()
     }
 
     /// The generation the member belongs to (-1: none yet).
     pub fn generation(&self) -> i32 {
-        self.generation
+        self.core.generation()
     }
 
-    /// Whether the member follows the cooperative rebalance protocol (KIP-429): every assignor
-    /// it offers is cooperative, as Kafka's consumer decides.
+    /// Whether the member follows the cooperative rebalance protocol (KIP-429).
     pub fn is_cooperative(&self) -> bool {
-        !self.assignors.is_empty()
-            && self
-                .assignors
-                .iter()
-                .all(|assignor| assignor.is_cooperative())
+        self.core.is_cooperative()
     }
 
     /// Whether the member must rejoin before its assignment counts.
     pub fn needs_rejoin(&self) -> bool {
-        self.assignment.is_none()
+        self.core.needs_rejoin()
     }
 
     /// How long until the next heartbeat is due.
     pub fn until_heartbeat(&self) -> Duration {
-        self.next_heartbeat
-            .saturating_duration_since(tokio::time::Instant::now())
+        self.core.until_heartbeat(self.now())
     }
 
     async fn call(&mut self, version: i16, body: RequestKind) -> Result<ResponseKind, ClientError> {
         // Answers come in order: the asynchronous commits' are read first.
         self.finish_commits().await;
-        let timeout = connection_timeout(&body, self.request_timeout, self.rebalance_timeout_ms);
+        let timeout = self.core.call_timeout(&body);
         let connection = self.coordinator().await?;
         let outcome = tokio::time::timeout(timeout, connection.call_at_version(version, body))
             .await
@@ -309,67 +229,53 @@ impl GroupMember {
     /// (their answers are lost with it; Kafka's callback gets a retriable error).
     fn drop_coordinator(&mut self) {
         self.coordinator = None;
-        while let Some(pending) = self.pending_commits.pop_front() {
-            self.commit_outcomes
-                .push(pending.ended(Err(ClientError::Protocol(
+        for pending in self.core.commits_lost() {
+            self.commit_outcomes.push(CommitOutcome::of(
+                pending,
+                Err(ClientError::Protocol(
                     "the coordinator's connection was lost before the commit was answered".into(),
-                ))));
+                )),
+            ));
+        }
+    }
+
+    /// Carries out what the core's reaction to an error asks; `Err` when it ends the call.
+    fn carry_out(
+        &mut self,
+        reaction: Reaction,
+        error: ErrorCode,
+        what: &str,
+    ) -> Result<(), ClientError> {
+        match reaction {
+            Reaction::Proceed => Ok(()),
+            Reaction::Rediscover => {
+                self.drop_coordinator();
+                Ok(())
+            }
+            Reaction::Fatal => Err(kafka(error, what)),
         }
     }
 
     /// The coordinator's connection, found through a bootstrap server if needed.
     async fn coordinator(&mut self) -> Result<&mut ClientConnection, ClientError> {
         if self.coordinator.is_none() {
-            let address = self.bootstrap[self.next_bootstrap % self.bootstrap.len().max(1)].clone();
-            self.next_bootstrap += 1;
+            let address = self.core.next_bootstrap();
             let mut bootstrap = ClientConnection::connect(&address, &self.client_id).await?;
-            let request = FindCoordinatorRequest::default().with_key(text(&self.group_id));
+            let request = self.core.find_coordinator_request();
+            let timeout = self.core.request_timeout();
             let call = bootstrap.call_at_version(3, RequestKind::FindCoordinator(request));
             let ResponseKind::FindCoordinator(found) =
-                tokio::time::timeout(self.request_timeout, call)
+                tokio::time::timeout(timeout, call)
                     .await
-                    .map_err(|_| ClientError::Timeout(self.request_timeout))??
+                    .map_err(|_| ClientError::Timeout(timeout))??
             else {
-                return Err(ClientError::Protocol(
-                    "FindCoordinator answered with another API".into(),
-                ));
+                return Err(another_api("FindCoordinator"));
             };
-            if found.error_code != 0 {
-                return Err(kafka(
-                    ErrorCode::from_code(found.error_code),
-                    "FindCoordinator",
-                ));
-            }
-            let address = format!("{}:{}", found.host, found.port);
+            let address = MemberCore::on_find_coordinator(&found)
+                .map_err(|error| kafka(error, "FindCoordinator"))?;
             self.coordinator = Some(ClientConnection::connect(&address, &self.client_id).await?);
         }
         Ok(self.coordinator.as_mut().expect("just set"))
-    }
-
-    /// What an error answer asks for; `Err` when it is fatal.
-    fn recover(&mut self, error: ErrorCode, what: &str) -> Result<(), ClientError> {
-        match recovery(error) {
-            Recovery::Rediscover => self.drop_coordinator(),
-            Recovery::RejoinAsNew => {
-                self.member_id.clear();
-                self.assignment = None;
-                self.owned.clear();
-                self.in_generation = false;
-            }
-            Recovery::Rejoin => {
-                self.assignment = None;
-                // A rebalance under way leaves the generation live until the member rejoins
-                // (a cooperative member keeps its partitions through it); ILLEGAL_GENERATION
-                // ends it, and with it what the member owned.
-                if error != ErrorCode::RebalanceInProgress {
-                    self.in_generation = false;
-                    self.owned.clear();
-                }
-            }
-            Recovery::Retry => {}
-            Recovery::Fatal => return Err(kafka(error, what)),
-        }
-        Ok(())
     }
 
     /// Makes sure the member belongs to a generation, joining if it must: `Some((generation,
@@ -381,46 +287,37 @@ impl GroupMember {
         &mut self,
         listener: &mut L,
     ) -> Result<Option<(i32, Vec<TopicPartition>)>, ClientError> {
-        if self.assignment.is_some() {
+        if !self.core.needs_rejoin() {
             return Ok(None);
         }
-        self.prepare_join(listener).await;
-        // Joining: no heartbeats until the member is in a generation again (Kafka's
-        // PREPARING_REBALANCE); the JoinGroup itself keeps the member known.
-        self.in_generation = false;
+        match self.core.join_prepare() {
+            None => {}
+            Some(Revocation::Lost(lost)) => listener.on_partitions_lost(self, &lost).await,
+            Some(Revocation::Revoked(revoked)) => {
+                listener.on_partitions_revoked(self, &revoked).await;
+                self.core.release(&revoked);
+            }
+        }
+        self.core.start_join();
         let mut last = None;
-        for _ in 0..JOIN_ATTEMPTS {
+        while self.core.join_attempt() {
             match self.join_and_sync().await {
                 Ok(Some((generation, assignment))) => {
                     self.complete_join(listener, &assignment).await;
                     return Ok(Some((generation, assignment)));
                 }
                 Ok(None) => {}
-                Err(error @ ClientError::Kafka { .. }) => return Err(error),
-                Err(error) => {
-                    self.drop_coordinator();
-                    last = Some(error);
-                    tokio::time::sleep(self.retry_backoff).await;
-                }
+                Err(error) => match self.core.join_failed(failure(&error)) {
+                    JoinNext::GiveUp => return Err(error),
+                    JoinNext::RetryAfter(backoff) => {
+                        self.drop_coordinator();
+                        last = Some(error);
+                        tokio::time::sleep(backoff).await;
+                    }
+                },
             }
         }
         Err(last.unwrap_or_else(|| ClientError::Protocol("the join did not settle".into())))
-    }
-
-    /// Before a join: a member that lost its generation loses what it held; an eager member
-    /// in a live generation revokes all of it (a cooperative one keeps it through the join).
-    async fn prepare_join<L: RebalanceListener>(&mut self, listener: &mut L) {
-        if self.held.is_empty() {
-            return;
-        }
-        if !self.in_generation {
-            let lost = std::mem::take(&mut self.held);
-            listener.on_partitions_lost(self, &lost).await;
-        } else if !self.is_cooperative() {
-            let revoked = self.held.clone();
-            listener.on_partitions_revoked(self, &revoked).await;
-            self.held.clear();
-        }
     }
 
     /// After a join: the partitions held and no longer assigned are revoked (cooperative
@@ -430,176 +327,100 @@ impl GroupMember {
         listener: &mut L,
         assignment: &[TopicPartition],
     ) {
-        let revoked: Vec<TopicPartition> = self
-            .held
-            .iter()
-            .filter(|held| !assignment.contains(held))
-            .cloned()
-            .collect();
+        let revoked = self.core.moved_away(assignment);
         if !revoked.is_empty() {
             listener.on_partitions_revoked(self, &revoked).await;
-            self.held.retain(|held| assignment.contains(held));
+            self.core.release(&revoked);
         }
-        let added: Vec<TopicPartition> = assignment
-            .iter()
-            .filter(|partition| !self.held.contains(partition))
-            .cloned()
-            .collect();
-        self.held.extend(added.iter().cloned());
+        let added = self.core.take_assigned(assignment);
         listener.on_partitions_assigned(self, &added).await;
     }
 
     /// One JoinGroup and, if it succeeds, one SyncGroup; `Ok(None)` when it must be tried
     /// again (a retriable error, already acted upon).
     async fn join_and_sync(&mut self) -> Result<Option<(i32, Vec<TopicPartition>)>, ClientError> {
-        if !self.is_cooperative() {
-            self.owned.clear(); // eager: everything is given up before the join
-        }
-        let subscription = encode_subscription(&self.topics, &self.owned);
-        let protocols = self
-            .assignors
-            .iter()
-            .map(|assignor| {
-                JoinGroupRequestProtocol::default()
-                    .with_name(text(assignor.name()))
-                    .with_metadata(subscription.clone())
-            })
-            .collect();
-        let body = JoinGroupRequest::default()
-            .with_group_id(GroupId(text(&self.group_id)))
-            .with_session_timeout_ms(self.session_timeout_ms)
-            .with_rebalance_timeout_ms(self.rebalance_timeout_ms)
-            .with_member_id(text(&self.member_id))
-            .with_group_instance_id(self.instance.as_deref().map(text))
-            .with_protocol_type(text(PROTOCOL_TYPE))
-            .with_protocols(protocols);
+        let body = self.core.join_request();
         let ResponseKind::JoinGroup(joined) = self.call(5, RequestKind::JoinGroup(body)).await?
         else {
-            return Err(ClientError::Protocol(
-                "JoinGroup answered with another API".into(),
-            ));
+            return Err(another_api("JoinGroup"));
         };
-        let error = ErrorCode::from_code(joined.error_code);
-        if error == ErrorCode::MemberIdRequired {
-            self.member_id = joined.member_id.to_string();
-            return Ok(None);
-        }
-        if error != ErrorCode::None {
-            self.recover(error, "JoinGroup")?;
-            tokio::time::sleep(self.retry_backoff).await;
-            return Ok(None);
-        }
-        self.member_id = joined.member_id.to_string();
-        let assignments = if joined.leader == joined.member_id {
+        let (generation, leader) = match self.core.on_join_answer(&joined) {
+            JoinAnswer::Joined { generation, leader } => (generation, leader),
+            JoinAnswer::Fatal(error) => return Err(kafka(error, "JoinGroup")),
+            JoinAnswer::Retry {
+                backoff,
+                rediscover,
+            } => {
+                if rediscover {
+                    self.drop_coordinator();
+                }
+                if let Some(backoff) = backoff {
+                    tokio::time::sleep(backoff).await;
+                }
+                return Ok(None);
+            }
+        };
+        let assignments = if leader {
             self.assign(&joined).await?
         } else {
             Vec::new()
         };
-        let body = SyncGroupRequest::default()
-            .with_group_id(GroupId(text(&self.group_id)))
-            .with_generation_id(joined.generation_id)
-            .with_member_id(text(&self.member_id))
-            .with_group_instance_id(self.instance.as_deref().map(text))
-            .with_assignments(assignments);
+        let body = self.core.sync_request(generation, assignments);
         let ResponseKind::SyncGroup(synced) = self.call(3, RequestKind::SyncGroup(body)).await?
         else {
-            return Err(ClientError::Protocol(
-                "SyncGroup answered with another API".into(),
-            ));
+            return Err(another_api("SyncGroup"));
         };
-        let error = ErrorCode::from_code(synced.error_code);
-        if error != ErrorCode::None {
-            self.recover(error, "SyncGroup")?;
-            return Ok(None);
+        match self.core.on_sync_answer(self.now(), generation, &synced) {
+            SyncAnswer::Synced {
+                generation,
+                assignment,
+            } => Ok(Some((generation, assignment))),
+            SyncAnswer::Retry { rediscover } => {
+                if rediscover {
+                    self.drop_coordinator();
+                }
+                Ok(None)
+            }
+            SyncAnswer::Fatal(error) => Err(kafka(error, "SyncGroup")),
+            SyncAnswer::Undecodable => Err(ClientError::Protocol(
+                "an assignment that does not decode".into(),
+            )),
         }
-        let assignment = consumer_assignment(&synced.assignment)
-            .ok_or_else(|| ClientError::Protocol("an assignment that does not decode".into()))?;
-        self.adopt(joined.generation_id, &assignment);
-        Ok(Some((self.generation, assignment)))
     }
 
-    /// Takes a generation's assignment. Cooperative: partitions owned before and not assigned
-    /// now are revoked, and the member rejoins at once so that the next rebalance can hand them
-    /// to their new owner.
-    fn adopt(&mut self, generation: i32, assignment: &[TopicPartition]) {
-        self.generation = generation;
-        self.in_generation = true;
-        self.next_heartbeat = tokio::time::Instant::now() + self.heartbeat_interval;
-        let revoked = self.owned.iter().any(|owned| !assignment.contains(owned));
-        self.owned = assignment.to_vec();
-        self.assignment = (!revoked).then(|| assignment.to_vec());
-    }
-
-    /// The leader's part: every member's partitions, dealt by the assignor the group chose.
+    /// The leader's part: every member's partitions, dealt by the assignor the group chose
+    /// over the partition counts the coordinator's broker describes.
     async fn assign(
         &mut self,
         joined: &JoinGroupResponse,
     ) -> Result<Vec<SyncGroupRequestAssignment>, ClientError> {
-        let chosen = joined.protocol_name.as_deref().unwrap_or_default();
-        let assignor = Assignor::by_name(chosen)
-            .filter(|assignor| self.assignors.contains(assignor))
-            .ok_or_else(|| {
-                ClientError::Protocol(format!("the group chose assignor {chosen:?}, not offered"))
-            })?;
-        let subscriptions: BTreeMap<String, _> = joined
-            .members
-            .iter()
-            .map(|member| {
-                let subscription = decode_full_subscription(&member.metadata).unwrap_or_default();
-                (member.member_id.to_string(), subscription)
-            })
-            .collect();
-        let mut topics: Vec<String> = subscriptions
-            .values()
-            .flat_map(|subscription| subscription.topics.iter().cloned())
-            .collect();
-        topics.sort();
-        topics.dedup();
-        let timeout = self.request_timeout;
+        let plan = self
+            .core
+            .assign_plan(joined)
+            .map_err(ClientError::Protocol)?;
+        let timeout = self.core.request_timeout();
         let connection = self.coordinator().await?;
-        let described = metadata(connection, Some(&topics), timeout).await?;
-        let counts: BTreeMap<String, i32> = described
-            .topics
-            .iter()
-            .filter(|topic| topic.error_code == 0)
-            .filter_map(|topic| {
-                let name = topic.name.as_ref()?.to_string();
-                Some((name, topic.partitions.len() as i32))
-            })
-            .collect();
-        Ok(assignor
-            .assign(&subscriptions, &counts)
-            .into_iter()
-            .map(|(member, partitions)| {
-                SyncGroupRequestAssignment::default()
-                    .with_member_id(text(&member))
-                    .with_assignment(encode_assignment(&partitions))
-            })
-            .collect())
+        let described = metadata(connection, Some(plan.topics()), timeout).await?;
+        Ok(MemberCore::assignments(&plan, &described))
     }
 
     /// Heartbeats if one is due while the member belongs to a live generation (a pending
     /// rejoin included); a rebalance or fencing marks the member for rejoining.
     pub async fn heartbeat_if_due(&mut self) -> Result<(), ClientError> {
         self.read_ready_commits();
-        if !self.in_generation || tokio::time::Instant::now() < self.next_heartbeat {
+        let Some(body) = self.core.heartbeat(self.now()) else {
             return Ok(());
-        }
-        self.next_heartbeat = tokio::time::Instant::now() + self.heartbeat_interval;
-        let body = HeartbeatRequest::default()
-            .with_group_id(GroupId(text(&self.group_id)))
-            .with_generation_id(self.generation)
-            .with_member_id(text(&self.member_id))
-            .with_group_instance_id(self.instance.as_deref().map(text));
+        };
         let ResponseKind::Heartbeat(answer) = self.call(3, RequestKind::Heartbeat(body)).await?
         else {
-            return Err(ClientError::Protocol(
-                "Heartbeat answered with another API".into(),
-            ));
+            return Err(another_api("Heartbeat"));
         };
         match ErrorCode::from_code(answer.error_code) {
             ErrorCode::None => Ok(()),
-            error => self.recover(error, "Heartbeat"),
+            error => {
+                let reaction = self.core.react(error);
+                self.carry_out(reaction, error, "Heartbeat")
+            }
         }
     }
 
@@ -609,66 +430,46 @@ impl GroupMember {
         &mut self,
         partitions: &[TopicPartition],
     ) -> Result<BTreeMap<TopicPartition, (i64, Option<i32>)>, ClientError> {
-        let topics = by_topic(partitions)
-            .into_iter()
-            .map(|(topic, indexes)| {
-                OffsetFetchRequestTopic::default()
-                    .with_name(TopicName(text(topic)))
-                    .with_partition_indexes(indexes)
-            })
-            .collect();
-        let body = OffsetFetchRequest::default()
-            .with_group_id(GroupId(text(&self.group_id)))
-            .with_topics(Some(topics));
+        let body = self.core.offset_fetch_request(partitions);
         let ResponseKind::OffsetFetch(fetched) =
             self.call(5, RequestKind::OffsetFetch(body)).await?
         else {
-            return Err(ClientError::Protocol(
-                "OffsetFetch answered with another API".into(),
-            ));
+            return Err(another_api("OffsetFetch"));
         };
-        let error = ErrorCode::from_code(fetched.error_code);
-        if error != ErrorCode::None {
-            self.recover(error, "OffsetFetch")?;
-            return Err(kafka(error, "OffsetFetch"));
-        }
-        let mut offsets = BTreeMap::new();
-        for topic in &fetched.topics {
-            for partition in &topic.partitions {
-                if partition.error_code == 0 && partition.committed_offset >= 0 {
-                    let epoch = partition.committed_leader_epoch;
-                    offsets.insert(
-                        TopicPartition::new(topic.name.as_str(), partition.partition_index),
-                        (partition.committed_offset, (epoch >= 0).then_some(epoch)),
-                    );
-                }
+        match self.core.on_offset_fetch(&fetched) {
+            Ok(offsets) => Ok(offsets),
+            Err((error, reaction)) => {
+                self.carry_out(reaction, error, "OffsetFetch")?;
+                Err(kafka(error, "OffsetFetch"))
             }
         }
-        Ok(offsets)
     }
 
     /// Commits `offsets` in the member's generation (Kafka's `commitSync`), after the
     /// asynchronous commits still in flight: `Err(Kafka)` with the first partition's error
     /// when the coordinator refused (a fenced generation among them). As Kafka's, a retriable
-    /// failure (see [`commit_retriable`]) is tried again every `retry.backoff.ms`, against the
-    /// coordinator found again, until `default.api.timeout.ms` has passed; the last failure is
-    /// the answer then.
+    /// failure ([`commit_retriable`](crate::client::consumer::member::commit_retriable)) is
+    /// tried again every `retry.backoff.ms`, against the coordinator found again, until
+    /// `default.api.timeout.ms` has passed; the last failure is the answer then.
     pub async fn commit(
         &mut self,
         offsets: &BTreeMap<TopicPartition, i64>,
     ) -> Result<(), ClientError> {
-        let deadline = tokio::time::Instant::now() + self.api_timeout;
+        let deadline = self.core.commit_deadline(self.now());
         loop {
             let outcome = self.commit_once(offsets).await;
-            match &outcome {
-                Err(error)
-                    if commit_retriable(error)
-                        && tokio::time::Instant::now() + self.retry_backoff < deadline =>
-                {
-                    tracing::debug!(%error, "OffsetCommit failed retriably: retrying");
-                    tokio::time::sleep(self.retry_backoff).await;
+            let retry = match &outcome {
+                Err(error) => self.core.retry_commit(failure(error), self.now(), deadline),
+                Ok(()) => None,
+            };
+            match retry {
+                Some(backoff) => {
+                    if let Err(error) = &outcome {
+                        tracing::debug!(%error, "OffsetCommit failed retriably: retrying");
+                    }
+                    tokio::time::sleep(backoff).await;
                 }
-                _ => return outcome,
+                None => return outcome,
             }
         }
     }
@@ -678,14 +479,12 @@ impl GroupMember {
         &mut self,
         offsets: &BTreeMap<TopicPartition, i64>,
     ) -> Result<(), ClientError> {
-        let body = self.commit_request(offsets);
+        let body = self.core.commit_request(offsets);
         let ResponseKind::OffsetCommit(answer) = self
             .call(OFFSET_COMMIT_VERSION, RequestKind::OffsetCommit(body))
             .await?
         else {
-            return Err(ClientError::Protocol(
-                "OffsetCommit answered with another API".into(),
-            ));
+            return Err(another_api("OffsetCommit"));
         };
         self.commit_answered(&answer)
     }
@@ -700,8 +499,7 @@ impl GroupMember {
         if offsets.is_empty() {
             return;
         }
-        let generation = self.generation;
-        let body = RequestKind::OffsetCommit(self.commit_request(&offsets));
+        let body = RequestKind::OffsetCommit(self.core.commit_request(&offsets));
         let sent = match self.coordinator().await {
             Ok(connection) => {
                 connection
@@ -710,23 +508,20 @@ impl GroupMember {
             }
             Err(error) => Err(error),
         };
-        let pending = PendingCommit {
-            offsets,
-            generation,
-            deadline: tokio::time::Instant::now() + self.request_timeout,
-        };
         match sent {
-            Ok(()) => self.pending_commits.push_back(pending),
+            Ok(()) => self.core.commit_sent(self.now(), offsets),
             Err(error) => {
+                let unsent = self.core.commit_unsent(offsets);
                 self.drop_coordinator();
-                self.commit_outcomes.push(pending.ended(Err(error)));
+                self.commit_outcomes
+                    .push(CommitOutcome::of(unsent, Err(error)));
             }
         }
     }
 
     /// How many asynchronous commits await their answer.
     pub fn commits_in_flight(&self) -> usize {
-        self.pending_commits.len()
+        self.core.commits_in_flight()
     }
 
     /// The asynchronous commits answered since the last call, oldest first; answers already
@@ -746,28 +541,29 @@ impl GroupMember {
     /// Reads the answers of the asynchronous commits in flight, waiting up to each one's
     /// deadline; one that does not come in time drops the connection.
     async fn finish_commits(&mut self) {
-        while let Some(deadline) = self.pending_commits.front().map(|pending| pending.deadline) {
+        while let Some(deadline) = self.core.oldest_commit_deadline() {
+            let left = deadline.saturating_sub(self.now());
             let Some(connection) = self.coordinator.as_mut() else {
                 self.drop_coordinator();
                 return;
             };
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             if let Ok(answer) = tokio::time::timeout(left, connection.receive()).await {
                 self.settle_commit(answer);
                 continue;
             }
-            if let Some(pending) = self.pending_commits.pop_front() {
-                let timeout = ClientError::Timeout(self.request_timeout);
-                self.commit_outcomes.push(pending.ended(Err(timeout)));
+            if let Some(pending) = self.core.settle_commit() {
+                let timeout = ClientError::Timeout(self.core.request_timeout());
+                self.commit_outcomes
+                    .push(CommitOutcome::of(pending, Err(timeout)));
             }
             self.drop_coordinator();
         }
     }
 
     /// Reads the commit answers already on the connection (one poll each, without waiting),
-    /// and fails those past their deadline.
+    /// and gives up the connection when the oldest is overdue.
     fn read_ready_commits(&mut self) {
-        while !self.pending_commits.is_empty() {
+        while self.core.commits_in_flight() > 0 {
             let Some(connection) = self.coordinator.as_mut() else {
                 self.drop_coordinator();
                 return;
@@ -785,31 +581,26 @@ impl GroupMember {
             };
             self.settle_commit(answer);
         }
-        let overdue = self
-            .pending_commits
-            .front()
-            .is_some_and(|pending| tokio::time::Instant::now() >= pending.deadline);
-        if overdue {
+        if self.core.commit_overdue(self.now()) {
             self.drop_coordinator();
         }
     }
 
     /// The oldest asynchronous commit's answer.
     fn settle_commit(&mut self, answer: Result<ResponseKind, ClientError>) {
-        let Some(pending) = self.pending_commits.pop_front() else {
+        let Some(pending) = self.core.settle_commit() else {
             return;
         };
         let result = match answer {
             Ok(ResponseKind::OffsetCommit(answer)) => self.commit_answered(&answer),
-            Ok(_) => Err(ClientError::Protocol(
-                "OffsetCommit answered with another API".into(),
-            )),
+            Ok(_) => Err(another_api("OffsetCommit")),
             Err(error) => Err(error),
         };
         let lost = result
             .as_ref()
             .is_err_and(|error| !matches!(error, ClientError::Kafka { .. }));
-        self.commit_outcomes.push(pending.ended(result));
+        self.commit_outcomes
+            .push(CommitOutcome::of(pending, result));
         if lost {
             self.drop_coordinator();
         }
@@ -817,89 +608,30 @@ impl GroupMember {
 
     /// What an OffsetCommit answer means: the first partition's error, acted upon.
     fn commit_answered(&mut self, answer: &OffsetCommitResponse) -> Result<(), ClientError> {
-        let error = answer
-            .topics
-            .iter()
-            .flat_map(|topic| &topic.partitions)
-            .map(|partition| ErrorCode::from_code(partition.error_code))
-            .find(|error| *error != ErrorCode::None);
-        match error {
-            None => Ok(()),
-            Some(error) => {
-                self.recover(error, "OffsetCommit")?;
+        match self.core.on_commit_answer(answer) {
+            Ok(()) => Ok(()),
+            Err((error, reaction)) => {
+                self.carry_out(reaction, error, "OffsetCommit")?;
                 Err(kafka(error, "OffsetCommit"))
             }
         }
-    }
-
-    /// An OffsetCommit of `offsets` in the member's generation.
-    fn commit_request(&self, offsets: &BTreeMap<TopicPartition, i64>) -> OffsetCommitRequest {
-        let mut grouped: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
-        for (partition, offset) in offsets {
-            grouped.entry(&partition.topic).or_default().push(
-                OffsetCommitRequestPartition::default()
-                    .with_partition_index(partition.partition)
-                    .with_committed_offset(*offset)
-                    .with_committed_leader_epoch(
-                        self.offset_epochs.get(partition).copied().unwrap_or(-1),
-                    ),
-            );
-        }
-        let topics = grouped
-            .into_iter()
-            .map(|(topic, partitions)| {
-                OffsetCommitRequestTopic::default()
-                    .with_name(TopicName(text(topic)))
-                    .with_partitions(partitions)
-            })
-            .collect();
-        OffsetCommitRequest::default()
-            .with_group_id(GroupId(text(&self.group_id)))
-            .with_generation_id_or_member_epoch(self.generation)
-            .with_member_id(text(&self.member_id))
-            .with_group_instance_id(self.instance.as_deref().map(text))
-            .with_topics(topics)
     }
 
     /// Leaves the group (best effort), as Kafka's `close`: the partitions held are revoked
     /// (lost, if the generation was), the asynchronous commits in flight are awaited, then
     /// LeaveGroup is sent.
     pub async fn leave<L: RebalanceListener>(&mut self, listener: &mut L) {
-        if !self.held.is_empty() {
-            let held = std::mem::take(&mut self.held);
-            if self.in_generation {
-                listener.on_partitions_revoked(self, &held).await;
-            } else {
-                listener.on_partitions_lost(self, &held).await;
-            }
+        match self.core.leave_revocation() {
+            None => {}
+            Some(Revocation::Revoked(held)) => listener.on_partitions_revoked(self, &held).await,
+            Some(Revocation::Lost(held)) => listener.on_partitions_lost(self, &held).await,
         }
         self.finish_commits().await;
-        if self.member_id.is_empty() {
+        let Some(body) = self.core.leave_request() else {
             return;
-        }
-        let body = LeaveGroupRequest::default()
-            .with_group_id(GroupId(text(&self.group_id)))
-            .with_member_id(text(&self.member_id));
+        };
         let _ = self.call(1, RequestKind::LeaveGroup(body)).await;
-        self.assignment = None;
-        self.owned.clear();
-        self.in_generation = false;
-        self.member_id.clear();
-    }
-}
-
-/// A JoinGroup may be parked for up to the rebalance timeout: wait that long beyond the request
-/// timeout (Kafka's consumer does the same).
-fn connection_timeout(
-    body: &RequestKind,
-    request: Duration,
-    rebalance_timeout_ms: i32,
-) -> Duration {
-    match body {
-        RequestKind::JoinGroup(_) => {
-            request + Duration::from_millis(rebalance_timeout_ms.max(0) as u64)
-        }
-        _ => request,
+        self.core.left();
     }
 }
 
@@ -907,42 +639,29 @@ fn connection_timeout(
 mod tests {
     use super::*;
 
-    fn refused(error: ErrorCode) -> ClientError {
-        kafka(error, "OffsetCommit")
-    }
-
     #[test]
-    fn a_commit_is_retried_when_the_coordinator_moved_or_could_not_answer() {
-        for error in [
-            ErrorCode::NotCoordinator,
-            ErrorCode::CoordinatorNotAvailable,
-            ErrorCode::CoordinatorLoadInProgress,
-            ErrorCode::RequestTimedOut,
-            ErrorCode::NetworkException,
-        ] {
-            assert!(commit_retriable(&refused(error)), "{error:?}");
-        }
-        assert!(commit_retriable(&ClientError::Timeout(
-            Duration::from_secs(30)
-        )));
-        assert!(commit_retriable(&ClientError::Io(std::io::Error::from(
-            std::io::ErrorKind::ConnectionRefused
-        ))));
+    fn a_refusal_is_a_refusal_and_every_other_failure_is_no_answer() {
+        let refused = kafka(ErrorCode::NotCoordinator, "OffsetCommit");
+        assert_eq!(
+            failure(&refused),
+            Failure::Refused(ErrorCode::NotCoordinator)
+        );
+        assert_eq!(
+            failure(&ClientError::Timeout(Duration::from_secs(30))),
+            Failure::NoAnswer
+        );
+        assert_eq!(
+            failure(&ClientError::Io(std::io::Error::from(
+                std::io::ErrorKind::ConnectionRefused
+            ))),
+            Failure::NoAnswer
+        );
         // What the client reports when the broker closes the connection under a request.
-        assert!(commit_retriable(&ClientError::Protocol(
-            "connection closed by the broker".into()
-        )));
-    }
-
-    #[test]
-    fn a_fenced_commit_fails_at_once() {
-        for error in [
-            ErrorCode::IllegalGeneration,
-            ErrorCode::UnknownMemberId,
-            ErrorCode::RebalanceInProgress,
-            ErrorCode::OffsetMetadataTooLarge,
-        ] {
-            assert!(!commit_retriable(&refused(error)), "{error:?}");
-        }
+        assert_eq!(
+            failure(&ClientError::Protocol(
+                "connection closed by the broker".into()
+            )),
+            Failure::NoAnswer
+        );
     }
 }

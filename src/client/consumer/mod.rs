@@ -25,6 +25,7 @@
 
 mod buffer;
 pub(crate) mod fetcher;
+pub mod member;
 mod subscription;
 #[cfg(test)]
 mod tests;
