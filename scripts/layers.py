@@ -49,13 +49,9 @@ LAYERS = {
 KNOWN_CYCLES = {
     # Issue 42: the broker becomes a router over components (a ReplicaManager, the group
     # coordinator) whose inputs and outputs live in a neutral module.
-    "src/broker/cleaner.rs": "issue 42 (broker router)",
     "src/broker/cluster.rs": "issue 42 (broker router)",
-    "src/broker/coordinator.rs": "issue 42 (broker router)",
     "src/broker/mod.rs": "issue 42 (broker router)",
-    "src/broker/producer_ids.rs": "issue 42 (broker router)",
     "src/broker/purgatory.rs": "issue 42 (broker router)",
-    "src/broker/replication.rs": "issue 42 (broker router)",
     "src/broker/startup.rs": "issue 42 (broker router)",
     # The checkpoint and snapshot files are `impl PartitionLog` blocks in child modules: they
     # become types of their own that the log holds.

@@ -94,6 +94,8 @@ pub(super) struct Membership {
     /// The broker epoch the clean-shutdown marker held at start-up (-1: no marker with one,
     /// an unclean shutdown), sent as BrokerRegistration's `PreviousBrokerEpoch` (KIP-966).
     previous_broker_epoch: i64,
+    /// When this broker last asked the controller to create `__consumer_offsets`.
+    pub(super) offsets_topic_asked: Option<Millis>,
 }
 
 /// A metadata snapshot being fetched, chunk by chunk.
@@ -138,6 +140,7 @@ impl Membership {
             fenced: true,
             download: None,
             alter_retries: BTreeSet::new(),
+            offsets_topic_asked: None,
         }
     }
 

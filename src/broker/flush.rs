@@ -243,7 +243,7 @@ impl<S: Storage> Broker<S> {
         self.complete_delete_records(now, out);
         self.on_replication_tick(now, out);
         self.on_cluster_tick(now, out);
-        self.on_groups_tick(now, out);
+        self.with_groups(|groups, host| groups.on_tick(now, host, out));
         if self
             .checkpoint
             .next_deadline()

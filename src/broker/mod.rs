@@ -12,9 +12,9 @@ pub mod checkpoint;
 mod cleaner;
 mod cluster;
 mod controller;
-mod coordinator;
 mod flush;
 pub(crate) mod group;
+mod group_log;
 mod handlers;
 mod retention;
 mod shutdown;
@@ -128,11 +128,11 @@ pub struct Broker<S: Storage> {
     cluster: Option<cluster::Membership>,
     /// The last [`PeerRequestId`] handed out.
     next_peer_request: u64,
-    /// The consumer groups this broker coordinates.
-    groups: group::Groups,
+    /// The group coordinator: the consumer groups this broker coordinates.
+    groups: group::GroupCoordinator,
     /// The coordinator's writes that finished during this input, with the append's error:
-    /// handled at its end (see [`Broker::on_group_write_done`]).
-    finished_group_writes: Vec<(coordinator::GroupWrite, crate::protocol::ErrorCode)>,
+    /// handed back to it at the input's end.
+    finished_group_writes: Vec<(group::GroupWrite, crate::protocol::ErrorCode)>,
 }
 
 impl<S: Storage> Broker<S> {
@@ -178,9 +178,7 @@ impl<S: Storage> Broker<S> {
             }
             Input::ConnectionClosed { connection } => {
                 self.purgatory.drop_connection(connection);
-                for group in self.groups.groups.values_mut() {
-                    group.drop_connection(connection);
-                }
+                self.groups.drop_connection(connection);
             }
             Input::PeerResponse { peer, id, result } => {
                 if !self.on_controller_response(now, id, &result, out) {
@@ -193,7 +191,7 @@ impl<S: Storage> Broker<S> {
         }
         while !self.finished_group_writes.is_empty() {
             for (write, error) in std::mem::take(&mut self.finished_group_writes) {
-                self.on_group_write_done(now, write, error, out);
+                self.with_groups(|groups, host| groups.on_write_done(now, write, error, host, out));
             }
         }
         self.maybe_halt(first_output, out);
@@ -313,8 +311,8 @@ impl<S: Storage> Broker<S> {
         }
     }
 
-    /// The group coordinator's requests (handlers in `handlers/groups.rs` and
-    /// `handlers/offsets.rs`).
+    /// The group coordinator's requests (its handlers are in `group/handlers.rs` and
+    /// `group/offsets.rs`).
     fn on_group_request(
         &mut self,
         now: Millis,
@@ -324,45 +322,47 @@ impl<S: Storage> Broker<S> {
     ) {
         use kafka_protocol::messages::RequestKind;
         let answer = |body: ResponseKind| reply_to.respond(ResponseBody::message(body));
-        match &request.body {
+        let version = request.api_version;
+        self.with_groups(|groups, host| match &request.body {
             RequestKind::FindCoordinator(body) => {
-                let response =
-                    self.on_find_coordinator_request(now, request.api_version, body, out);
+                let response = groups.on_find_coordinator_request(now, version, body, host, out);
                 out.push(answer(response));
             }
             RequestKind::JoinGroup(body) => {
                 let sender = (request.client_id.as_deref(), request.client_host.as_deref());
-                self.on_join_group_request(now, reply_to, sender, body, out)
+                groups.on_join_group_request(now, reply_to, sender, body, host, out)
             }
-            RequestKind::SyncGroup(body) => self.on_sync_group_request(now, reply_to, body, out),
+            RequestKind::SyncGroup(body) => {
+                groups.on_sync_group_request(now, reply_to, body, host, out)
+            }
             RequestKind::Heartbeat(body) => {
-                let response = self.on_heartbeat_request(now, body, out);
+                let response = groups.on_heartbeat_request(now, body, host, out);
                 out.push(answer(response));
             }
             RequestKind::LeaveGroup(body) => {
-                let response = self.on_leave_group_request(now, request.api_version, body, out);
+                let response = groups.on_leave_group_request(now, version, body, host, out);
                 out.push(answer(response));
             }
             RequestKind::OffsetCommit(body) => {
-                self.on_offset_commit_request(now, reply_to, body, out)
+                groups.on_offset_commit_request(now, reply_to, body, host, out)
             }
             RequestKind::OffsetFetch(body) => {
-                let response = self.on_offset_fetch_request(now, request.api_version, body, out);
+                let response = groups.on_offset_fetch_request(now, version, body, host, out);
                 out.push(answer(response));
             }
             RequestKind::DescribeGroups(body) => {
-                let response = self.on_describe_groups_request(now, request.api_version, body, out);
+                let response = groups.on_describe_groups_request(now, version, body, host, out);
                 out.push(answer(response));
             }
             RequestKind::ListGroups(body) => {
-                let response = self.on_list_groups_request(request.api_version, body, out);
+                let response = groups.on_list_groups_request(version, body, host, out);
                 out.push(answer(response));
             }
             RequestKind::DeleteGroups(body) => {
-                self.on_delete_groups_request(now, reply_to, body, out);
+                groups.on_delete_groups_request(now, reply_to, body, host, out);
             }
             _ => unreachable!("routed by api key"),
-        }
+        });
     }
 
     /// The earliest time at which `handle(now, Input::Tick)` must run.

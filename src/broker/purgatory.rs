@@ -50,11 +50,11 @@ pub(super) struct DelayedProduce {
 }
 
 /// Who waits for a produce: a client, or the group coordinator's own write to
-/// `__consumer_offsets` (completed through [`Broker::on_group_write_done`]).
+/// `__consumer_offsets` (completed through [`GroupCoordinator::on_write_done`](super::group::GroupCoordinator::on_write_done)).
 #[derive(Debug)]
 pub(super) enum ProduceWaiter {
     Client(ReplyTo),
-    Group(super::coordinator::GroupWrite),
+    Group(super::group::GroupWrite),
 }
 
 impl ProduceWaiter {
@@ -228,7 +228,7 @@ impl<S: Storage> Broker<S> {
     }
 
     /// Answers a finished produce: the client's response, or (for the coordinator's own
-    /// write) the first partition's error queued for [`Broker::on_group_write_done`] at the end
+    /// write) the first partition's error queued for the group coordinator's `on_write_done` at the end
     /// of this input.
     pub(super) fn finish_produce(
         &mut self,

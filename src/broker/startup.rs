@@ -125,7 +125,8 @@ impl<S: Storage> Broker<S> {
         let high_watermarks = Self::load_checkpoint(&storage, CheckpointKind::HighWatermarks)?;
         let producer_id_block = Self::load_checkpoint(&storage, CheckpointKind::ProducerIds)?;
         let metadata_log = Self::open_metadata_log(&storage, &recovery_points, now, &mut report)?;
-        let retention_check_ms = config.groups.offsets_retention_check_interval_ms;
+        let retention_check = now.plus(config.groups.offsets_retention_check_interval_ms);
+        let groups = super::group::GroupCoordinator::new(config.groups.clone(), retention_check);
         let interval_ms = config.log_flush_offset_checkpoint_interval_ms as u64;
         let high_watermark_interval_ms =
             config.replication.high_watermark_checkpoint_interval_ms as u64;
@@ -163,10 +164,7 @@ impl<S: Storage> Broker<S> {
             fetchers: super::replication::ReplicaFetchers::default(),
             cluster: None,
             next_peer_request: 0,
-            groups: super::group::Groups {
-                next_retention_check: Some(now.plus(retention_check_ms)),
-                ..super::group::Groups::default()
-            },
+            groups,
             finished_group_writes: Vec::new(),
         };
         broker.cluster = super::cluster::Membership::of(&broker.config, marker_epoch.unwrap_or(-1));

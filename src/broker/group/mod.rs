@@ -10,14 +10,23 @@
 //! partition as acks=all, and takes effect, and is answered, only once that append is durable
 //! and replicated; the state machine of each group is in [`state`].
 
+mod coordinator;
+mod handlers;
+mod offsets;
 pub(crate) mod records;
 pub(crate) mod state;
 
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
+
+pub(crate) use self::coordinator::GroupWrite;
 use self::records::OffsetsRecord;
 use self::state::{Effects, Group};
-use crate::node_io::ReplyTo;
+use crate::config::broker::GroupConfig;
+use crate::node_io::{ConnectionId, Output, ReplyTo};
+use crate::protocol::record_batch::Record;
+use crate::protocol::ErrorCode;
 use crate::types::Millis;
 
 /// The internal topic of committed offsets and group state.
@@ -46,31 +55,107 @@ pub(crate) struct PendingDeletion {
     pub(super) outstanding: usize,
 }
 
-/// Every group this broker coordinates, and which offsets partitions it has loaded.
-#[derive(Debug, Default)]
-#[allow(
-    clippy::struct_field_names,
-    reason = "`groups.groups` reads as the groups of the coordinator"
-)]
-pub(crate) struct Groups {
-    /// Groups by id.
-    pub(crate) groups: BTreeMap<String, Group>,
-    /// Loaded `__consumer_offsets` partitions, with the leader epoch they were loaded in.
-    pub(crate) loaded: BTreeMap<i32, i32>,
-    /// When this broker last asked the controller to create `__consumer_offsets`.
-    pub(crate) creation_asked: Option<Millis>,
-    /// DeleteGroups requests waiting for their tombstones, by number.
-    pub(crate) deletions: BTreeMap<u64, PendingDeletion>,
-    /// The last deletion number handed out.
-    pub(crate) next_deletion: u64,
-    /// When expired offsets are next looked for (`offsets.retention.check.interval.ms` after
-    /// the broker started, then after each check).
-    pub(crate) next_retention_check: Option<Millis>,
+/// What the group coordinator needs of the broker it runs in (Kafka's `PartitionWriter`,
+/// `CoordinatorLoader` and metadata image, seen from `group-coordinator`): the
+/// `__consumer_offsets` partitions it leads, their records, appends to them, where each
+/// partition's leader is, and the broker's clock and randomness. The router implements it
+/// (`broker/group_log.rs`); the coordinator never sees the rest of the broker.
+pub(crate) trait OffsetsLog {
+    /// The storage's file handle, in the outputs an append may push.
+    type File;
+
+    /// Wall-clock milliseconds since the epoch at `now` (commit timestamps, retention).
+    fn wall_clock(&self, now: Millis) -> i64;
+
+    /// A random 64-bit number from the broker's seeded generator (new member ids).
+    fn random_u64(&mut self) -> u64;
+
+    /// The leader epoch this broker leads `__consumer_offsets-partition` in, if it leads it and
+    /// the replica is online.
+    fn offsets_leader_epoch(&self, partition: i32) -> Option<i32>;
+
+    /// Every record of `__consumer_offsets-partition` from its log start (NOT_COORDINATOR
+    /// without a replica here, COORDINATOR_NOT_AVAILABLE when the log cannot be read).
+    fn read_offsets(&self, partition: i32) -> Result<Vec<Record>, ErrorCode>;
+
+    /// Appends `batch` to `__consumer_offsets-partition` as an acks=all produce would
+    /// (validation, flush policy, replication within `timeout_ms`); `write` comes back to
+    /// [`GroupCoordinator::on_write_done`] with the append's error once it is durable and
+    /// replicated, or failed, at the end of the input at the latest.
+    fn append_offsets(
+        &mut self,
+        now: Millis,
+        partition: i32,
+        batch: Bytes,
+        timeout_ms: i32,
+        write: GroupWrite,
+        out: &mut Vec<Output<Self::File>>,
+    );
+
+    /// How many partitions `topic` has, if it exists (an offset commit names only those).
+    fn partition_count(&self, topic: &str) -> Option<i32>;
+
+    /// Whether `__consumer_offsets` exists yet.
+    fn offsets_topic_exists(&self) -> bool;
+
+    /// Asks for `__consumer_offsets` to be created with `config`'s `offsets.topic.*`.
+    fn create_offsets_topic(&mut self, now: Millis, out: &mut Vec<Output<Self::File>>);
+
+    /// The node, host and port of the broker that leads `__consumer_offsets-partition`
+    /// (COORDINATOR_NOT_AVAILABLE when none does, or it is fenced).
+    fn offsets_leader_address(&self, partition: i32) -> Result<(i32, String, i32), ErrorCode>;
 }
 
-impl Groups {
+/// The group coordinator (Kafka's `GroupCoordinator` with its `GroupMetadataManager`): every
+/// group this broker coordinates, which offsets partitions it has loaded, and the DeleteGroups
+/// waiting for their tombstones. Its inputs are the group APIs' requests, the completions of
+/// its writes and the clock's ticks; its outputs are answers, events and appends through
+/// [`OffsetsLog`].
+#[derive(Debug, Default)]
+pub(crate) struct GroupCoordinator {
+    /// The broker's `offsets.*` and `group.*` settings.
+    config: GroupConfig,
+    /// Groups by id.
+    groups: BTreeMap<String, Group>,
+    /// Loaded `__consumer_offsets` partitions, with the leader epoch they were loaded in.
+    loaded: BTreeMap<i32, i32>,
+    /// DeleteGroups requests waiting for their tombstones, by number.
+    deletions: BTreeMap<u64, PendingDeletion>,
+    /// The last deletion number handed out.
+    next_deletion: u64,
+    /// When expired offsets are next looked for (`offsets.retention.check.interval.ms` after
+    /// the broker started, then after each check).
+    next_retention_check: Option<Millis>,
+}
+
+impl GroupCoordinator {
+    /// A coordinator with no group loaded yet; the first offset retention check is due at
+    /// `first_retention_check`.
+    pub(crate) fn new(config: GroupConfig, first_retention_check: Millis) -> GroupCoordinator {
+        GroupCoordinator {
+            config,
+            next_retention_check: Some(first_retention_check),
+            ..GroupCoordinator::default()
+        }
+    }
+
+    /// Whether it holds nothing at all (what the router leaves in its place while it runs).
+    pub(crate) fn is_vacant(&self) -> bool {
+        self.groups.is_empty()
+            && self.loaded.is_empty()
+            && self.deletions.is_empty()
+            && self.next_retention_check.is_none()
+    }
+
+    /// A connection closed: its parked joins and syncs are dropped.
+    pub(crate) fn drop_connection(&mut self, connection: ConnectionId) {
+        for group in self.groups.values_mut() {
+            group.drop_connection(connection);
+        }
+    }
+
     /// Replays one partition's records (in log order) into its groups.
-    pub(crate) fn replay(&mut self, now: Millis, records: Vec<OffsetsRecord>) {
+    fn replay(&mut self, now: Millis, records: Vec<OffsetsRecord>) {
         for record in records {
             match record {
                 OffsetsRecord::Offset {
@@ -107,7 +192,7 @@ impl Groups {
 
     /// Drops the groups of an offsets partition this broker no longer leads; their parked
     /// answers fail with NOT_COORDINATOR.
-    pub(crate) fn unload(&mut self, partition: i32, partitions: i32, fx: &mut Effects) {
+    fn unload(&mut self, partition: i32, partitions: i32, fx: &mut Effects) {
         self.loaded.remove(&partition);
         let gone: Vec<String> = self
             .groups

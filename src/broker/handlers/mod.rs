@@ -5,10 +5,8 @@ mod create_topics;
 mod delete_records;
 mod describe_configs;
 mod fetch;
-mod groups;
 mod list_offsets;
 mod metadata;
-mod offsets;
 mod offsets_for_leader_epoch;
 mod produce;
 

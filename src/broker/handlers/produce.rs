@@ -404,7 +404,7 @@ impl<S: Storage> Broker<S> {
         topic_partition: &TopicPartition,
         batch: Bytes,
         timeout_ms: i32,
-        write: crate::broker::coordinator::GroupWrite,
+        write: crate::broker::group::GroupWrite,
         out: &mut Vec<Output<S::File>>,
     ) {
         let mut progress = ProduceProgress::default();

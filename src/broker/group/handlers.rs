@@ -16,15 +16,12 @@ use kafka_protocol::messages::{
     ListGroupsRequest, ListGroupsResponse, ResponseKind, SyncGroupRequest,
 };
 use kafka_protocol::protocol::StrBytes;
-use rand_chacha::rand_core::RngCore;
 
-use crate::broker::coordinator::GroupWrite;
-use crate::broker::group::records::OffsetsRecord;
-use crate::broker::group::state::{Effects, Group, GroupReply, GroupState, JoinRequest};
-use crate::broker::group::PendingDeletion;
-use crate::broker::{Broker, Output, ReplyTo, ResponseBody};
+use super::records::OffsetsRecord;
+use super::state::{Effects, Group, GroupReply, GroupState, JoinRequest};
+use super::{GroupCoordinator, GroupWrite, OffsetsLog, PendingDeletion};
+use crate::node_io::{Output, ReplyTo, ResponseBody};
 use crate::protocol::ErrorCode;
-use crate::storage::Storage;
 use crate::types::Millis;
 
 /// FindCoordinator key types.
@@ -38,13 +35,14 @@ fn wire(value: &str) -> StrBytes {
     StrBytes::from_string(value.to_owned())
 }
 
-impl<S: Storage> Broker<S> {
-    pub(in crate::broker) fn on_find_coordinator_request(
+impl GroupCoordinator {
+    pub(crate) fn on_find_coordinator_request<H: OffsetsLog>(
         &mut self,
         now: Millis,
         api_version: i16,
         request: &FindCoordinatorRequest,
-        out: &mut Vec<Output<S::File>>,
+        host: &mut H,
+        out: &mut Vec<Output<H::File>>,
     ) -> ResponseKind {
         let keys: Vec<StrBytes> = if api_version >= 4 {
             request.coordinator_keys.clone()
@@ -64,7 +62,7 @@ impl<S: Storage> Broker<S> {
             } else if key.is_empty() {
                 Err((ErrorCode::InvalidRequest, "an empty group id".to_owned()))
             } else {
-                self.find_group_coordinator(now, key.as_str(), out)
+                self.find_coordinator(now, key.as_str(), host, out)
                     .map_err(|error| (error, format!("{error:?}")))
             };
             let mut entry = Coordinator::default().with_key(key);
@@ -102,52 +100,52 @@ impl<S: Storage> Broker<S> {
 
     /// Runs `op` on the group (created if missing when `create`), after the coordinator checks;
     /// `Err` when this broker does not coordinate it (or the group is unknown).
-    fn with_group(
+    fn with_group<H: OffsetsLog>(
         &mut self,
         now: Millis,
         group_id: &str,
         create: bool,
-        out: &mut Vec<Output<S::File>>,
+        host: &mut H,
+        out: &mut Vec<Output<H::File>>,
         op: impl FnOnce(&mut Group, &mut Effects),
     ) -> Result<(), ErrorCode> {
-        self.coordinate(now, group_id, out)?;
-        if create && !self.groups.groups.contains_key(group_id) {
+        self.coordinate(now, group_id, host, out)?;
+        if create && !self.groups.contains_key(group_id) {
             self.groups
-                .groups
                 .insert(group_id.to_owned(), Group::new(group_id.to_owned()));
         }
         let group = self
-            .groups
             .groups
             .get_mut(group_id)
             .ok_or(ErrorCode::UnknownMemberId)?;
         let mut fx = Effects::default();
         op(group, &mut fx);
-        self.apply_group_effects(now, group_id, fx, out);
+        self.apply_effects(now, group_id, fx, host, out);
         Ok(())
     }
 
-    pub(in crate::broker) fn on_join_group_request(
+    pub(crate) fn on_join_group_request<H: OffsetsLog>(
         &mut self,
         now: Millis,
         reply_to: ReplyTo,
         (client_id, client_host): (Option<&str>, Option<&str>),
         request: &JoinGroupRequest,
-        out: &mut Vec<Output<S::File>>,
+        host: &mut H,
+        out: &mut Vec<Output<H::File>>,
     ) {
         let version = reply_to.api_version();
-        let limits = self.group_limits();
-        let groups = &self.config.groups;
+        let limits = self.limits();
+        let groups = &self.config;
         let session = request.session_timeout_ms;
         let fail =
             |error: ErrorCode| GroupReply::join_error(reply_to, error, text(&request.member_id));
         if session < groups.min_session_timeout_ms || session > groups.max_session_timeout_ms {
-            return Self::send_group_replies(vec![fail(ErrorCode::InvalidSessionTimeout)], out);
+            return Self::send_replies(vec![fail(ErrorCode::InvalidSessionTimeout)], out);
         }
         let client_id = client_id.unwrap_or_default().to_owned();
         let new_member_id = format!(
             "{client_id}-{}",
-            uuid::Uuid::from_u64_pair(self.rng.next_u64(), self.rng.next_u64())
+            uuid::Uuid::from_u64_pair(host.random_u64(), host.random_u64())
         );
         let join = JoinRequest {
             reply_to,
@@ -170,20 +168,28 @@ impl<S: Storage> Broker<S> {
                 .collect(),
             require_known_member_id: version >= 4,
         };
-        let outcome = self.with_group(now, request.group_id.as_str(), true, out, |group, fx| {
-            group.join(now, join, new_member_id, limits, fx);
-        });
+        let outcome = self.with_group(
+            now,
+            request.group_id.as_str(),
+            true,
+            host,
+            out,
+            |group, fx| {
+                group.join(now, join, new_member_id, limits, fx);
+            },
+        );
         if let Err(error) = outcome {
-            Self::send_group_replies(vec![fail(error)], out);
+            Self::send_replies(vec![fail(error)], out);
         }
     }
 
-    pub(in crate::broker) fn on_sync_group_request(
+    pub(crate) fn on_sync_group_request<H: OffsetsLog>(
         &mut self,
         now: Millis,
         reply_to: ReplyTo,
         request: &SyncGroupRequest,
-        out: &mut Vec<Output<S::File>>,
+        host: &mut H,
+        out: &mut Vec<Output<H::File>>,
     ) {
         let assignments: BTreeMap<String, bytes::Bytes> = request
             .assignments
@@ -194,18 +200,25 @@ impl<S: Storage> Broker<S> {
         let instance = request.group_instance_id.as_ref().map(text);
         let protocol_type = request.protocol_type.as_ref().map(text);
         let protocol_name = request.protocol_name.as_ref().map(text);
-        let outcome = self.with_group(now, request.group_id.as_str(), false, out, |group, fx| {
-            group.sync(
-                now,
-                reply_to,
-                &member_id,
-                instance.as_deref(),
-                request.generation_id,
-                (protocol_type.as_deref(), protocol_name.as_deref()),
-                assignments,
-                fx,
-            );
-        });
+        let outcome = self.with_group(
+            now,
+            request.group_id.as_str(),
+            false,
+            host,
+            out,
+            |group, fx| {
+                group.sync(
+                    now,
+                    reply_to,
+                    &member_id,
+                    instance.as_deref(),
+                    request.generation_id,
+                    (protocol_type.as_deref(), protocol_name.as_deref()),
+                    assignments,
+                    fx,
+                );
+            },
+        );
         if let Err(error) = outcome {
             let reply = GroupReply::Sync {
                 reply_to,
@@ -214,34 +227,44 @@ impl<S: Storage> Broker<S> {
                 protocol: None,
                 assignment: bytes::Bytes::new(),
             };
-            Self::send_group_replies(vec![reply], out);
+            Self::send_replies(vec![reply], out);
         }
     }
 
-    pub(in crate::broker) fn on_heartbeat_request(
+    pub(crate) fn on_heartbeat_request<H: OffsetsLog>(
         &mut self,
         now: Millis,
         request: &HeartbeatRequest,
-        out: &mut Vec<Output<S::File>>,
+        host: &mut H,
+        out: &mut Vec<Output<H::File>>,
     ) -> ResponseKind {
         let member_id = text(&request.member_id);
         let instance = request.group_instance_id.as_ref().map(text);
         let mut error = ErrorCode::None;
-        let outcome = self.with_group(now, request.group_id.as_str(), false, out, |group, _| {
-            error = group.heartbeat(now, &member_id, instance.as_deref(), request.generation_id);
-        });
+        let outcome = self.with_group(
+            now,
+            request.group_id.as_str(),
+            false,
+            host,
+            out,
+            |group, _| {
+                error =
+                    group.heartbeat(now, &member_id, instance.as_deref(), request.generation_id);
+            },
+        );
         if let Err(failed) = outcome {
             error = failed;
         }
         ResponseKind::Heartbeat(HeartbeatResponse::default().with_error_code(error.code()))
     }
 
-    pub(in crate::broker) fn on_leave_group_request(
+    pub(crate) fn on_leave_group_request<H: OffsetsLog>(
         &mut self,
         now: Millis,
         api_version: i16,
         request: &LeaveGroupRequest,
-        out: &mut Vec<Output<S::File>>,
+        host: &mut H,
+        out: &mut Vec<Output<H::File>>,
     ) -> ResponseKind {
         let leaving: Vec<(String, Option<String>)> = if api_version >= 3 {
             request
@@ -257,13 +280,20 @@ impl<S: Storage> Broker<S> {
         } else {
             vec![(text(&request.member_id), None)]
         };
-        let limits = self.group_limits();
+        let limits = self.limits();
         let mut errors = Vec::new();
-        let outcome = self.with_group(now, request.group_id.as_str(), false, out, |group, fx| {
-            for (member_id, instance) in &leaving {
-                errors.push(group.leave(now, member_id, instance.as_deref(), limits, fx));
-            }
-        });
+        let outcome = self.with_group(
+            now,
+            request.group_id.as_str(),
+            false,
+            host,
+            out,
+            |group, fx| {
+                for (member_id, instance) in &leaving {
+                    errors.push(group.leave(now, member_id, instance.as_deref(), limits, fx));
+                }
+            },
+        );
         let mut response = LeaveGroupResponse::default();
         match outcome {
             Err(error) => response.error_code = error.code(),
@@ -286,12 +316,13 @@ impl<S: Storage> Broker<S> {
         ResponseKind::LeaveGroup(response)
     }
 
-    pub(in crate::broker) fn on_describe_groups_request(
+    pub(crate) fn on_describe_groups_request<H: OffsetsLog>(
         &mut self,
         now: Millis,
         api_version: i16,
         request: &DescribeGroupsRequest,
-        out: &mut Vec<Output<S::File>>,
+        host: &mut H,
+        out: &mut Vec<Output<H::File>>,
     ) -> ResponseKind {
         let mut response = DescribeGroupsResponse::default();
         for group_id in &request.groups {
@@ -302,10 +333,10 @@ impl<S: Storage> Broker<S> {
                 // Kafka's INT32_MIN unless asked (kafka-python chokes on anything else).
                 entry.authorized_operations = i32::MIN;
             }
-            match self.coordinate(now, group_id.as_str(), out) {
+            match self.coordinate(now, group_id.as_str(), host, out) {
                 Err(error) => entry.error_code = error.code(),
                 Ok(()) => {
-                    if let Some(group) = self.groups.groups.get(group_id.as_str()) {
+                    if let Some(group) = self.groups.get(group_id.as_str()) {
                         describe(group, api_version, &mut entry);
                     }
                 }
@@ -315,13 +346,14 @@ impl<S: Storage> Broker<S> {
         ResponseKind::DescribeGroups(response)
     }
 
-    pub(in crate::broker) fn on_list_groups_request(
+    pub(crate) fn on_list_groups_request<H: OffsetsLog>(
         &mut self,
         api_version: i16,
         request: &ListGroupsRequest,
-        out: &mut Vec<Output<S::File>>,
+        host: &mut H,
+        out: &mut Vec<Output<H::File>>,
     ) -> ResponseKind {
-        self.sync_group_ownership(out);
+        self.sync_ownership(host, out);
         let states: Vec<String> = request
             .states_filter
             .iter()
@@ -333,7 +365,7 @@ impl<S: Storage> Broker<S> {
                 .iter()
                 .any(|kind| kind.as_str().eq_ignore_ascii_case("classic"));
         let mut response = ListGroupsResponse::default();
-        for (id, group) in &self.groups.groups {
+        for (id, group) in &self.groups {
             let state = group.state().name();
             if !types_ok || !states.is_empty() && !states.contains(&state.to_ascii_lowercase()) {
                 continue;
@@ -353,23 +385,24 @@ impl<S: Storage> Broker<S> {
     }
 }
 
-impl<S: Storage> Broker<S> {
+impl GroupCoordinator {
     /// DeleteGroups: an empty group's offsets and the group itself are tombstoned in
     /// `__consumer_offsets`; the answer waits for every tombstone.
-    pub(in crate::broker) fn on_delete_groups_request(
+    pub(crate) fn on_delete_groups_request<H: OffsetsLog>(
         &mut self,
         now: Millis,
         reply_to: ReplyTo,
         request: &DeleteGroupsRequest,
-        out: &mut Vec<Output<S::File>>,
+        host: &mut H,
+        out: &mut Vec<Output<H::File>>,
     ) {
         let mut response = DeleteGroupsResponse::default();
         let mut writes = Vec::new();
         for (index, group_id) in request.groups_names.iter().enumerate() {
             let mut result = DeletableGroupResult::default().with_group_id(group_id.clone());
             let id = group_id.as_str();
-            let checked = self.coordinate(now, id, out).and_then(|()| {
-                match self.groups.groups.get(id).map(Group::state) {
+            let checked = self.coordinate(now, id, host, out).and_then(|()| {
+                match self.groups.get(id).map(Group::state) {
                     None | Some(GroupState::Dead) => Err(ErrorCode::GroupIdNotFound),
                     Some(GroupState::Empty) => Ok(()),
                     Some(_) => Err(ErrorCode::NonEmptyGroup),
@@ -378,7 +411,7 @@ impl<S: Storage> Broker<S> {
             if let Err(error) = checked {
                 result.error_code = error.code();
             } else {
-                let group = self.groups.groups.remove(id).expect("checked");
+                let group = self.groups.remove(id).expect("checked");
                 let mut records: Vec<OffsetsRecord> = group
                     .offsets
                     .into_keys()
@@ -400,9 +433,9 @@ impl<S: Storage> Broker<S> {
             out.push(reply_to.respond(ResponseBody::message(ResponseKind::DeleteGroups(response))));
             return;
         }
-        self.groups.next_deletion += 1;
-        let deletion = self.groups.next_deletion;
-        self.groups.deletions.insert(
+        self.next_deletion += 1;
+        let deletion = self.next_deletion;
+        self.deletions.insert(
             deletion,
             PendingDeletion {
                 reply_to,
@@ -412,7 +445,7 @@ impl<S: Storage> Broker<S> {
         );
         for (index, group_id, records) in writes {
             let write = GroupWrite::Delete { deletion, index };
-            self.write_group_records(now, &group_id, &records, write, out);
+            self.write(now, &group_id, &records, write, host, out);
         }
     }
 }

@@ -1,29 +1,23 @@
-//! The broker's side of the group coordinator: which groups it coordinates (the groups of
-//! the `__consumer_offsets` partitions it leads), loading them from the log, storing their
-//! changes in the log as acks=all appends, and their deadlines.
+//! The group coordinator's own work: which groups it coordinates (the groups of the
+//! `__consumer_offsets` partitions its broker leads), loading them from the log, storing their
+//! changes in the log as acks=all appends through [`OffsetsLog`], and their deadlines.
 
-use std::collections::BTreeMap;
-
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::{
-    CreateTopicsRequest, JoinGroupResponse, OffsetCommitResponse, RequestKind, ResponseKind,
-    SyncGroupResponse, TopicName,
+    JoinGroupResponse, OffsetCommitResponse, ResponseKind, SyncGroupResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::group::records::{CommittedOffset, OffsetsRecord};
-use super::group::state::{Effects, GroupReply, Limits};
-use super::group::{partition_for, OFFSETS_TOPIC};
-use super::metadata::MetadataRecord;
-use super::{Broker, Output, ReplyTo, ResponseBody};
+use super::records::{CommittedOffset, OffsetsRecord};
+use super::state::{Effects, GroupReply, Limits};
+use super::{partition_for, GroupCoordinator, OffsetsLog, OFFSETS_TOPIC};
+use crate::node_io::{Output, ReplyTo, ResponseBody};
 use crate::protocol::record_batch::BatchBuilder;
 use crate::protocol::ErrorCode;
-use crate::storage::Storage;
 use crate::types::{Millis, TopicPartition};
 
 /// A write to `__consumer_offsets` and what its completion does.
 #[derive(Debug)]
-pub(super) enum GroupWrite {
+pub(crate) enum GroupWrite {
     /// An OffsetCommit: applied to the group and answered once stored.
     Commit {
         reply_to: ReplyTo,
@@ -59,79 +53,74 @@ fn coordinator_error(error: ErrorCode) -> ErrorCode {
     }
 }
 
-impl<S: Storage> Broker<S> {
-    pub(super) fn group_limits(&self) -> Limits {
+impl GroupCoordinator {
+    /// The group state machine's limits (`group.initial.rebalance.delay.ms`, `group.max.size`).
+    pub(super) fn limits(&self) -> Limits {
         Limits {
-            initial_rebalance_delay_ms: self.config.groups.initial_rebalance_delay_ms,
-            max_size: self.config.groups.max_size,
+            initial_rebalance_delay_ms: self.config.initial_rebalance_delay_ms,
+            max_size: self.config.max_size,
         }
     }
 
-    pub(super) fn offsets_partitions(&self) -> i32 {
-        self.config.groups.offsets_topic_num_partitions
-    }
-
-    /// The leader epoch this broker leads `__consumer_offsets-partition` in, if it does.
-    fn leads_offsets_partition(&self, partition: i32) -> Option<i32> {
-        let replica = self
-            .replicas
-            .get(&TopicPartition::new(OFFSETS_TOPIC, partition))?;
-        (replica.is_leader() && replica.offline().is_none()).then_some(replica.leader_epoch.0)
+    /// `offsets.topic.num.partitions`.
+    pub(crate) fn partitions(&self) -> i32 {
+        self.config.offsets_topic_num_partitions
     }
 
     /// Drops the groups of every loaded partition this broker no longer leads (or leads in a
     /// newer epoch, when another leader may have written in between).
-    pub(super) fn sync_group_ownership(&mut self, out: &mut Vec<Output<S::File>>) {
-        let partitions = self.offsets_partitions();
+    pub(crate) fn sync_ownership<H: OffsetsLog>(
+        &mut self,
+        host: &mut H,
+        out: &mut Vec<Output<H::File>>,
+    ) {
+        let partitions = self.partitions();
         let lost: Vec<i32> = self
-            .groups
             .loaded
             .iter()
-            .filter(|(partition, epoch)| self.leads_offsets_partition(**partition) != Some(**epoch))
+            .filter(|(partition, epoch)| host.offsets_leader_epoch(**partition) != Some(**epoch))
             .map(|(partition, _)| *partition)
             .collect();
         for partition in lost {
             let mut fx = Effects::default();
-            self.groups.unload(partition, partitions, &mut fx);
-            Self::send_group_replies(fx.replies, out);
+            self.unload(partition, partitions, &mut fx);
+            Self::send_replies(fx.replies, out);
         }
     }
 
     /// Whether this broker coordinates `group_id` now, loading its partition first if needed:
     /// NOT_COORDINATOR if it does not lead the group's partition.
-    pub(super) fn coordinate(
+    pub(super) fn coordinate<H: OffsetsLog>(
         &mut self,
         now: Millis,
         group_id: &str,
-        out: &mut Vec<Output<S::File>>,
+        host: &mut H,
+        out: &mut Vec<Output<H::File>>,
     ) -> Result<(), ErrorCode> {
         if group_id.is_empty() {
             return Err(ErrorCode::InvalidGroupId);
         }
-        self.sync_group_ownership(out);
-        let partition = partition_for(group_id, self.offsets_partitions());
-        let epoch = self
-            .leads_offsets_partition(partition)
+        self.sync_ownership(host, out);
+        let partition = partition_for(group_id, self.partitions());
+        let epoch = host
+            .offsets_leader_epoch(partition)
             .ok_or(ErrorCode::NotCoordinator)?;
-        if !self.groups.loaded.contains_key(&partition) {
-            self.load_offsets_partition(now, partition)?;
-            self.groups.loaded.insert(partition, epoch);
+        if !self.loaded.contains_key(&partition) {
+            self.load(now, partition, host)?;
+            self.loaded.insert(partition, epoch);
         }
         Ok(())
     }
 
     /// Replays every record of an offsets partition into its groups.
-    fn load_offsets_partition(&mut self, now: Millis, partition: i32) -> Result<(), ErrorCode> {
+    fn load<H: OffsetsLog>(
+        &mut self,
+        now: Millis,
+        partition: i32,
+        host: &H,
+    ) -> Result<(), ErrorCode> {
         let topic_partition = TopicPartition::new(OFFSETS_TOPIC, partition);
-        let replica = self
-            .replicas
-            .get(&topic_partition)
-            .ok_or(ErrorCode::NotCoordinator)?;
-        let records = super::read_log_records(&replica.log, replica.log.log_start_offset())
-            .map_err(|error| {
-                tracing::error!(partition = %topic_partition, %error, "cannot load groups");
-                ErrorCode::CoordinatorNotAvailable
-            })?;
+        let records = host.read_offsets(partition)?;
         let mut decoded = Vec::with_capacity(records.len());
         for record in records {
             let Some(key) = record.key else { continue };
@@ -144,45 +133,40 @@ impl<S: Storage> Broker<S> {
             }
         }
         tracing::info!(partition = %topic_partition, records = decoded.len(), "loaded groups");
-        self.groups.replay(now, decoded);
+        self.replay(now, decoded);
         Ok(())
     }
 
     /// Appends `records` to the group's offsets partition (acks=all); `write` completes when
     /// the append is durable and replicated, or failed.
-    pub(super) fn write_group_records(
+    pub(super) fn write<H: OffsetsLog>(
         &mut self,
         now: Millis,
         group_id: &str,
         records: &[OffsetsRecord],
         write: GroupWrite,
-        out: &mut Vec<Output<S::File>>,
+        host: &mut H,
+        out: &mut Vec<Output<H::File>>,
     ) {
-        let partition = partition_for(group_id, self.offsets_partitions());
-        let timestamp = self.wall_clock(now);
+        let partition = partition_for(group_id, self.partitions());
+        let timestamp = host.wall_clock(now);
         let mut builder = BatchBuilder::default();
         for record in records {
             let (key, value) = record.encode();
             builder.push(timestamp, Some(&key), value.as_deref());
         }
-        let timeout_ms = self.config.groups.offsets_commit_timeout_ms;
-        self.append_internal(
-            now,
-            &TopicPartition::new(OFFSETS_TOPIC, partition),
-            builder.finish(),
-            timeout_ms,
-            write,
-            out,
-        );
+        let timeout_ms = self.config.offsets_commit_timeout_ms;
+        host.append_offsets(now, partition, builder.finish(), timeout_ms, write, out);
     }
 
     /// A write finished with `error` (from the produce path): apply and answer.
-    pub(super) fn on_group_write_done(
+    pub(crate) fn on_write_done<H: OffsetsLog>(
         &mut self,
         now: Millis,
         write: GroupWrite,
         error: ErrorCode,
-        out: &mut Vec<Output<S::File>>,
+        host: &mut H,
+        out: &mut Vec<Output<H::File>>,
     ) {
         let error = coordinator_error(error);
         match write {
@@ -192,7 +176,7 @@ impl<S: Storage> Broker<S> {
                 offsets,
                 mut response,
             } => {
-                if let Some(group) = self.groups.groups.get_mut(&group_id) {
+                if let Some(group) = self.groups.get_mut(&group_id) {
                     group.pending_commits = group.pending_commits.saturating_sub(1);
                     if error == ErrorCode::None {
                         group.offsets.extend(offsets);
@@ -213,9 +197,9 @@ impl<S: Storage> Broker<S> {
                 group_id,
                 generation: Some(generation),
             } => {
-                let limits = self.group_limits();
+                let limits = self.limits();
                 let mut fx = Effects::default();
-                if let Some(group) = self.groups.groups.get_mut(&group_id) {
+                if let Some(group) = self.groups.get_mut(&group_id) {
                     let outcome = if error == ErrorCode::None {
                         Ok(())
                     } else {
@@ -223,7 +207,7 @@ impl<S: Storage> Broker<S> {
                     };
                     group.on_stored(now, generation, outcome, limits, &mut fx);
                 }
-                self.apply_group_effects(now, &group_id, fx, out);
+                self.apply_effects(now, &group_id, fx, host, out);
             }
             GroupWrite::Store { .. } => {
                 if error != ErrorCode::None {
@@ -236,13 +220,13 @@ impl<S: Storage> Broker<S> {
                 }
             }
             GroupWrite::Delete { deletion, index } => {
-                let Some(pending) = self.groups.deletions.get_mut(&deletion) else {
+                let Some(pending) = self.deletions.get_mut(&deletion) else {
                     return;
                 };
                 pending.response.results[index].error_code = error.code();
                 pending.outstanding -= 1;
                 if pending.outstanding == 0 {
-                    let pending = self.groups.deletions.remove(&deletion).expect("present");
+                    let pending = self.deletions.remove(&deletion).expect("present");
                     out.push(pending.reply_to.respond(ResponseBody::message(
                         ResponseKind::DeleteGroups(pending.response),
                     )));
@@ -252,16 +236,17 @@ impl<S: Storage> Broker<S> {
     }
 
     /// Sends a group operation's answers and starts its writes.
-    pub(super) fn apply_group_effects(
+    pub(super) fn apply_effects<H: OffsetsLog>(
         &mut self,
         now: Millis,
         group_id: &str,
         fx: Effects,
-        out: &mut Vec<Output<S::File>>,
+        host: &mut H,
+        out: &mut Vec<Output<H::File>>,
     ) {
-        Self::send_group_replies(fx.replies, out);
-        let wall = self.wall_clock(now);
-        let state_timestamp = self.groups.groups.get_mut(group_id).and_then(|group| {
+        Self::send_replies(fx.replies, out);
+        let wall = host.wall_clock(now);
+        let state_timestamp = self.groups.get_mut(group_id).and_then(|group| {
             group.stamp(wall);
             group.state_timestamp()
         });
@@ -275,11 +260,12 @@ impl<S: Storage> Broker<S> {
                 group_id: group_id.to_owned(),
                 generation,
             };
-            self.write_group_records(now, group_id, &[record], write, out);
+            self.write(now, group_id, &[record], write, host, out);
         }
     }
 
-    pub(super) fn send_group_replies(replies: Vec<GroupReply>, out: &mut Vec<Output<S::File>>) {
+    /// The group state machine's answers, as responses.
+    pub(super) fn send_replies<F>(replies: Vec<GroupReply>, out: &mut Vec<Output<F>>) {
         for reply in replies {
             out.push(match reply {
                 GroupReply::Join {
@@ -342,18 +328,18 @@ impl<S: Storage> Broker<S> {
 
     /// Session expiries and join deadlines due at `now`, groups whose partition moved, and the
     /// offset retention check when it is due.
-    pub(super) fn on_groups_tick(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
-        self.sync_group_ownership(out);
-        if self
-            .groups
-            .next_retention_check
-            .is_some_and(|due| due <= now)
-        {
-            self.expire_offsets(now, out);
+    pub(crate) fn on_tick<H: OffsetsLog>(
+        &mut self,
+        now: Millis,
+        host: &mut H,
+        out: &mut Vec<Output<H::File>>,
+    ) {
+        self.sync_ownership(host, out);
+        if self.next_retention_check.is_some_and(|due| due <= now) {
+            self.expire_offsets(now, host, out);
         }
-        let limits = self.group_limits();
+        let limits = self.limits();
         let due: Vec<String> = self
-            .groups
             .groups
             .iter()
             .filter(|(_, group)| {
@@ -365,10 +351,10 @@ impl<S: Storage> Broker<S> {
             .collect();
         for id in due {
             let mut fx = Effects::default();
-            if let Some(group) = self.groups.groups.get_mut(&id) {
+            if let Some(group) = self.groups.get_mut(&id) {
                 group.on_tick(now, limits, &mut fx);
             }
-            self.apply_group_effects(now, &id, fx, out);
+            self.apply_effects(now, &id, fx, host, out);
         }
     }
 
@@ -377,27 +363,30 @@ impl<S: Storage> Broker<S> {
     /// tombstones to `__consumer_offsets`. They are gone from memory at once, as in Kafka; a
     /// tombstone that fails to append leaves the offset to come back when the partition is
     /// loaded again.
-    fn expire_offsets(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+    fn expire_offsets<H: OffsetsLog>(
+        &mut self,
+        now: Millis,
+        host: &mut H,
+        out: &mut Vec<Output<H::File>>,
+    ) {
         // Kafka loads a partition's groups when it becomes its leader; seedlog loads them when
         // first asked, so the check loads those nobody asked for, or their offsets would never
         // expire (after a restart, say).
-        for partition in 0..self.offsets_partitions() {
-            if let Some(epoch) = self.leads_offsets_partition(partition) {
-                if !self.groups.loaded.contains_key(&partition)
-                    && self.load_offsets_partition(now, partition).is_ok()
+        for partition in 0..self.partitions() {
+            if let Some(epoch) = host.offsets_leader_epoch(partition) {
+                if !self.loaded.contains_key(&partition) && self.load(now, partition, host).is_ok()
                 {
-                    self.groups.loaded.insert(partition, epoch);
+                    self.loaded.insert(partition, epoch);
                 }
             }
         }
-        let groups = &self.config.groups;
-        self.groups.next_retention_check =
-            Some(now.plus(groups.offsets_retention_check_interval_ms));
+        let groups = &self.config;
+        self.next_retention_check = Some(now.plus(groups.offsets_retention_check_interval_ms));
         let retention_ms = groups.offsets_retention_minutes.saturating_mul(60_000);
-        let wall = self.wall_clock(now);
+        let wall = host.wall_clock(now);
         let mut writes = Vec::new();
         let mut expired_total = 0;
-        self.groups.groups.retain(|id, group| {
+        self.groups.retain(|id, group| {
             let expired = group.expired_offsets(wall, retention_ms);
             let mut records: Vec<OffsetsRecord> = expired
                 .into_iter()
@@ -435,106 +424,23 @@ impl<S: Storage> Broker<S> {
             let write = GroupWrite::Expire {
                 group_id: group_id.clone(),
             };
-            self.write_group_records(now, &group_id, &records, write, out);
+            self.write(now, &group_id, &records, write, host, out);
         }
     }
 
-    /// Where the coordinator of `group_id` is (node, host, port), creating
+    /// Where the coordinator of `group_id` is (node, host, port), asking for
     /// `__consumer_offsets` when it does not exist yet (COORDINATOR_NOT_AVAILABLE meanwhile).
-    pub(super) fn find_group_coordinator(
+    pub(super) fn find_coordinator<H: OffsetsLog>(
         &mut self,
         now: Millis,
         group_id: &str,
-        out: &mut Vec<Output<S::File>>,
+        host: &mut H,
+        out: &mut Vec<Output<H::File>>,
     ) -> Result<(i32, String, i32), ErrorCode> {
-        if self.controller.image.topic(OFFSETS_TOPIC).is_none() {
-            self.create_offsets_topic(now, out);
+        if !host.offsets_topic_exists() {
+            host.create_offsets_topic(now, out);
             return Err(ErrorCode::CoordinatorNotAvailable);
         }
-        let partition = partition_for(group_id, self.offsets_partitions());
-        if let Some(membership) = &self.cluster {
-            let leader = membership
-                .image
-                .topic(OFFSETS_TOPIC)
-                .and_then(|topic| topic.partitions.get(&partition))
-                .map(|registration| registration.leader)
-                .filter(|leader| !Self::is_no_leader(*leader))
-                .ok_or(ErrorCode::CoordinatorNotAvailable)?;
-            let broker = membership
-                .image
-                .broker(leader)
-                .filter(|broker| !broker.fenced)
-                .ok_or(ErrorCode::CoordinatorNotAvailable)?;
-            return Ok((leader.0, broker.host.clone(), broker.port));
-        }
-        self.leads_offsets_partition(partition)
-            .ok_or(ErrorCode::CoordinatorNotAvailable)?;
-        let advertised = self.config.advertised();
-        Ok((
-            self.config.node_id,
-            advertised.host,
-            i32::from(advertised.port),
-        ))
-    }
-
-    /// Asks for `__consumer_offsets` (`offsets.topic.*`): through the controller in a cluster
-    /// (again at most once a second: it may lack brokers for the replication factor), else as
-    /// this broker's own metadata record.
-    fn create_offsets_topic(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
-        let groups = &self.config.groups;
-        let mut configs = BTreeMap::new();
-        configs.insert(
-            "segment.bytes".to_owned(),
-            groups.offsets_topic_segment_bytes.to_string(),
-        );
-        // Kafka's `GroupCoordinator.offsetsTopicConfigs`: compacted, so the latest commit
-        // and group record of each key stay and the rest goes.
-        configs.insert("cleanup.policy".to_owned(), "compact".to_owned());
-        let partitions = groups.offsets_topic_num_partitions;
-        if self.cluster.is_some() {
-            if self
-                .groups
-                .creation_asked
-                .is_some_and(|asked| now < asked.plus(1_000))
-            {
-                return;
-            }
-            self.groups.creation_asked = Some(now);
-            let topic = CreatableTopic::default()
-                .with_name(TopicName(StrBytes::from_static_str(OFFSETS_TOPIC)))
-                .with_num_partitions(partitions)
-                .with_replication_factor(groups.offsets_topic_replication_factor)
-                .with_configs(
-                    configs
-                        .into_iter()
-                        .map(|(name, value)| {
-                            CreatableTopicConfig::default()
-                                .with_name(StrBytes::from_string(name))
-                                .with_value(Some(StrBytes::from_string(value)))
-                        })
-                        .collect(),
-                );
-            let body = CreateTopicsRequest::default()
-                .with_topics(vec![topic])
-                .with_timeout_ms(30_000);
-            self.forward_create_topics(now, None, 7, RequestKind::CreateTopics(body), out);
-            return;
-        }
-        if self.controller.pending.contains(OFFSETS_TOPIC) {
-            return;
-        }
-        let record = MetadataRecord::Topic {
-            name: OFFSETS_TOPIC.to_owned(),
-            topic_id: self.new_topic_id().to_string(),
-            partitions,
-            replication_factor: 1,
-            configs,
-        };
-        match self.append_metadata(now, &[record], out) {
-            Ok(_) => {
-                self.controller.pending.insert(OFFSETS_TOPIC.to_owned());
-            }
-            Err(error) => tracing::error!(%error, "cannot create {OFFSETS_TOPIC}"),
-        }
+        host.offsets_leader_address(partition_for(group_id, self.partitions()))
     }
 }

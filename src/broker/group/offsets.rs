@@ -14,29 +14,28 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::broker::coordinator::GroupWrite;
-use crate::broker::group::records::{CommittedOffset, OffsetsRecord};
-use crate::broker::group::state::Group;
-use crate::broker::group::{partition_for, OFFSETS_TOPIC};
-use crate::broker::{Broker, BrokerEvent, Output, ReplyTo, ResponseBody};
+use super::records::{CommittedOffset, OffsetsRecord};
+use super::state::Group;
+use super::{partition_for, GroupCoordinator, GroupWrite, OffsetsLog, OFFSETS_TOPIC};
+use crate::node_io::{BrokerEvent, Output, ReplyTo, ResponseBody};
 use crate::protocol::ErrorCode;
-use crate::storage::Storage;
 use crate::types::{Millis, TopicPartition};
 
 /// Committed offsets of some partitions of one topic (`None`: nothing committed).
 type TopicOffsets = (String, Vec<(i32, Option<CommittedOffset>)>);
 
-impl<S: Storage> Broker<S> {
-    pub(in crate::broker) fn on_offset_commit_request(
+impl GroupCoordinator {
+    pub(crate) fn on_offset_commit_request<H: OffsetsLog>(
         &mut self,
         now: Millis,
         reply_to: ReplyTo,
         request: &OffsetCommitRequest,
-        out: &mut Vec<Output<S::File>>,
+        host: &mut H,
+        out: &mut Vec<Output<H::File>>,
     ) {
         let group_id = request.group_id.as_str();
         let mut response = commit_response(request);
-        if let Err(error) = self.check_commit(now, request, out) {
+        if let Err(error) = self.check_commit(now, request, host, out) {
             for partition in response
                 .topics
                 .iter_mut()
@@ -48,16 +47,12 @@ impl<S: Storage> Broker<S> {
             return;
         }
         self.note_admitted_commit(request, out);
-        let commit_timestamp = self.wall_clock(now);
-        let max_metadata = self.config.groups.offset_metadata_max_bytes.max(0) as usize;
+        let commit_timestamp = host.wall_clock(now);
+        let max_metadata = self.config.offset_metadata_max_bytes.max(0) as usize;
         let mut offsets = Vec::new();
         let mut records = Vec::new();
         for (topic, answered) in request.topics.iter().zip(&mut response.topics) {
-            let known = self
-                .controller
-                .image
-                .topic(topic.name.as_str())
-                .map(|meta| meta.partitions);
+            let known = host.partition_count(topic.name.as_str());
             for (partition, entry) in topic.partitions.iter().zip(&mut answered.partitions) {
                 let metadata = partition
                     .committed_metadata
@@ -93,7 +88,7 @@ impl<S: Storage> Broker<S> {
             out.push(reply_to.respond(ResponseBody::message(ResponseKind::OffsetCommit(response))));
             return;
         }
-        if let Some(group) = self.groups.groups.get_mut(group_id) {
+        if let Some(group) = self.groups.get_mut(group_id) {
             group.pending_commits += 1;
         }
         let write = GroupWrite::Commit {
@@ -102,20 +97,20 @@ impl<S: Storage> Broker<S> {
             offsets,
             response,
         };
-        self.write_group_records(now, group_id, &records, write, out);
+        self.write(now, group_id, &records, write, host, out);
     }
 
     /// Reports a commit that passed the fencing, with the group as it is now.
-    fn note_admitted_commit(&self, request: &OffsetCommitRequest, out: &mut Vec<Output<S::File>>) {
+    fn note_admitted_commit<F>(&self, request: &OffsetCommitRequest, out: &mut Vec<Output<F>>) {
         let group_id = request.group_id.as_str();
-        let Some(group) = self.groups.groups.get(group_id) else {
+        let Some(group) = self.groups.get(group_id) else {
             return;
         };
         let member = request.member_id.as_str();
         out.push(Output::Event(BrokerEvent::CommitAdmitted {
             partition: TopicPartition::new(
                 OFFSETS_TOPIC,
-                partition_for(group_id, self.offsets_partitions()),
+                partition_for(group_id, self.partitions()),
             ),
             group: group_id.to_owned(),
             member: member.to_owned(),
@@ -127,23 +122,23 @@ impl<S: Storage> Broker<S> {
 
     /// Kafka's `handleCommitOffsets` checks: an unknown group takes only a simple consumer's
     /// commit (generation -1), which creates it; a known one fences by generation and member.
-    fn check_commit(
+    fn check_commit<H: OffsetsLog>(
         &mut self,
         now: Millis,
         request: &OffsetCommitRequest,
-        out: &mut Vec<Output<S::File>>,
+        host: &mut H,
+        out: &mut Vec<Output<H::File>>,
     ) -> Result<(), ErrorCode> {
         let group_id = request.group_id.as_str();
-        self.coordinate(now, group_id, out)?;
+        self.coordinate(now, group_id, host, out)?;
         let generation = request.generation_id_or_member_epoch;
         let instance = request.group_instance_id.as_ref().map(StrBytes::as_str);
-        match self.groups.groups.get_mut(group_id) {
+        match self.groups.get_mut(group_id) {
             Some(group) => {
                 group.check_commit(now, request.member_id.as_str(), instance, generation)
             }
             None if generation < 0 => {
                 self.groups
-                    .groups
                     .insert(group_id.to_owned(), Group::new(group_id.to_owned()));
                 Ok(())
             }
@@ -151,12 +146,13 @@ impl<S: Storage> Broker<S> {
         }
     }
 
-    pub(in crate::broker) fn on_offset_fetch_request(
+    pub(crate) fn on_offset_fetch_request<H: OffsetsLog>(
         &mut self,
         now: Millis,
         api_version: i16,
         request: &OffsetFetchRequest,
-        out: &mut Vec<Output<S::File>>,
+        host: &mut H,
+        out: &mut Vec<Output<H::File>>,
     ) -> ResponseKind {
         let mut response = OffsetFetchResponse::default();
         if api_version >= 8 {
@@ -169,7 +165,7 @@ impl<S: Storage> Broker<S> {
                 });
                 let mut entry =
                     OffsetFetchResponseGroup::default().with_group_id(group.group_id.clone());
-                match self.committed_offsets(now, group.group_id.as_str(), topics, out) {
+                match self.committed_offsets(now, group.group_id.as_str(), topics, host, out) {
                     Ok(found) => {
                         entry.topics = found
                             .into_iter()
@@ -204,7 +200,7 @@ impl<S: Storage> Broker<S> {
                 .map(|topic| (topic.name.to_string(), topic.partition_indexes.clone()))
                 .collect::<Vec<_>>()
         });
-        match self.committed_offsets(now, request.group_id.as_str(), topics.clone(), out) {
+        match self.committed_offsets(now, request.group_id.as_str(), topics.clone(), host, out) {
             Ok(found) => {
                 response.topics = found
                     .into_iter()
@@ -231,15 +227,16 @@ impl<S: Storage> Broker<S> {
     }
 
     /// The committed offsets of `topics` (`None`: every partition the group committed for).
-    fn committed_offsets(
+    fn committed_offsets<H: OffsetsLog>(
         &mut self,
         now: Millis,
         group_id: &str,
         topics: Option<Vec<(String, Vec<i32>)>>,
-        out: &mut Vec<Output<S::File>>,
+        host: &mut H,
+        out: &mut Vec<Output<H::File>>,
     ) -> Result<Vec<TopicOffsets>, ErrorCode> {
-        self.coordinate(now, group_id, out)?;
-        let group = self.groups.groups.get(group_id);
+        self.coordinate(now, group_id, host, out)?;
+        let group = self.groups.get(group_id);
         let offset_of = |partition: &TopicPartition| {
             group.and_then(|group| group.offsets.get(partition).cloned())
         };
