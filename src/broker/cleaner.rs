@@ -92,7 +92,7 @@ impl<S: Storage> Broker<S> {
             .replicas
             .get_mut(&topic_partition)
             .expect("chosen above");
-        match partition.log.start_clean(end, &config) {
+        match partition.log_mut().start_clean(end, &config) {
             Ok((stats, Some(sync))) => {
                 self.cleaner.in_flight = Some(InFlight {
                     topic_partition: topic_partition.clone(),
@@ -123,7 +123,7 @@ impl<S: Storage> Broker<S> {
             };
             if !topic.config.cleanup_policy.compact
                 || partition.offline().is_some()
-                || partition.log.clean_stage().is_some()
+                || partition.log().clean_stage().is_some()
             {
                 continue;
             }
@@ -134,8 +134,8 @@ impl<S: Storage> Broker<S> {
             };
             let limit = partition
                 .high_watermark()
-                .min(partition.log.recovery_point());
-            let end = match partition.log.first_uncleanable_offset(limit, &config) {
+                .min(partition.log().recovery_point());
+            let end = match partition.log().first_uncleanable_offset(limit, &config) {
                 Ok(end) => end,
                 Err(error) => {
                     tracing::warn!(%topic_partition, %error, "log cleaner cannot read the log");
@@ -145,8 +145,8 @@ impl<S: Storage> Broker<S> {
             let progress = self.cleaner.progress.get(topic_partition);
             let first_dirty = progress
                 .map_or(0, |progress| progress.first_dirty)
-                .max(partition.log.log_start_offset());
-            let (dirty, total) = partition.log.cleanable_bytes(first_dirty, end);
+                .max(partition.log().log_start_offset());
+            let (dirty, total) = partition.log().cleanable_bytes(first_dirty, end);
             let ratio = if total == 0 {
                 0.0
             } else {
@@ -186,13 +186,13 @@ impl<S: Storage> Broker<S> {
         };
         if partition.offline().is_some() {
             let _ = partition
-                .log
+                .log_mut()
                 .clean_step_done(Err("the partition went offline".to_owned()));
             self.cleaner.rest(now);
             return;
         }
-        let last_step = partition.log.clean_stage() == Some(CleanStage::Replaced);
-        match partition.log.clean_step_done(result) {
+        let last_step = partition.log().clean_stage() == Some(CleanStage::Replaced);
+        match partition.log_mut().clean_step_done(result) {
             Ok(Some(sync)) => {
                 self.cleaner.in_flight = Some(in_flight);
                 self.start_flush(FlushTarget::Cleaner(topic_partition), sync, out);

@@ -695,18 +695,18 @@ impl<S: Storage> Broker<S> {
                 };
                 let partition = self.replicas.get(&topic_partition).expect("opened");
                 let current = (
-                    partition.leader,
-                    partition.leader_epoch,
-                    &partition.replicas,
-                    &partition.isr,
-                    partition.partition_epoch,
+                    partition.leader(),
+                    partition.leader_epoch(),
+                    partition.replicas(),
+                    partition.isr(),
+                    partition.partition_epoch(),
                 );
                 if current
                     != (
                         state.leader,
                         state.leader_epoch,
-                        &state.replicas,
-                        &state.isr,
+                        state.replicas.as_slice(),
+                        state.isr.as_slice(),
                         state.partition_epoch,
                     )
                 {
@@ -744,11 +744,11 @@ impl<S: Storage> Broker<S> {
         if partition.pending_isr().is_some() {
             return;
         }
-        tracing::info!(partition = %topic_partition, isr = ?partition.isr, proposed = ?new_isr, "AlterPartition");
+        tracing::info!(partition = %topic_partition, isr = ?partition.isr(), proposed = ?new_isr, "AlterPartition");
         let data = PartitionData::default()
             .with_partition_index(topic_partition.partition)
-            .with_leader_epoch(partition.leader_epoch.0)
-            .with_partition_epoch(partition.partition_epoch)
+            .with_leader_epoch(partition.leader_epoch().0)
+            .with_partition_epoch(partition.partition_epoch())
             .with_new_isr(
                 new_isr
                     .iter()
@@ -794,13 +794,13 @@ impl<S: Storage> Broker<S> {
                 tracing::info!(partition = %topic_partition, ?error, "AlterPartition refused");
                 continue;
             }
-            if partition.leader_epoch != LeaderEpoch(answer.leader_epoch)
-                || answer.partition_epoch <= partition.partition_epoch
+            if partition.leader_epoch() != LeaderEpoch(answer.leader_epoch)
+                || answer.partition_epoch <= partition.partition_epoch()
             {
                 continue;
             }
             partition.set_isr(answer.isr.iter().map(|id| BrokerId(id.0)).collect());
-            partition.partition_epoch = answer.partition_epoch;
+            partition.set_partition_epoch(answer.partition_epoch);
             self.after_isr_change(now, topic_partition, out);
         }
     }

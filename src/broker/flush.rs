@@ -64,7 +64,7 @@ impl<S: Storage> Broker<S> {
         let Some(partition) = self.replicas.get_mut(topic_partition) else {
             return;
         };
-        let Some((sync, mark)) = start(&mut partition.log) else {
+        let Some((sync, mark)) = start(partition.log_mut()) else {
             return;
         };
         let target = FlushTarget::Partition {
@@ -230,7 +230,7 @@ impl<S: Storage> Broker<S> {
             .iter()
             .filter(|(_, partition)| {
                 partition
-                    .log
+                    .log()
                     .next_flush_deadline()
                     .is_some_and(|deadline| deadline <= now)
             })
@@ -297,7 +297,7 @@ impl<S: Storage> Broker<S> {
             // at corruption, and a lower point would let the next start truncate fsynced data.
             let point = match self.checkpoint.written.get(topic_partition) {
                 Some(written) if partition.offline().is_some() => *written,
-                _ => partition.log.recovery_point(),
+                _ => partition.log().recovery_point(),
             };
             points.insert(topic_partition.clone(), point);
         }

@@ -50,7 +50,7 @@ impl<S: Storage> OffsetsLog for Broker<S> {
         let replica = self
             .replicas
             .get(&TopicPartition::new(OFFSETS_TOPIC, partition))?;
-        (replica.is_leader() && replica.offline().is_none()).then_some(replica.leader_epoch.0)
+        (replica.is_leader() && replica.offline().is_none()).then_some(replica.leader_epoch().0)
     }
 
     fn read_offsets(&self, partition: i32) -> Result<Vec<Record>, ErrorCode> {
@@ -59,7 +59,7 @@ impl<S: Storage> OffsetsLog for Broker<S> {
             .replicas
             .get(&topic_partition)
             .ok_or(ErrorCode::NotCoordinator)?;
-        super::read_log_records(&replica.log, replica.log.log_start_offset()).map_err(|error| {
+        super::read_log_records(replica.log(), replica.log().log_start_offset()).map_err(|error| {
             tracing::error!(partition = %topic_partition, %error, "cannot load groups");
             ErrorCode::CoordinatorNotAvailable
         })

@@ -74,14 +74,14 @@ impl<S: Storage> Broker<S> {
             .map(|(topic_partition, partition)| PartitionMetrics {
                 topic: topic_partition.topic.to_string(),
                 partition: topic_partition.partition,
-                size_bytes: partition.log.size_bytes(),
-                segments: partition.log.segment_count(),
-                log_start_offset: partition.log.log_start_offset(),
-                log_end_offset: partition.log.log_end_offset(),
+                size_bytes: partition.log().size_bytes(),
+                segments: partition.log().segment_count(),
+                log_start_offset: partition.log().log_start_offset(),
+                log_end_offset: partition.log().log_end_offset(),
                 high_watermark: partition.high_watermark(),
                 offline: partition.offline().is_some(),
                 under_replicated: partition.is_leader()
-                    && partition.isr.len() < partition.replicas.len(),
+                    && partition.isr().len() < partition.replicas().len(),
             })
             .collect();
         BrokerMetrics {

@@ -27,23 +27,63 @@ use crate::log::{AppendInfo, FlushMark, LogError, PartitionLog};
 use super::{BrokerEvent, Output};
 use crate::protocol::record_batch::RecordBatchHeader;
 
+/// A produce's `acks`: how much of the partition must have an append before it is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acks {
+    /// `acks=0`: no answer at all.
+    None,
+    /// `acks=1`: the leader's log has it (and, under the flush policy, its disk).
+    Leader,
+    /// `acks=all` (`-1`): every member of the ISR has it, and the ISR holds at least
+    /// `min.insync.replicas`.
+    All,
+}
+
+impl Acks {
+    /// The wire value's meaning; `None` for anything but -1, 0 and 1 (INVALID_REQUIRED_ACKS).
+    pub fn from_wire(acks: i16) -> Option<Acks> {
+        match acks {
+            -1 => Some(Acks::All),
+            0 => Some(Acks::None),
+            1 => Some(Acks::Leader),
+            _ => None,
+        }
+    }
+}
+
+/// Where a parked append stands on its partition (Kafka's
+/// `Partition.checkEnoughReplicasReachOffset`, with seedlog's flush policy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendProgress {
+    /// Still waiting: for its fsync, or for the high watermark to pass it.
+    Waiting,
+    /// Done: it can be answered as appended.
+    Done,
+    /// It failed with this error.
+    Failed(ErrorCode),
+}
+
 /// One partition's replica state on this broker.
 #[derive(Debug)]
+#[allow(
+    clippy::struct_field_names,
+    reason = "Kafka's names: `topic_partition`, `partition_epoch`"
+)]
 pub struct Partition<S: Storage> {
     /// Which partition.
-    pub topic_partition: TopicPartition,
+    topic_partition: TopicPartition,
     /// The local log.
-    pub log: PartitionLog<S>,
+    log: PartitionLog<S>,
     /// Current leader.
-    pub leader: BrokerId,
+    leader: BrokerId,
     /// Current leader epoch, stamped into every batch appended as leader.
-    pub leader_epoch: LeaderEpoch,
+    leader_epoch: LeaderEpoch,
     /// Assigned replicas.
-    pub replicas: Vec<BrokerId>,
+    replicas: Vec<BrokerId>,
     /// In-sync replicas.
-    pub isr: Vec<BrokerId>,
+    isr: Vec<BrokerId>,
     /// The partition epoch of the controller's state this replica follows.
-    pub partition_epoch: i32,
+    partition_epoch: i32,
     /// On the leader: an ISR change sent to the controller, not yet answered.
     pending_isr: Option<Vec<BrokerId>>,
     /// This broker.
@@ -111,6 +151,52 @@ pub struct FollowerFetch {
 }
 
 impl<S: Storage> Partition<S> {
+    /// Which partition.
+    pub fn topic_partition(&self) -> &TopicPartition {
+        &self.topic_partition
+    }
+
+    /// The local log.
+    pub fn log(&self) -> &PartitionLog<S> {
+        &self.log
+    }
+
+    /// The local log, to append to, flush, truncate or clean.
+    pub fn log_mut(&mut self) -> &mut PartitionLog<S> {
+        &mut self.log
+    }
+
+    /// The current leader.
+    pub fn leader(&self) -> BrokerId {
+        self.leader
+    }
+
+    /// The current leader epoch, stamped into every batch appended as leader.
+    pub fn leader_epoch(&self) -> LeaderEpoch {
+        self.leader_epoch
+    }
+
+    /// The assigned replicas.
+    pub fn replicas(&self) -> &[BrokerId] {
+        &self.replicas
+    }
+
+    /// The in-sync replicas.
+    pub fn isr(&self) -> &[BrokerId] {
+        &self.isr
+    }
+
+    /// The partition epoch of the controller's state this replica follows.
+    pub fn partition_epoch(&self) -> i32 {
+        self.partition_epoch
+    }
+
+    /// Follows the controller's partition epoch `epoch` (an ISR change it accepted, or a new
+    /// state).
+    pub fn set_partition_epoch(&mut self, epoch: i32) {
+        self.partition_epoch = epoch;
+    }
+
     /// A partition led by `leader` with itself as the only replica. Its log is durable up to
     /// its end (the broker syncs what recovery found before serving).
     pub fn new_local_leader(
@@ -486,6 +572,56 @@ impl<S: Storage> Partition<S> {
             .any(|(base, end)| *base < end_offset && end_offset <= *end)
     }
 
+    /// Kafka's `appendRecordsToLeader` check: an acks=all produce needs an ISR of at least
+    /// `min_insync_replicas` (`Err`: NOT_ENOUGH_REPLICAS's message).
+    pub fn check_enough_replicas(
+        &self,
+        acks: Acks,
+        min_insync_replicas: usize,
+    ) -> Result<(), String> {
+        if acks == Acks::All && self.isr.len() < min_insync_replicas {
+            return Err(format!(
+                "The size of the current ISR {} is insufficient to satisfy the min.isr requirement of {min_insync_replicas}",
+                self.isr.len()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether an append with `acks` waits for followers (acks=all with followers).
+    pub fn awaits_followers(&self, acks: Acks) -> bool {
+        acks == Acks::All && !self.followers.is_empty()
+    }
+
+    /// Where an append ending at `end_offset` stands: it fails if the partition went offline
+    /// (KAFKA_STORAGE_ERROR) or is no longer led here (NOT_LEADER_OR_FOLLOWER); it waits for
+    /// its fsync when `durable`, and, when `replicated` (acks=all, with the
+    /// `min.insync.replicas` it was appended under), for the high watermark to pass it; then
+    /// an ISR that shrank below that minimum fails it (NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+    pub fn append_progress(
+        &self,
+        end_offset: i64,
+        durable: bool,
+        replicated: Option<usize>,
+    ) -> AppendProgress {
+        if self.offline.is_some() {
+            return AppendProgress::Failed(ErrorCode::KafkaStorageError);
+        }
+        if !self.is_leader() {
+            return AppendProgress::Failed(ErrorCode::NotLeaderOrFollower);
+        }
+        if durable && !self.is_durable(end_offset) {
+            return AppendProgress::Waiting;
+        }
+        match replicated {
+            Some(_) if self.high_watermark() < end_offset => AppendProgress::Waiting,
+            Some(min_insync) if self.isr.len() < min_insync => {
+                AppendProgress::Failed(ErrorCode::NotEnoughReplicasAfterAppend)
+            }
+            _ => AppendProgress::Done,
+        }
+    }
+
     /// Whether an append ending at `end_offset` (exclusive) is durable on this replica.
     pub fn is_durable(&self, end_offset: i64) -> bool {
         self.log.recovery_point() >= end_offset
@@ -567,6 +703,149 @@ impl<S: Storage> Partition<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::log::LogConfig;
+    use crate::protocol::record_batch::{build_batch, validate_batch};
+    use crate::storage::memory::MemoryStorage;
+
+    const LOCAL: BrokerId = BrokerId(1);
+
+    /// A leader of `t-0` alone in its ISR, whose log asks for an fsync after every append.
+    fn leader(storage: &MemoryStorage) -> Partition<MemoryStorage> {
+        let config = LogConfig {
+            segment_bytes: 1 << 20,
+            index_interval_bytes: 100,
+            flush_messages: 1,
+            flush_ms: None,
+            segment_ms: i64::MAX,
+            compacted: false,
+        };
+        let (log, _) =
+            PartitionLog::open(storage.clone(), "t-0", config, 0, Millis(0)).expect("open");
+        Partition::new_local_leader(TopicPartition::new("t", 0), log, LOCAL)
+    }
+
+    /// Appends one record and completes its fsync; the append's end offset.
+    fn append_durably(storage: &MemoryStorage, partition: &mut Partition<MemoryStorage>) -> i64 {
+        let mut batch = build_batch(&[(None, Some(b"v".as_slice()))], 1).to_vec();
+        let header = validate_batch(&batch).expect("valid");
+        let info = partition
+            .append_as_leader(&mut batch, &header)
+            .expect("append");
+        let (sync, mark) = partition
+            .log_mut()
+            .start_flush(Millis(0))
+            .expect("unflushed");
+        sync.complete_now(storage).expect("sync");
+        partition.on_flush_completed(mark);
+        info.last_offset + 1
+    }
+
+    #[test]
+    fn acks_on_the_wire_are_minus_one_zero_and_one() {
+        assert_eq!(Acks::from_wire(-1), Some(Acks::All));
+        assert_eq!(Acks::from_wire(0), Some(Acks::None));
+        assert_eq!(Acks::from_wire(1), Some(Acks::Leader));
+        for invalid in [-2, 2, 3, i16::MAX] {
+            assert_eq!(Acks::from_wire(invalid), None, "{invalid}");
+        }
+    }
+
+    #[test]
+    fn acks_all_needs_min_insync_replicas_in_the_isr_and_other_acks_do_not() {
+        let partition = leader(&MemoryStorage::new());
+        let refused = partition
+            .check_enough_replicas(Acks::All, 2)
+            .expect_err("an ISR of one is short of two");
+        assert!(
+            refused.contains("ISR 1") && refused.contains("requirement of 2"),
+            "{refused}"
+        );
+        assert_eq!(partition.check_enough_replicas(Acks::All, 1), Ok(()));
+        assert_eq!(partition.check_enough_replicas(Acks::Leader, 2), Ok(()));
+        assert_eq!(partition.check_enough_replicas(Acks::None, 2), Ok(()));
+        assert!(!partition.awaits_followers(Acks::All), "no followers");
+    }
+
+    #[test]
+    fn an_append_waits_for_its_fsync_then_for_the_high_watermark_under_acks_all() {
+        let storage = MemoryStorage::new();
+        let mut partition = leader(&storage);
+        partition.become_leader(
+            Millis(0),
+            LeaderEpoch(1),
+            vec![LOCAL, BrokerId(2)],
+            vec![LOCAL, BrokerId(2)],
+        );
+        assert!(partition.awaits_followers(Acks::All));
+        assert!(!partition.awaits_followers(Acks::Leader));
+        let mut batch = build_batch(&[(None, Some(b"v".as_slice()))], 1).to_vec();
+        let header = validate_batch(&batch).expect("valid");
+        let end = partition
+            .append_as_leader(&mut batch, &header)
+            .expect("append")
+            .last_offset
+            + 1;
+        assert_eq!(
+            partition.append_progress(end, true, None),
+            AppendProgress::Waiting,
+            "fsync"
+        );
+        let (sync, mark) = partition
+            .log_mut()
+            .start_flush(Millis(0))
+            .expect("unflushed");
+        sync.complete_now(&storage).expect("sync");
+        partition.on_flush_completed(mark);
+        assert_eq!(
+            partition.append_progress(end, true, None),
+            AppendProgress::Done,
+            "acks=1"
+        );
+        assert_eq!(
+            partition.append_progress(end, true, Some(2)),
+            AppendProgress::Waiting,
+            "the follower lacks it: the high watermark is below"
+        );
+    }
+
+    #[test]
+    fn an_acks_all_append_fails_when_the_isr_shrank_below_min_insync_replicas() {
+        let storage = MemoryStorage::new();
+        let mut partition = leader(&storage);
+        let end = append_durably(&storage, &mut partition);
+        partition.maybe_advance_high_watermark();
+        assert!(partition.high_watermark() >= end);
+        assert_eq!(
+            partition.append_progress(end, true, Some(1)),
+            AppendProgress::Done
+        );
+        assert_eq!(
+            partition.append_progress(end, true, Some(2)),
+            AppendProgress::Failed(ErrorCode::NotEnoughReplicasAfterAppend)
+        );
+    }
+
+    #[test]
+    fn an_append_fails_on_a_partition_gone_offline_or_no_longer_led_here() {
+        let storage = MemoryStorage::new();
+        let mut partition = leader(&storage);
+        let end = append_durably(&storage, &mut partition);
+        partition.become_follower(
+            BrokerId(2),
+            LeaderEpoch(1),
+            vec![LOCAL, BrokerId(2)],
+            vec![BrokerId(2)],
+        );
+        assert_eq!(
+            partition.append_progress(end, false, None),
+            AppendProgress::Failed(ErrorCode::NotLeaderOrFollower)
+        );
+        partition.go_offline("disk".into());
+        assert_eq!(
+            partition.append_progress(end, false, None),
+            AppendProgress::Failed(ErrorCode::KafkaStorageError)
+        );
+    }
 
     /// Kafka's `Replica.updateFetchState`: a follower that reaches the leader's log end is
     /// caught up now; one that reaches the log end the leader had at its previous fetch was

@@ -11,6 +11,7 @@ use crate::storage::Storage;
 use crate::types::{Millis, TopicPartition};
 
 use super::metadata::MetadataRecord;
+use super::partition::AppendProgress;
 use super::{Broker, ConnectionId, FlushId, Output, ReplyTo, ResponseBody};
 use crate::log::FlushMark;
 
@@ -170,21 +171,13 @@ impl<S: Storage> Broker<S> {
                 if &slot.topic_partition != topic_partition {
                     return true;
                 }
-                let error = if partition.offline().is_some() {
-                    ErrorCode::KafkaStorageError
-                } else if !partition.is_leader() {
-                    ErrorCode::NotLeaderOrFollower
-                } else if slot.durable && !partition.is_durable(slot.end_offset) {
-                    return true;
-                } else {
-                    match slot.replicated {
-                        Some(_) if partition.high_watermark() < slot.end_offset => return true,
-                        Some(min_insync) if partition.isr.len() < min_insync => {
-                            ErrorCode::NotEnoughReplicasAfterAppend
-                        }
-                        _ => return false,
-                    }
-                };
+                let error =
+                    match partition.append_progress(slot.end_offset, slot.durable, slot.replicated)
+                    {
+                        AppendProgress::Waiting => return true,
+                        AppendProgress::Done => return false,
+                        AppendProgress::Failed(error) => error,
+                    };
                 let entry = &mut response.responses[slot.topic_index].partition_responses
                     [slot.partition_index];
                 entry.error_code = error.code();

@@ -45,7 +45,7 @@ impl<S: Storage> ReplicaManager<S> {
     pub fn insert(&mut self, replica: Partition<S>) {
         let previous = self
             .partitions
-            .insert(replica.topic_partition.clone(), replica);
+            .insert(replica.topic_partition().clone(), replica);
         assert!(previous.is_none(), "a partition is opened once");
     }
 
@@ -73,7 +73,7 @@ impl<S: Storage> ReplicaManager<S> {
     pub fn next_flush_deadline(&self) -> Option<Millis> {
         self.partitions
             .values()
-            .filter_map(|partition| partition.log.next_flush_deadline())
+            .filter_map(|partition| partition.log().next_flush_deadline())
             .min()
     }
 
@@ -81,7 +81,8 @@ impl<S: Storage> ReplicaManager<S> {
     pub fn check_invariants(&self, metadata: &MetadataImage) {
         for (topic_partition, partition) in &self.partitions {
             assert_eq!(
-                topic_partition, &partition.topic_partition,
+                topic_partition,
+                partition.topic_partition(),
                 "partition keyed by itself"
             );
             partition.check_invariants();

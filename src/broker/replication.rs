@@ -123,8 +123,8 @@ impl<S: Storage> Broker<S> {
             tracing::warn!(partition = %topic_partition, "leadership for a partition not held here");
             return;
         };
-        if state.leader_epoch < partition.leader_epoch {
-            tracing::info!(partition = %topic_partition, epoch = state.leader_epoch.0, current = partition.leader_epoch.0, "stale leadership ignored");
+        if state.leader_epoch < partition.leader_epoch() {
+            tracing::info!(partition = %topic_partition, epoch = state.leader_epoch.0, current = partition.leader_epoch().0, "stale leadership ignored");
             return;
         }
         assert!(
@@ -133,24 +133,24 @@ impl<S: Storage> Broker<S> {
             "a partition state for a replica here, with its leader in the ISR"
         );
         let same_epoch =
-            state.leader_epoch == partition.leader_epoch && state.leader == partition.leader;
-        if same_epoch && state.replicas == partition.replicas {
-            if state.partition_epoch <= partition.partition_epoch {
+            state.leader_epoch == partition.leader_epoch() && state.leader == partition.leader();
+        if same_epoch && state.replicas == partition.replicas() {
+            if state.partition_epoch <= partition.partition_epoch() {
                 // Nothing newer (Kafka's `makeLeader` skips it too): in particular an
                 // AlterPartition in flight stays pending, so the high watermark keeps counting
                 // the member it adds (KIP-497's maximal ISR).
                 return;
             }
             // Only the ISR moved (an AlterPartition or a fenced member): roles stay.
-            partition.partition_epoch = state.partition_epoch;
+            partition.set_partition_epoch(state.partition_epoch);
             partition.set_isr(state.isr);
             self.after_isr_change(now, topic_partition, out);
             return;
         }
         self.fetchers.remove_partition(topic_partition);
-        partition.partition_epoch = state.partition_epoch;
+        partition.set_partition_epoch(state.partition_epoch);
         let generation = self.config.replication.generation;
-        if let Err(error) = partition.log.load_leader_epochs() {
+        if let Err(error) = partition.log_mut().load_leader_epochs() {
             partition.go_offline_with_event(format!("leader epochs unreadable: {error}"), out);
             return;
         }
@@ -166,7 +166,7 @@ impl<S: Storage> Broker<S> {
                 partition: topic_partition.clone(),
                 leader_epoch: state.leader_epoch.0,
             }));
-            if let Err(error) = partition.log.start_leader_epoch(state.leader_epoch.0) {
+            if let Err(error) = partition.log_mut().start_leader_epoch(state.leader_epoch.0) {
                 tracing::error!(partition = %topic_partition, %error, "leader epoch not recorded");
             }
         } else {
@@ -208,9 +208,9 @@ impl<S: Storage> Broker<S> {
         let Some(partition) = self.replicas.get(topic_partition) else {
             return;
         };
-        let end = partition.log.log_end_offset();
+        let end = partition.log().log_end_offset();
         let own = partition
-            .log
+            .log()
             .leader_epochs()
             .map_or(crate::log::leader_epochs::UNDEFINED, |epochs| {
                 epochs.end_offset_for(epoch, end)
@@ -240,7 +240,7 @@ impl<S: Storage> Broker<S> {
         match partition.truncate_to(offset) {
             Ok(None) => {}
             Ok(Some((sync, mark))) => {
-                let from_offset = partition.log.log_end_offset();
+                let from_offset = partition.log().log_end_offset();
                 tracing::info!(partition = %topic_partition, from_offset, %reason, "truncated");
                 out.push(Output::Event(BrokerEvent::Truncated {
                     partition: topic_partition.clone(),
@@ -276,10 +276,10 @@ impl<S: Storage> Broker<S> {
         if let Some(partition) = self.replicas.get(topic_partition) {
             out.push(Output::Event(BrokerEvent::PartitionState {
                 partition: topic_partition.clone(),
-                leader: partition.leader,
-                leader_epoch: partition.leader_epoch.0,
-                replicas: partition.replicas.clone(),
-                isr: partition.isr.clone(),
+                leader: partition.leader(),
+                leader_epoch: partition.leader_epoch().0,
+                replicas: partition.replicas().to_vec(),
+                isr: partition.isr().to_vec(),
             }));
         }
         if self.advance_high_watermark(topic_partition, out) {
@@ -326,7 +326,7 @@ impl<S: Storage> Broker<S> {
             if !partition.is_leader() || partition.offline().is_some() {
                 continue;
             }
-            let leader_end = partition.log.log_end_offset();
+            let leader_end = partition.log().log_end_offset();
             let Some(fetch) = partition.on_follower_fetch(now, replica, *fetch_offset, leader_end)
             else {
                 continue;
@@ -338,7 +338,7 @@ impl<S: Storage> Broker<S> {
                 .as_ref()
                 .is_none_or(|membership| membership.image.is_active(replica));
             if fetch.may_join && eligible {
-                let mut isr = partition.isr.clone();
+                let mut isr = partition.isr().to_vec();
                 isr.push(replica);
                 self.change_isr(now, topic_partition, isr, out);
             }
@@ -376,7 +376,7 @@ impl<S: Storage> Broker<S> {
                 continue;
             }
             let isr = partition
-                .isr
+                .isr()
                 .iter()
                 .copied()
                 .filter(|member| !lagging.contains(member))
@@ -472,7 +472,7 @@ impl<S: Storage> Broker<S> {
                 | ReplicationGeneration::Kip101
                 | ReplicationGeneration::Kip279 => -1,
                 ReplicationGeneration::Kip320 | ReplicationGeneration::Kip966 => partition
-                    .log
+                    .log()
                     .leader_epochs()
                     .and_then(crate::log::leader_epochs::LeaderEpochCache::latest_epoch)
                     .unwrap_or(-1),
@@ -480,10 +480,10 @@ impl<S: Storage> Broker<S> {
             topics.entry(&topic_partition.topic).or_default().push(
                 FetchPartition::default()
                     .with_partition(topic_partition.partition)
-                    .with_current_leader_epoch(partition.leader_epoch.0)
+                    .with_current_leader_epoch(partition.leader_epoch().0)
                     .with_last_fetched_epoch(last_fetched_epoch)
-                    .with_fetch_offset(partition.log.log_end_offset())
-                    .with_log_start_offset(partition.log.log_start_offset())
+                    .with_fetch_offset(partition.log().log_end_offset())
+                    .with_log_start_offset(partition.log().log_start_offset())
                     .with_partition_max_bytes(settings.fetch_max_bytes),
             );
         }
@@ -585,13 +585,13 @@ impl<S: Storage> Broker<S> {
         let Some(partition) = self.replicas.get_mut(topic_partition) else {
             return true;
         };
-        if partition.is_leader() || partition.leader != leader || partition.offline().is_some() {
+        if partition.is_leader() || partition.leader() != leader || partition.offline().is_some() {
             return true;
         }
         let error = ErrorCode::from_code(data.error_code);
         if error == ErrorCode::OffsetOutOfRange
             && data.high_watermark >= 0
-            && partition.log.log_end_offset() > data.high_watermark
+            && partition.log().log_end_offset() > data.high_watermark
         {
             // The follower holds more than the leader: drop what lies past the leader's high
             // watermark (what the leader has of it comes back with the next fetch).
@@ -624,7 +624,7 @@ impl<S: Storage> Broker<S> {
         let mut flush_end = None;
         let mut rolled = None;
         for (header, range) in batches {
-            if header.last_offset() < partition.log.log_end_offset() {
+            if header.last_offset() < partition.log().log_end_offset() {
                 continue;
             }
             match partition.append_as_follower(&records[range], &header) {
@@ -725,7 +725,7 @@ impl<S: Storage> Broker<S> {
                 return true;
             }
             let latest = partition
-                .log
+                .log()
                 .leader_epochs()
                 .and_then(crate::log::leader_epochs::LeaderEpochCache::latest_epoch);
             let Some(epoch) = asked.or(latest) else {
@@ -737,7 +737,7 @@ impl<S: Storage> Broker<S> {
                 .push(
                     OffsetForLeaderPartition::default()
                         .with_partition(topic_partition.partition)
-                        .with_current_leader_epoch(partition.leader_epoch.0)
+                        .with_current_leader_epoch(partition.leader_epoch().0)
                         .with_leader_epoch(epoch),
                 );
             true
@@ -770,7 +770,7 @@ impl<S: Storage> Broker<S> {
                 let Some(partition) = self.replicas.get(&topic_partition) else {
                     continue;
                 };
-                if !waiting || partition.is_leader() || partition.leader != leader {
+                if !waiting || partition.is_leader() || partition.leader() != leader {
                     continue;
                 }
                 let error = ErrorCode::from_code(data.error_code);
@@ -779,10 +779,10 @@ impl<S: Storage> Broker<S> {
                     ok = false;
                     continue;
                 }
-                let log_end = partition.log.log_end_offset();
+                let log_end = partition.log().log_end_offset();
                 let (offset, ask_next) = epoch_truncation(
                     generation,
-                    partition.log.leader_epochs(),
+                    partition.log().leader_epochs(),
                     (log_end, partition.high_watermark()),
                     (data.leader_epoch, data.end_offset),
                 );

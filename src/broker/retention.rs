@@ -22,7 +22,7 @@ impl<S: Storage> Broker<S> {
         let mut moved = false;
         let mut to_roll = Vec::new();
         for (topic_partition, partition) in self.replicas.iter() {
-            let current = partition.log.log_start_offset();
+            let current = partition.log().log_start_offset();
             let mut start = current;
             if partition.offline().is_none() {
                 let Some(topic) = self.controller.image.topic(&topic_partition.topic) else {
@@ -30,11 +30,11 @@ impl<S: Storage> Broker<S> {
                 };
                 let limit = partition
                     .high_watermark()
-                    .min(partition.log.recovery_point());
+                    .min(partition.log().recovery_point());
                 // `cleanup.policy=compact` alone: the cleaner's log, never deleted by age or
                 // size (DeleteRecords still moves its start).
                 let target = if topic.config.cleanup_policy.delete {
-                    partition.log.retention_start(
+                    partition.log().retention_start(
                         wall_clock,
                         topic.config.retention_ms,
                         topic.config.retention_bytes,
@@ -45,7 +45,7 @@ impl<S: Storage> Broker<S> {
                 };
                 match target {
                     Ok(target) => {
-                        if target == partition.log.log_end_offset() && target > current {
+                        if target == partition.log().log_end_offset() && target > current {
                             to_roll.push(topic_partition.clone()); // every record expired
                         }
                         start = start.max(target);
@@ -68,9 +68,9 @@ impl<S: Storage> Broker<S> {
                 .replicas
                 .get_mut(&topic_partition)
                 .expect("listed above");
-            if let Err(error) = partition.log.roll() {
+            if let Err(error) = partition.log_mut().roll() {
                 tracing::warn!(%topic_partition, %error, "rolling for retention failed");
-                starts.insert(topic_partition.clone(), partition.log.log_start_offset());
+                starts.insert(topic_partition.clone(), partition.log().log_start_offset());
             }
         }
         if moved {
@@ -93,7 +93,7 @@ impl<S: Storage> Broker<S> {
             let partition = self.replicas.get(topic_partition).expect("just changed");
             out.push(Output::Event(BrokerEvent::LogStartOffset {
                 partition: topic_partition.clone(),
-                offset: partition.log.log_start_offset(),
+                offset: partition.log().log_start_offset(),
             }));
         }
         // A parked fetch below the new start now answers OFFSET_OUT_OF_RANGE.
@@ -108,16 +108,16 @@ impl<S: Storage> Broker<S> {
         let Some(partition) = self.replicas.get_mut(topic_partition) else {
             return false;
         };
-        let before = partition.log.log_start_offset();
+        let before = partition.log().log_start_offset();
         if start <= before {
             return false;
         }
-        match partition.log.delete_segments_below(start) {
+        match partition.log_mut().delete_segments_below(start) {
             Ok(deleted) => {
                 tracing::info!(
                     %topic_partition,
                     deleted,
-                    log_start = partition.log.log_start_offset(),
+                    log_start = partition.log().log_start_offset(),
                     "retention deleted segments"
                 );
             }
@@ -125,6 +125,6 @@ impl<S: Storage> Broker<S> {
                 tracing::error!(%topic_partition, %error, "deleting segments failed");
             }
         }
-        partition.log.log_start_offset() > before
+        partition.log().log_start_offset() > before
     }
 }

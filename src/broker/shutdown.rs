@@ -80,7 +80,7 @@ impl<S: Storage> Broker<S> {
             if partition.offline().is_some() {
                 continue;
             }
-            if let Err(error) = partition.log.maybe_take_snapshot() {
+            if let Err(error) = partition.log_mut().maybe_take_snapshot() {
                 tracing::warn!(%topic_partition, %error, "cannot snapshot the producer state");
             }
         }
@@ -125,7 +125,9 @@ impl<S: Storage> Broker<S> {
         }
         self.replicas
             .iter()
-            .find(|(_, partition)| partition.log.recovery_point() < partition.log.log_end_offset())
+            .find(|(_, partition)| {
+                partition.log().recovery_point() < partition.log().log_end_offset()
+            })
             .map(|(topic_partition, _)| format!("{topic_partition} was not flushed to its end"))
     }
 

@@ -236,7 +236,7 @@ impl<S: Storage> Broker<S> {
             if partition.offline().is_some() {
                 continue;
             }
-            if let Some((sync, mark)) = partition.log.start_flush(now) {
+            if let Some((sync, mark)) = partition.log_mut().start_flush(now) {
                 add(sync);
                 partition.on_flush_completed(mark);
             }
@@ -420,15 +420,15 @@ pub(super) fn startup_events<S: Storage>(
     partition: &Partition<S>,
     recovery: &RecoveryReport,
 ) -> Vec<BrokerEvent> {
-    let name = &partition.topic_partition;
+    let name = partition.topic_partition();
     let mut events = vec![
         BrokerEvent::LogStartOffset {
             partition: name.clone(),
-            offset: partition.log.log_start_offset(),
+            offset: partition.log().log_start_offset(),
         },
         BrokerEvent::Truncated {
             partition: name.clone(),
-            from_offset: partition.log.log_end_offset(),
+            from_offset: partition.log().log_end_offset(),
             reason: format!(
                 "recovery on start-up ({} bytes truncated, {} segments deleted)",
                 recovery.truncated_bytes, recovery.deleted_segments

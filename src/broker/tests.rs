@@ -839,7 +839,7 @@ fn retention_deletes_expired_segments_once_their_new_log_start_is_checkpointed()
         .broker
         .partition(&t0)
         .expect("t-0")
-        .log
+        .log()
         .segment_count();
     assert!(segments > 2, "small segments rolled: {segments}");
     harness.now = Millis(1000);
@@ -848,14 +848,14 @@ fn retention_deletes_expired_segments_once_their_new_log_start_is_checkpointed()
         matches!(outputs.as_slice(), [Output::Flush { .. }]),
         "first the checkpoint's temporary file is synced: {outputs:?}"
     );
-    let log = &harness.broker.partition(&t0).expect("t-0").log;
+    let log = &harness.broker.partition(&t0).expect("t-0").log();
     assert_eq!(
         log.log_start_offset(),
         0,
         "nothing deleted before the checkpoint is durable"
     );
     assert!(harness.flush_all(outputs, true).is_empty());
-    let log = &harness.broker.partition(&t0).expect("t-0").log;
+    let log = &harness.broker.partition(&t0).expect("t-0").log();
     let start = log.log_start_offset();
     assert_eq!(log.segment_count(), 1, "an empty active segment is left");
     assert_eq!(
@@ -871,7 +871,7 @@ fn retention_deletes_expired_segments_once_their_new_log_start_is_checkpointed()
     // start deletes them again on the next start.
     storage.crash(CrashLevel::PowerLoss, &mut |_| 0);
     let (broker, _) = Broker::open(config, storage, 7, Millis(0)).expect("reopen");
-    let log = &broker.partition(&t0).expect("t-0").log;
+    let log = &broker.partition(&t0).expect("t-0").log();
     assert_eq!(log.log_start_offset(), start);
     assert_eq!(log.segment_count(), 1);
 }
@@ -896,12 +896,12 @@ fn retention_by_size_keeps_at_least_retention_bytes_and_nothing_past_the_high_wa
     harness.flush_all(outputs, true);
     let partition = harness.broker.partition(&t0).expect("t-0");
     assert!(
-        partition.log.log_start_offset() > 0,
+        partition.log().log_start_offset() > 0,
         "the oldest segments went"
     );
     // What is left is at least retention.bytes: one more deletion would go below it.
-    assert!(partition.log.segment_count() >= 2);
-    assert!(partition.log.log_start_offset() <= partition.high_watermark());
+    assert!(partition.log().segment_count() >= 2);
+    assert!(partition.log().log_start_offset() <= partition.high_watermark());
 }
 
 #[test]
@@ -942,7 +942,7 @@ fn a_clean_shutdown_survives_power_loss_and_the_next_start_trusts_the_logs() {
         let log = &broker
             .partition(&TopicPartition::new("t", partition))
             .expect("known")
-            .log;
+            .log();
         assert_eq!(log.log_end_offset(), 4);
         assert_eq!(log.recovery_point(), 4);
         assert_eq!(
@@ -1009,7 +1009,7 @@ fn a_roll_flushes_the_closed_segments_so_retention_runs_without_a_flush_policy()
                 _ => None,
             })
             .collect();
-        let log = &harness.broker.partition(&t0).expect("t-0").log;
+        let log = &harness.broker.partition(&t0).expect("t-0").log();
         if let [sync] = flushes.as_slice() {
             rolls += 1;
             // Only the closed segments: the new active segment's record is not covered.
@@ -1027,7 +1027,7 @@ fn a_roll_flushes_the_closed_segments_so_retention_runs_without_a_flush_policy()
             "the produce is answered at once, before any fsync: {answered:?}"
         );
     }
-    let log = &harness.broker.partition(&t0).expect("t-0").log;
+    let log = &harness.broker.partition(&t0).expect("t-0").log();
     assert!(rolls >= 2, "small segments rolled {rolls} times");
     let recovery_point = log.recovery_point();
     assert!(recovery_point > 0 && recovery_point < log.log_end_offset());
@@ -1035,7 +1035,7 @@ fn a_roll_flushes_the_closed_segments_so_retention_runs_without_a_flush_policy()
     harness.now = Millis(1000);
     let outputs = harness.input(Input::Tick);
     assert!(harness.flush_all(outputs, true).is_empty());
-    let log = &harness.broker.partition(&t0).expect("t-0").log;
+    let log = &harness.broker.partition(&t0).expect("t-0").log();
     assert_eq!(log.log_start_offset(), recovery_point);
 }
 
@@ -1096,12 +1096,12 @@ fn delete_records_moves_the_log_start_inside_a_segment_once_it_is_durable() {
             .broker
             .partition(&t0)
             .expect("t-0")
-            .log
+            .log()
             .log_start_offset(),
         0
     );
     assert_eq!(deleted(harness.flush_all(outputs, true)), vec![(0, 7)]);
-    let log = &harness.broker.partition(&t0).expect("t-0").log;
+    let log = &harness.broker.partition(&t0).expect("t-0").log();
     assert_eq!(log.log_start_offset(), 7, "inside a segment");
     let Some(Output::Respond { response, .. }) = harness.fetch("t", 0, 6, 0).pop() else {
         panic!("a fetch response")
@@ -1143,7 +1143,7 @@ fn delete_records_moves_the_log_start_inside_a_segment_once_it_is_durable() {
     storage.crash(CrashLevel::PowerLoss, &mut |_| 0);
     let (broker, _) = Broker::open(config, storage, 7, Millis(0)).expect("reopen");
     assert_eq!(
-        broker.partition(&t0).expect("t-0").log.log_start_offset(),
+        broker.partition(&t0).expect("t-0").log().log_start_offset(),
         10
     );
 }
@@ -1168,7 +1168,7 @@ fn a_delete_records_whose_checkpoint_fails_times_out() {
             .broker
             .partition(&t0)
             .expect("t-0")
-            .log
+            .log()
             .log_start_offset(),
         0
     );

@@ -100,7 +100,7 @@ impl<S: Storage> Broker<S> {
         if offset < 0 || offset > high_watermark {
             return Err(ErrorCode::OffsetOutOfRange);
         }
-        let current = partition.log.log_start_offset();
+        let current = partition.log().log_start_offset();
         Ok(if offset <= current {
             Requested::Already(current)
         } else {
@@ -120,7 +120,7 @@ impl<S: Storage> Broker<S> {
         }
         let mut starts = RecoveryPoints::new();
         for (topic_partition, partition) in self.replicas.iter() {
-            let current = partition.log.log_start_offset();
+            let current = partition.log().log_start_offset();
             let requested = self.requested_starts.get(topic_partition).copied();
             starts.insert(
                 topic_partition.clone(),
@@ -153,8 +153,8 @@ impl<S: Storage> Broker<S> {
                     Some(partition) if partition.offline().is_some() => {
                         Some(ErrorCode::KafkaStorageError)
                     }
-                    Some(partition) if partition.log.log_start_offset() >= slot.start => {
-                        entry.low_watermark = partition.log.log_start_offset();
+                    Some(partition) if partition.log().log_start_offset() >= slot.start => {
+                        entry.low_watermark = partition.log().log_start_offset();
                         return false;
                     }
                     Some(_) if expired => Some(ErrorCode::RequestTimedOut),

@@ -206,7 +206,7 @@ impl<S: Storage> Broker<S> {
             error_code: 0,
             high_watermark,
             last_stable_offset: high_watermark,
-            log_start_offset: partition.log.log_start_offset(),
+            log_start_offset: partition.log().log_start_offset(),
             diverging_epoch: None,
             snapshot_id: None,
             records: RecordsSource::Empty,
@@ -222,11 +222,14 @@ impl<S: Storage> Broker<S> {
             }
         }
         let read_end = if replica.is_some() {
-            partition.log.log_end_offset()
+            partition.log().log_end_offset()
         } else {
             high_watermark
         };
-        match partition.log.read(wanted.fetch_offset, read_end, max_bytes) {
+        match partition
+            .log()
+            .read(wanted.fetch_offset, read_end, max_bytes)
+        {
             // KIP-74: the first batch of the response goes out even above the limits; in any
             // later partition both limits hold (Kafka's `minOneMessage` is off by then).
             Ok(LogRead::Records {
@@ -246,11 +249,11 @@ impl<S: Storage> Broker<S> {
             Ok(LogRead::OutOfRange) => entry.error_code = ErrorCode::OffsetOutOfRange.code(),
             Err(LogError::Corrupt(reason)) => {
                 // Kafka answers a CorruptRecordException on the read path with CORRUPT_MESSAGE.
-                tracing::error!(partition = %partition.topic_partition, %reason, "fetch found a corrupt batch");
+                tracing::error!(partition = %partition.topic_partition(), %reason, "fetch found a corrupt batch");
                 entry.error_code = ErrorCode::CorruptMessage.code();
             }
             Err(error) => {
-                tracing::error!(partition = %partition.topic_partition, %error, "fetch read failed");
+                tracing::error!(partition = %partition.topic_partition(), %error, "fetch read failed");
                 entry.error_code = ErrorCode::KafkaStorageError.code();
             }
         }
@@ -267,9 +270,9 @@ fn diverging_epoch<S: Storage>(
     if wanted.last_fetched_epoch < 0 {
         return None;
     }
-    let epochs = partition.log.leader_epochs()?;
+    let epochs = partition.log().leader_epochs()?;
     let (epoch, end) =
-        epochs.end_offset_for(wanted.last_fetched_epoch, partition.log.log_end_offset());
+        epochs.end_offset_for(wanted.last_fetched_epoch, partition.log().log_end_offset());
     (end < wanted.fetch_offset || epoch < wanted.last_fetched_epoch).then_some((epoch, end))
 }
 

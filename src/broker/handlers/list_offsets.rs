@@ -51,10 +51,12 @@ fn lookup<S: Storage>(
     };
     Ok(match timestamp {
         LATEST_TIMESTAMP => lagging.map_or(Ok((partition.high_watermark(), -1)), Err),
-        EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => Ok((partition.log.log_start_offset(), -1)),
-        MAX_TIMESTAMP => below_high_watermark(partition.log.offset_of_max_timestamp()?),
+        EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => {
+            Ok((partition.log().log_start_offset(), -1))
+        }
+        MAX_TIMESTAMP => below_high_watermark(partition.log().offset_of_max_timestamp()?),
         LATEST_TIERED_TIMESTAMP => below_high_watermark(None),
-        target => below_high_watermark(partition.log.offset_for_timestamp(target)?),
+        target => below_high_watermark(partition.log().offset_for_timestamp(target)?),
     })
 }
 
@@ -85,10 +87,10 @@ fn answer<S: Storage>(
             }
         });
     let found = lookup(partition, requested.timestamp, lagging).map_err(|error| {
-        tracing::error!(partition = %partition.topic_partition, %error, "ListOffsets read failed");
+        tracing::error!(partition = %partition.topic_partition(), %error, "ListOffsets read failed");
         ErrorCode::KafkaStorageError
     })??;
-    Ok((found, partition.leader_epoch.0))
+    Ok((found, partition.leader_epoch().0))
 }
 
 impl<S: Storage> Broker<S> {

@@ -179,16 +179,20 @@ impl<S: Storage> Broker<S> {
                         .with_leader_id(WireBrokerId(-1))
                         .with_error_code(ErrorCode::LeaderNotAvailable.code());
                 };
-                entry.leader_id = WireBrokerId(partition.leader.0);
+                entry.leader_id = WireBrokerId(partition.leader().0);
                 if api_version >= 7 {
-                    entry.leader_epoch = partition.leader_epoch.0;
+                    entry.leader_epoch = partition.leader_epoch().0;
                 }
                 entry.replica_nodes = partition
-                    .replicas
+                    .replicas()
                     .iter()
                     .map(|id| WireBrokerId(id.0))
                     .collect();
-                entry.isr_nodes = partition.isr.iter().map(|id| WireBrokerId(id.0)).collect();
+                entry.isr_nodes = partition
+                    .isr()
+                    .iter()
+                    .map(|id| WireBrokerId(id.0))
+                    .collect();
                 if partition.offline().is_some() {
                     entry.error_code = ErrorCode::KafkaStorageError.code();
                 }

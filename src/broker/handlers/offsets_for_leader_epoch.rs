@@ -32,12 +32,12 @@ fn end_of_epoch<S: Storage>(
     if !partition.is_leader() {
         return Err(ErrorCode::NotLeaderOrFollower);
     }
-    if let Err(error) = partition.log.load_leader_epochs() {
-        tracing::error!(partition = %partition.topic_partition, %error, "leader epochs unreadable");
+    if let Err(error) = partition.log_mut().load_leader_epochs() {
+        tracing::error!(partition = %partition.topic_partition(), %error, "leader epochs unreadable");
         return Err(ErrorCode::KafkaStorageError);
     }
-    let end = partition.log.log_end_offset();
-    Ok(partition.log.leader_epochs().map_or(UNDEFINED, |epochs| {
+    let end = partition.log().log_end_offset();
+    Ok(partition.log().leader_epochs().map_or(UNDEFINED, |epochs| {
         epochs.end_offset_for(requested.leader_epoch, end)
     }))
 }

@@ -16,6 +16,7 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{ProduceResponse, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 
+use crate::broker::partition::Acks;
 use crate::broker::purgatory::{DelayedProduce, ProduceWaiter, WaitingSlot};
 use crate::broker::{Broker, BrokerEvent, Output, ReplyTo, Response, ResponseBody};
 use crate::config::broker::IdempotenceGeneration;
@@ -59,7 +60,7 @@ impl Appended {
         Appended {
             base_offset: original.first_offset,
             end_offset: original.last_offset + 1,
-            log_start_offset: partition.log.log_start_offset(),
+            log_start_offset: partition.log().log_start_offset(),
             flush_required: partition.awaits_flush(original.last_offset + 1),
             rolled: None,
             awaits_followers,
@@ -224,7 +225,7 @@ fn check_producer_state<S: Storage>(
     header: &RecordBatchHeader,
     generation: IdempotenceGeneration,
 ) -> Result<Option<BatchMetadata>, Rejection> {
-    let states = match partition.log.load_producer_states() {
+    let states = match partition.log_mut().load_producer_states() {
         Ok(states) => states,
         Err(error) => {
             let message = format!("cannot load the producer state: {error}");
@@ -306,7 +307,7 @@ pub fn produce_rejection<F>(request: &Request, error: ErrorCode) -> Option<Respo
 struct Slot {
     topic_index: usize,
     partition_index: usize,
-    acks: i16,
+    acks: Acks,
 }
 
 /// What the produce request collects while appending partition by partition.
@@ -334,18 +335,19 @@ impl<S: Storage> Broker<S> {
         let RequestKind::Produce(body) = request.body else {
             unreachable!("routed by api key")
         };
-        let (api_version, acks, timeout_ms) = (request.api_version, body.acks, body.timeout_ms);
+        let (api_version, timeout_ms) = (request.api_version, body.timeout_ms);
+        let acks = Acks::from_wire(body.acks);
         let mut progress = ProduceProgress::default();
         for (topic_index, topic) in body.topic_data.into_iter().enumerate() {
             let mut topic_response = TopicProduceResponse::default().with_name(topic.name.clone());
             for (partition_index, data) in topic.partition_data.into_iter().enumerate() {
                 let topic_partition = TopicPartition::new(topic.name.as_str(), data.index);
-                let outcome = if matches!(acks, -1..=1) {
+                let outcome = if let Some(acks) = acks {
                     self.append_produced(&topic_partition, data.records, acks, out)
                 } else {
                     Err((
                         ErrorCode::InvalidRequiredAcks,
-                        format!("acks={acks} is not one of -1, 0, 1"),
+                        format!("acks={} is not one of -1, 0, 1", body.acks),
                     )
                         .into())
                 };
@@ -359,7 +361,7 @@ impl<S: Storage> Broker<S> {
                         let slot = Slot {
                             topic_index,
                             partition_index,
-                            acks,
+                            acks: acks.expect("appended under valid acks"),
                         };
                         self.after_append(
                             now,
@@ -392,7 +394,9 @@ impl<S: Storage> Broker<S> {
             progress.response.responses.push(topic_response);
         }
         let waiter = ProduceWaiter::Client(reply_to);
-        self.answer_produce(now, waiter, acks, progress, timeout_ms, out);
+        // An invalid acks is answered (every partition with INVALID_REQUIRED_ACKS).
+        let answer_by = acks.unwrap_or(Acks::Leader);
+        self.answer_produce(now, waiter, answer_by, progress, timeout_ms, out);
     }
 
     /// The group coordinator's own append to `__consumer_offsets`: the same path as a
@@ -409,13 +413,13 @@ impl<S: Storage> Broker<S> {
     ) {
         let mut progress = ProduceProgress::default();
         let mut entry = PartitionProduceResponse::default().with_index(topic_partition.partition);
-        match self.append_produced(topic_partition, Some(batch), -1, out) {
+        match self.append_produced(topic_partition, Some(batch), Acks::All, out) {
             Ok(appended) => {
                 entry.base_offset = appended.base_offset;
                 let slot = Slot {
                     topic_index: 0,
                     partition_index: 0,
-                    acks: -1,
+                    acks: Acks::All,
                 };
                 self.after_append(
                     now,
@@ -442,7 +446,7 @@ impl<S: Storage> Broker<S> {
         self.answer_produce(
             now,
             ProduceWaiter::Group(write),
-            -1,
+            Acks::All,
             progress,
             timeout_ms,
             out,
@@ -476,7 +480,7 @@ impl<S: Storage> Broker<S> {
                 partition_index: slot.partition_index,
                 end_offset: appended.end_offset,
                 durable: appended.flush_required,
-                replicated: (slot.acks == -1).then_some(appended.min_insync_replicas),
+                replicated: (slot.acks == Acks::All).then_some(appended.min_insync_replicas),
             });
         }
         // Followers' parked fetches read up to the log end, so an append feeds them.
@@ -497,7 +501,7 @@ impl<S: Storage> Broker<S> {
         &mut self,
         now: Millis,
         waiter: ProduceWaiter,
-        acks: i16,
+        acks: Acks,
         progress: ProduceProgress,
         timeout_ms: i32,
         out: &mut Vec<Output<S::File>>,
@@ -508,7 +512,7 @@ impl<S: Storage> Broker<S> {
         let deadline = progress
             .awaits_followers
             .then(|| now.plus(timeout_ms.max(0) as u64));
-        if let (0, ProduceWaiter::Client(reply_to)) = (acks, &waiter) {
+        if let (Acks::None, ProduceWaiter::Client(reply_to)) = (acks, &waiter) {
             let connection = reply_to.connection;
             out.push(match progress.first_error {
                 Some(reason) => Output::Close {
@@ -545,7 +549,7 @@ impl<S: Storage> Broker<S> {
         &mut self,
         topic_partition: &TopicPartition,
         records: Option<Bytes>,
-        acks: i16,
+        acks: Acks,
         out: &mut Vec<Output<S::File>>,
     ) -> Result<Appended, Rejection> {
         let online = |broker: &Self| {
@@ -575,7 +579,7 @@ impl<S: Storage> Broker<S> {
         &mut self,
         topic_partition: &TopicPartition,
         records: Option<Bytes>,
-        acks: i16,
+        acks: Acks,
     ) -> Result<Appended, Rejection> {
         let unknown = || {
             let message =
@@ -601,14 +605,10 @@ impl<S: Storage> Broker<S> {
             return Err((ErrorCode::NotLeaderOrFollower, message).into());
         }
         let (records, header) = validate_produced(records, &topic.config, topic_partition)?;
-        if acks == -1 && partition.isr.len() < min_insync_replicas {
-            let message = format!(
-                "The size of the current ISR {} is insufficient to satisfy the min.isr requirement of {min_insync_replicas}",
-                partition.isr.len()
-            );
-            return Err((ErrorCode::NotEnoughReplicas, message).into());
-        }
-        let awaits_followers = acks == -1 && !partition.followers().is_empty();
+        partition
+            .check_enough_replicas(acks, min_insync_replicas)
+            .map_err(|message| Rejection::from((ErrorCode::NotEnoughReplicas, message)))?;
+        let awaits_followers = partition.awaits_followers(acks);
         if header.producer_id >= 0 {
             if let Some(original) = check_producer_state(partition, &header, generation)? {
                 return Ok(Appended::duplicate(
@@ -631,14 +631,14 @@ impl<S: Storage> Broker<S> {
         let appended = Appended {
             base_offset: info.base_offset,
             end_offset: info.last_offset + 1,
-            log_start_offset: partition.log.log_start_offset(),
+            log_start_offset: partition.log().log_start_offset(),
             flush_required: info.flush_required,
             rolled: info.rolled,
             awaits_followers,
             min_insync_replicas,
             stored: RecordBatchHeader {
                 base_offset: info.base_offset,
-                partition_leader_epoch: partition.leader_epoch.0,
+                partition_leader_epoch: partition.leader_epoch().0,
                 ..header
             },
             duplicate: false,

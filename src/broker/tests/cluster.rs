@@ -360,7 +360,7 @@ impl Cluster {
             .broker()
             .partition(&TopicPartition::new("t", 0))
             .expect("held");
-        let log = &partition.log;
+        let log = &partition.log();
         let LogRead::Records {
             file,
             position,

@@ -23,7 +23,10 @@ fn stored_codec(harness: &Harness, topic: &str) -> i16 {
         file,
         position,
         len,
-    } = partition.log.read(0, i64::MAX, 1 << 20).expect("readable")
+    } = partition
+        .log()
+        .read(0, i64::MAX, 1 << 20)
+        .expect("readable")
     else {
         panic!("no data")
     };

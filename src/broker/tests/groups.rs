@@ -558,7 +558,7 @@ impl Harness {
             OFFSETS_TOPIC,
             crate::broker::offsets_partition_for(GROUP, 2),
         );
-        let log = &self.broker.partition(&partition).expect("hosted").log;
+        let log = &self.broker.partition(&partition).expect("hosted").log();
         crate::broker::read_log_records(log, log.log_start_offset())
             .expect("readable")
             .len()

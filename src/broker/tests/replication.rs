@@ -246,7 +246,7 @@ impl Pair {
     }
 
     fn log_bytes(&self, index: usize) -> Vec<u8> {
-        let log = &self.partition(index).log;
+        let log = &self.partition(index).log();
         match log
             .read(0, log.log_end_offset(), u64::MAX)
             .expect("readable")
@@ -298,7 +298,7 @@ fn produce_result(outputs: Vec<Output<File>>) -> (ErrorCode, i64) {
 }
 
 fn isr(pair: &Pair) -> Vec<i32> {
-    pair.partition(LEADER).isr.iter().map(|id| id.0).collect()
+    pair.partition(LEADER).isr().iter().map(|id| id.0).collect()
 }
 
 #[test]
@@ -308,7 +308,7 @@ fn acks_all_waits_for_the_follower_which_copies_the_log_and_learns_the_high_wate
         produce_result(pair.produce(-1, 30_000, "a")),
         (ErrorCode::None, 0)
     );
-    assert_eq!(pair.partition(FOLLOWER).log.log_end_offset(), 1);
+    assert_eq!(pair.partition(FOLLOWER).log().log_end_offset(), 1);
     assert_eq!(pair.partition(LEADER).high_watermark(), 1);
     assert_eq!(
         pair.partition(FOLLOWER).high_watermark(),
@@ -388,7 +388,7 @@ fn acks_all_times_out_while_the_follower_is_away_then_the_isr_shrinks_and_expand
         vec![0, 1],
         "caught up, the follower is back in the ISR"
     );
-    assert_eq!(pair.partition(FOLLOWER).log.log_end_offset(), 2);
+    assert_eq!(pair.partition(FOLLOWER).log().log_end_offset(), 2);
     assert_eq!(
         produce_result(pair.produce(-1, 1_000, "d")),
         (ErrorCode::None, 2)
@@ -518,7 +518,11 @@ fn with_flush_messages_1_the_follower_reports_only_durable_appends() {
     let mut pair = Pair::new(&[("flush.messages", "1")]);
     pair.hold_flushes[FOLLOWER] = true;
     assert!(pair.produce(-1, 30_000, "a").is_empty());
-    assert_eq!(pair.partition(FOLLOWER).log.log_end_offset(), 1, "appended");
+    assert_eq!(
+        pair.partition(FOLLOWER).log().log_end_offset(),
+        1,
+        "appended"
+    );
     assert_eq!(
         pair.partition(LEADER).high_watermark(),
         0,
@@ -594,7 +598,7 @@ fn a_new_leader_whose_high_watermark_lags_its_epoch_start_answers_offset_not_ava
     pair.cut_off[FOLLOWER] = true;
     pair.fail_follower_fetch();
     let follower = pair.partition(FOLLOWER);
-    let (lagging, end) = (follower.high_watermark(), follower.log.log_end_offset());
+    let (lagging, end) = (follower.high_watermark(), follower.log().log_end_offset());
     assert!(
         lagging < end,
         "the follower's high watermark lags: {lagging} < {end}"
