@@ -310,7 +310,7 @@ impl<S: Storage> Broker<S> {
             CheckpointKind::RecoveryPoints => &mut self.checkpoint,
             CheckpointKind::LogStarts => &mut self.log_starts,
             CheckpointKind::HighWatermarks => &mut self.high_watermarks,
-            CheckpointKind::ProducerIds => &mut self.producer_id_block,
+            CheckpointKind::ProducerIds => &mut self.producer_ids.block,
         }
     }
 
@@ -401,7 +401,20 @@ impl<S: Storage> Broker<S> {
     ) {
         self.writer(kind).rest(now);
         if kind == CheckpointKind::ProducerIds {
-            self.on_producer_ids_written(now, result, out);
+            let reservation = self.producer_ids.on_written(result, out);
+            self.reserve_producer_ids(now, reservation, out);
+        }
+    }
+
+    /// Writes the producer-id block the allocator asks for, if it asks.
+    pub(super) fn reserve_producer_ids(
+        &mut self,
+        now: Millis,
+        reservation: Option<RecoveryPoints>,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        if let Some(points) = reservation {
+            self.maybe_write_checkpoint(now, CheckpointKind::ProducerIds, points, out);
         }
     }
 }

@@ -105,10 +105,8 @@ pub struct Broker<S: Storage> {
     high_watermarks: CheckpointWriter,
     /// The log cleaner (`cleanup.policy=compact` logs).
     cleaner: cleaner::LogCleaner,
-    /// `producer-id-block`, written when InitProducerId needs more durable ids.
-    producer_id_block: CheckpointWriter,
-    /// The producer ids handed out and reserved.
-    producer_ids: producer_ids::ProducerIds,
+    /// The producer-id allocator, with its `producer-id-block` checkpoint.
+    producer_ids: producer_ids::ProducerIdManager,
     /// Wall-clock milliseconds since the epoch at `now = 0` (retention compares record
     /// timestamps with wall-clock time); set by the shell.
     wall_clock_at_zero: i64,
@@ -309,6 +307,20 @@ impl<S: Storage> Broker<S> {
                 out.push(Output::Close { connection, reason });
             }
         }
+    }
+
+    /// InitProducerId, answered by the producer-id allocator.
+    fn on_init_producer_id_request(
+        &mut self,
+        now: Millis,
+        reply_to: ReplyTo,
+        body: &kafka_protocol::messages::InitProducerIdRequest,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let reservation = self
+            .producer_ids
+            .on_init_producer_id_request(reply_to, body, out);
+        self.reserve_producer_ids(now, reservation, out);
     }
 
     /// The group coordinator's requests (its handlers are in `group/handlers.rs` and

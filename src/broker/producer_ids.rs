@@ -13,10 +13,9 @@ use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, Re
 
 use std::collections::VecDeque;
 
-use super::checkpoint::{CheckpointKind, CheckpointStage, RecoveryPoints};
-use super::{Broker, Output, ReplyTo, ResponseBody};
+use super::checkpoint::{CheckpointStage, CheckpointWriter, RecoveryPoints};
+use crate::node_io::{Output, ReplyTo, ResponseBody};
 use crate::protocol::ErrorCode;
-use crate::storage::Storage;
 use crate::types::{Millis, TopicPartition};
 
 /// The checkpoint line's partition name.
@@ -26,21 +25,31 @@ pub(crate) const BLOCK_SIZE: i64 = 1_000;
 /// Ids a broker owns: its `node.id` in the upper bits, a counter below.
 const COUNTER_BITS: u32 = 32;
 
-/// The allocator's state. What is reserved durably is what the `producer-id-block` writer
-/// has written; whether a reservation is under way is whether that writer is busy.
-#[derive(Debug, Default)]
-pub(crate) struct ProducerIds {
+/// The producer-id allocator (Kafka's `ProducerIdManager`): it answers InitProducerId from
+/// durable blocks and asks for the next block to be written (its `producer-id-block` writer,
+/// driven by the broker's checkpoint machinery) when the durable ids run low. Whether a
+/// reservation is under way is whether that writer is busy.
+#[derive(Debug)]
+pub(crate) struct ProducerIdManager {
+    /// This broker's ids: its `node.id` in the upper bits.
+    prefix: i64,
+    /// The `producer-id-block` checkpoint: what is reserved durably is what it has written.
+    pub(crate) block: CheckpointWriter,
     /// The next counter to hand out.
     next: i64,
     /// Requests waiting for a durable block, oldest first.
     waiting: VecDeque<ReplyTo>,
 }
 
-impl ProducerIds {
-    /// The allocator after a start: past everything reserved before.
-    pub(crate) fn loaded(points: &RecoveryPoints) -> ProducerIds {
-        ProducerIds {
-            next: reserved_end(points),
+impl ProducerIdManager {
+    /// The allocator of `node_id` after a start at `now`: past everything reserved before
+    /// (`points`, the checkpoint as read).
+    pub(crate) fn loaded(node_id: i32, now: Millis, points: RecoveryPoints) -> ProducerIdManager {
+        ProducerIdManager {
+            prefix: i64::from(node_id) << COUNTER_BITS,
+            next: reserved_end(&points),
+            // Written on demand, never on a timer (its deadline is not the broker's).
+            block: CheckpointWriter::new(0, now, points),
             waiting: VecDeque::new(),
         }
     }
@@ -69,78 +78,68 @@ fn response<F>(error: ErrorCode, producer_id: i64, producer_epoch: i16) -> Respo
     ))
 }
 
-impl<S: Storage> Broker<S> {
+impl ProducerIdManager {
     /// InitProducerId for an idempotent producer: a new id at epoch 0, as Kafka's coordinator
     /// answers a request without a transactional id (a producer that asks again, KIP-360's
     /// epoch bump included, gets a fresh id). Transactional ids are refused: seedlog has no
-    /// transaction coordinator yet.
-    pub(in crate::broker) fn on_init_producer_id_request(
+    /// transaction coordinator yet. `Some(points)`: the block reservation to write now.
+    pub(crate) fn on_init_producer_id_request<F>(
         &mut self,
-        now: Millis,
         reply_to: ReplyTo,
         body: &InitProducerIdRequest,
-        out: &mut Vec<Output<S::File>>,
-    ) {
+        out: &mut Vec<Output<F>>,
+    ) -> Option<RecoveryPoints> {
         if body.transactional_id.is_some() {
             tracing::debug!("InitProducerId with a transactional id refused: no transactions");
             out.push(reply_to.respond(response(ErrorCode::InvalidRequest, -1, -1)));
-            return;
+            return None;
         }
-        self.producer_ids.waiting.push_back(reply_to);
-        self.answer_producer_ids(now, out);
+        self.waiting.push_back(reply_to);
+        self.answer(out)
     }
 
-    /// Answers what waits while durable ids last, and reserves the next block when the durable
-    /// ones run low (half a block left) or out.
-    fn answer_producer_ids(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
-        let prefix = i64::from(self.config.node_id) << COUNTER_BITS;
-        let durable_end = reserved_end(&self.producer_id_block.written);
-        let writing = self.producer_id_block.stage != CheckpointStage::Idle;
-        let ids = &mut self.producer_ids;
-        while ids.next < durable_end {
-            let Some(reply_to) = ids.waiting.pop_front() else {
+    /// Answers what waits while durable ids last; `Some(points)`: the next block to reserve,
+    /// when the durable ids run low (half a block left) or out and no reservation is under way.
+    fn answer<F>(&mut self, out: &mut Vec<Output<F>>) -> Option<RecoveryPoints> {
+        let durable_end = reserved_end(&self.block.written);
+        let writing = self.block.stage != CheckpointStage::Idle;
+        while self.next < durable_end {
+            let Some(reply_to) = self.waiting.pop_front() else {
                 break;
             };
-            let id = prefix + ids.next;
-            ids.next += 1;
+            let id = self.prefix + self.next;
+            self.next += 1;
             out.push(reply_to.respond(response(ErrorCode::None, id, 0)));
         }
         let exhausted = durable_end + BLOCK_SIZE > 1 << COUNTER_BITS;
         if exhausted {
-            for reply_to in ids.waiting.drain(..) {
+            for reply_to in self.waiting.drain(..) {
                 tracing::error!("this broker has handed out every producer id it owns");
                 out.push(reply_to.respond(response(ErrorCode::UnknownServerError, -1, -1)));
             }
-            return;
+            return None;
         }
-        let low = durable_end - ids.next < BLOCK_SIZE / 2;
-        if low && !writing {
-            let end = durable_end + BLOCK_SIZE;
-            self.maybe_write_checkpoint(
-                now,
-                CheckpointKind::ProducerIds,
-                ProducerIds::points(end),
-                out,
-            );
-        }
+        let low = durable_end - self.next < BLOCK_SIZE / 2;
+        (low && !writing).then(|| ProducerIdManager::points(durable_end + BLOCK_SIZE))
     }
 
     /// A reservation is durable (`Ok`) or failed: hand out its ids, or fail what waits with a
-    /// retriable error (the next request tries again).
-    pub(in crate::broker) fn on_producer_ids_written(
+    /// retriable error (the next request tries again). `Some(points)`: the next block to
+    /// reserve.
+    pub(crate) fn on_written<F>(
         &mut self,
-        now: Millis,
         result: Result<(), String>,
-        out: &mut Vec<Output<S::File>>,
-    ) {
+        out: &mut Vec<Output<F>>,
+    ) -> Option<RecoveryPoints> {
         match result {
-            Ok(()) => self.answer_producer_ids(now, out),
+            Ok(()) => self.answer(out),
             Err(error) => {
                 tracing::error!(%error, "cannot reserve producer ids");
-                for reply_to in self.producer_ids.waiting.drain(..) {
+                for reply_to in self.waiting.drain(..) {
                     let answer = response(ErrorCode::CoordinatorLoadInProgress, -1, -1);
                     out.push(reply_to.respond(answer));
                 }
+                None
             }
         }
     }

@@ -16,6 +16,7 @@ use super::checkpoint::{self, CheckpointKind, CheckpointWriter, RecoveryPoints};
 use super::controller::Controller;
 use super::metadata::{MetadataRecord, TopicMetadata, METADATA_LOG_DIRECTORY};
 use super::partition::Partition;
+use super::producer_ids::ProducerIdManager;
 use super::purgatory::Purgatory;
 use super::replica_manager::ReplicaManager;
 use super::{Broker, BrokerError, BrokerEvent, StartupReport};
@@ -124,6 +125,7 @@ impl<S: Storage> Broker<S> {
         let log_starts = Self::load_checkpoint(&storage, CheckpointKind::LogStarts)?;
         let high_watermarks = Self::load_checkpoint(&storage, CheckpointKind::HighWatermarks)?;
         let producer_id_block = Self::load_checkpoint(&storage, CheckpointKind::ProducerIds)?;
+        let producer_ids = ProducerIdManager::loaded(config.node_id, now, producer_id_block);
         let metadata_log = Self::open_metadata_log(&storage, &recovery_points, now, &mut report)?;
         let retention_check = now.plus(config.groups.offsets_retention_check_interval_ms);
         let groups = super::group::GroupCoordinator::new(config.groups.clone(), retention_check);
@@ -152,9 +154,7 @@ impl<S: Storage> Broker<S> {
                 now,
                 high_watermarks,
             ),
-            producer_ids: super::producer_ids::ProducerIds::loaded(&producer_id_block),
-            // Written on demand, never on a timer (its deadline is not the broker's).
-            producer_id_block: CheckpointWriter::new(0, now, producer_id_block),
+            producer_ids,
             wall_clock_at_zero: 0,
             purgatory: Purgatory::default(),
             closing: None,
