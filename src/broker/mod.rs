@@ -35,10 +35,10 @@ pub use crate::node_io::{
 };
 pub mod metadata;
 pub mod metrics;
-pub mod partition;
 mod producer_ids;
 mod purgatory;
 pub mod replica_manager;
+pub use replica_manager::partition;
 mod replication;
 mod startup;
 
@@ -241,26 +241,13 @@ impl<S: Storage> Broker<S> {
         let reply_to = ReplyTo::new(connection, &request);
         let answer = |body: ResponseKind| reply_to.respond(ResponseBody::message(body));
         match &request.body {
-            RequestKind::ApiVersions(body) => {
-                out.push(answer(Self::on_api_versions_request(
-                    request.api_version,
-                    body,
-                )));
-            }
-            RequestKind::Metadata(body) => {
-                let response = self.on_metadata_request(now, request.api_version, body, out);
+            RequestKind::ApiVersions(_)
+            | RequestKind::Metadata(_)
+            | RequestKind::ListOffsets(_)
+            | RequestKind::OffsetForLeaderEpoch(_)
+            | RequestKind::DescribeConfigs(_) => {
+                let response = self.on_read_request(now, &request, out);
                 out.push(answer(response));
-            }
-            RequestKind::ListOffsets(body) => {
-                out.push(answer(
-                    self.on_list_offsets_request(request.api_version, body),
-                ));
-            }
-            RequestKind::OffsetForLeaderEpoch(body) => {
-                out.push(answer(self.on_offsets_for_leader_epoch_request(body)));
-            }
-            RequestKind::DescribeConfigs(body) => {
-                out.push(answer(self.on_describe_configs_request(body)));
             }
             RequestKind::CreateTopics(body)
                 if self.cluster.is_some() && handlers::names_reserved_topic(body) =>
@@ -306,6 +293,27 @@ impl<S: Storage> Broker<S> {
                 debug_assert!(false, "{reason}: {other:?}");
                 out.push(Output::Close { connection, reason });
             }
+        }
+    }
+
+    /// The requests answered at once from what the broker holds (metadata, configs, replicas).
+    fn on_read_request(
+        &mut self,
+        now: Millis,
+        request: &Request,
+        out: &mut Vec<Output<S::File>>,
+    ) -> ResponseKind {
+        use kafka_protocol::messages::RequestKind;
+        let version = request.api_version;
+        match &request.body {
+            RequestKind::ApiVersions(body) => Self::on_api_versions_request(version, body),
+            RequestKind::Metadata(body) => self.on_metadata_request(now, version, body, out),
+            RequestKind::ListOffsets(body) => self.replicas.on_list_offsets_request(version, body),
+            RequestKind::OffsetForLeaderEpoch(body) => {
+                self.replicas.on_offsets_for_leader_epoch_request(body)
+            }
+            RequestKind::DescribeConfigs(body) => self.on_describe_configs_request(body),
+            _ => unreachable!("routed by api key"),
         }
     }
 

@@ -5,9 +5,7 @@ mod create_topics;
 mod delete_records;
 mod describe_configs;
 mod fetch;
-mod list_offsets;
 mod metadata;
-mod offsets_for_leader_epoch;
 mod produce;
 
 pub(crate) use create_topics::{names_reserved_topic, reserved_topics_refused};

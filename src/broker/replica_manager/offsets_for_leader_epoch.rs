@@ -13,8 +13,8 @@ use kafka_protocol::messages::{
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ResponseKind,
 };
 
-use crate::broker::partition::Partition;
-use crate::broker::Broker;
+use super::partition::Partition;
+use super::ReplicaManager;
 use crate::log::leader_epochs::UNDEFINED;
 use crate::protocol::ErrorCode;
 use crate::storage::Storage;
@@ -42,8 +42,8 @@ fn end_of_epoch<S: Storage>(
     }))
 }
 
-impl<S: Storage> Broker<S> {
-    pub(in crate::broker) fn on_offsets_for_leader_epoch_request(
+impl<S: Storage> ReplicaManager<S> {
+    pub(crate) fn on_offsets_for_leader_epoch_request(
         &mut self,
         request: &OffsetForLeaderEpochRequest,
     ) -> ResponseKind {
@@ -57,7 +57,7 @@ impl<S: Storage> Broker<S> {
                     .with_end_offset(-1);
                 let topic_partition =
                     TopicPartition::new(topic.topic.as_str(), requested.partition);
-                let outcome = match self.replicas.get_mut(&topic_partition) {
+                let outcome = match self.get_mut(&topic_partition) {
                     None => Err(ErrorCode::UnknownTopicOrPartition),
                     Some(partition) => end_of_epoch(partition, requested),
                 };

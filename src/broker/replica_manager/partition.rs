@@ -24,7 +24,7 @@ use crate::types::{BrokerId, LeaderEpoch, Millis, TopicPartition};
 
 use crate::log::{AppendInfo, FlushMark, LogError, PartitionLog};
 
-use super::{BrokerEvent, Output};
+use crate::node_io::{BrokerEvent, Output};
 use crate::protocol::record_batch::RecordBatchHeader;
 
 /// A produce's `acks`: how much of the partition must have an append before it is answered.

@@ -14,8 +14,8 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, ResponseKind};
 
-use crate::broker::partition::Partition;
-use crate::broker::Broker;
+use super::partition::Partition;
+use super::ReplicaManager;
 use crate::log::LogError;
 use crate::protocol::ErrorCode;
 use crate::storage::Storage;
@@ -93,8 +93,8 @@ fn answer<S: Storage>(
     Ok((found, partition.leader_epoch().0))
 }
 
-impl<S: Storage> Broker<S> {
-    pub(in crate::broker) fn on_list_offsets_request(
+impl<S: Storage> ReplicaManager<S> {
+    pub(crate) fn on_list_offsets_request(
         &self,
         api_version: i16,
         request: &ListOffsetsRequest,
@@ -110,7 +110,7 @@ impl<S: Storage> Broker<S> {
                     .with_partition_index(requested.partition_index);
                 let topic_partition =
                     TopicPartition::new(topic.name.as_str(), requested.partition_index);
-                let outcome = match self.replicas.get(&topic_partition) {
+                let outcome = match self.get(&topic_partition) {
                     None => Err(ErrorCode::UnknownTopicOrPartition),
                     Some(partition) => answer(partition, api_version, from_client, requested),
                 };
