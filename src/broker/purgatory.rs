@@ -11,7 +11,7 @@ use crate::storage::Storage;
 use crate::types::{Millis, TopicPartition};
 
 use super::metadata::MetadataRecord;
-use super::partition::AppendProgress;
+use super::partition::{AppendProgress, Partition};
 use super::{Broker, ConnectionId, FlushId, Output, ReplyTo, ResponseBody};
 use crate::log::FlushMark;
 
@@ -147,25 +147,22 @@ impl Purgatory {
         let produces = self.produces.iter().filter_map(|delayed| delayed.deadline);
         fetches.chain(deletes).chain(produces).min()
     }
-}
 
-impl<S: Storage> Broker<S> {
-    /// Answers the parked produces whose appends to `topic_partition` are now durable (and,
-    /// for acks=all, below the high watermark), or fails their slots: KAFKA_STORAGE_ERROR if the
-    /// partition went offline, NOT_LEADER_OR_FOLLOWER if it is no longer led here,
-    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below `min.insync.replicas`.
-    pub(super) fn complete_delayed_produces(
+    /// Takes out the parked produces that `partition` (`topic_partition`'s replica) completes:
+    /// each slot on it whose append is done ([`Partition::append_progress`]) is answered as
+    /// appended, one that failed with its error (KAFKA_STORAGE_ERROR if the partition went
+    /// offline, NOT_LEADER_OR_FOLLOWER if it is no longer led here,
+    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below `min.insync.replicas`); a
+    /// produce none of whose slots waits any more is finished, in the order they complete.
+    pub(super) fn completed_produces<S: Storage>(
         &mut self,
         topic_partition: &TopicPartition,
-        out: &mut Vec<Output<S::File>>,
-    ) {
-        let Some(partition) = self.replicas.get(topic_partition) else {
-            return;
-        };
+        partition: &Partition<S>,
+    ) -> Vec<DelayedProduce> {
         let mut finished = Vec::new();
         let mut index = 0;
-        while index < self.purgatory.produces.len() {
-            let delayed = &mut self.purgatory.produces[index];
+        while index < self.produces.len() {
+            let delayed = &mut self.produces[index];
             let response = &mut delayed.response;
             delayed.waiting.retain(|slot| {
                 if &slot.topic_partition != topic_partition {
@@ -185,37 +182,74 @@ impl<S: Storage> Broker<S> {
                 false
             });
             if delayed.waiting.is_empty() {
-                finished.push(self.purgatory.produces.swap_remove(index));
+                finished.push(self.produces.swap_remove(index));
             } else {
                 index += 1;
             }
         }
-        for delayed in finished {
-            self.finish_produce(delayed.waiter, delayed.response, out);
-        }
+        finished
     }
 
-    /// Answers the parked produces whose `timeout_ms` passed: what still waits answers
-    /// REQUEST_TIMED_OUT (Kafka's `DelayedProduce.onExpiration`).
-    pub(super) fn time_out_delayed_produces(
-        &mut self,
-        now: Millis,
-        out: &mut Vec<Output<S::File>>,
-    ) {
+    /// Takes out the parked produces whose `timeout_ms` passed at `now`: what still waits
+    /// answers REQUEST_TIMED_OUT (Kafka's `DelayedProduce.onExpiration`).
+    pub(super) fn expired_produces(&mut self, now: Millis) -> Vec<DelayedProduce> {
+        let mut expired = Vec::new();
         let mut index = 0;
-        while index < self.purgatory.produces.len() {
-            let delayed = &self.purgatory.produces[index];
+        while index < self.produces.len() {
+            let delayed = &self.produces[index];
             if delayed.deadline.is_none_or(|deadline| now < deadline) {
                 index += 1;
                 continue;
             }
-            let mut delayed = self.purgatory.produces.swap_remove(index);
+            let mut delayed = self.produces.swap_remove(index);
             for slot in delayed.waiting.drain(..) {
                 let entry = &mut delayed.response.responses[slot.topic_index].partition_responses
                     [slot.partition_index];
                 entry.error_code = ErrorCode::RequestTimedOut.code();
                 entry.base_offset = -1;
             }
+            expired.push(delayed);
+        }
+        expired
+    }
+
+    /// Takes out the CreateTopics whose records `flush_id` made durable.
+    pub(super) fn completed_creations(&mut self, flush_id: FlushId) -> Vec<DelayedCreateTopics> {
+        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.creations)
+            .into_iter()
+            .partition(|delayed| delayed.flush_id == flush_id);
+        self.creations = waiting;
+        ready
+    }
+}
+
+impl<S: Storage> Broker<S> {
+    /// Answers the parked produces whose appends to `topic_partition` are now durable (and,
+    /// for acks=all, below the high watermark), or that failed there
+    /// ([`Purgatory::completed_produces`]).
+    pub(super) fn complete_delayed_produces(
+        &mut self,
+        topic_partition: &TopicPartition,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let Some(partition) = self.replicas.get(topic_partition) else {
+            return;
+        };
+        for delayed in self
+            .purgatory
+            .completed_produces(topic_partition, partition)
+        {
+            self.finish_produce(delayed.waiter, delayed.response, out);
+        }
+    }
+
+    /// Answers the parked produces whose `timeout_ms` passed ([`Purgatory::expired_produces`]).
+    pub(super) fn time_out_delayed_produces(
+        &mut self,
+        now: Millis,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        for delayed in self.purgatory.expired_produces(now) {
             self.finish_produce(delayed.waiter, delayed.response, out);
         }
     }
@@ -246,16 +280,13 @@ impl<S: Storage> Broker<S> {
         }
     }
 
+    /// Answers the CreateTopics whose records `flush_id` made durable.
     pub(super) fn complete_topic_creations(
         &mut self,
         flush_id: FlushId,
         out: &mut Vec<Output<S::File>>,
     ) {
-        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.purgatory.creations)
-            .into_iter()
-            .partition(|delayed| delayed.flush_id == flush_id);
-        self.purgatory.creations = waiting;
-        for delayed in ready {
+        for delayed in self.purgatory.completed_creations(flush_id) {
             out.push(
                 delayed
                     .reply_to
