@@ -1,7 +1,8 @@
 //! The async consumer: a thin shell around [`ConsumerCore`]. It owns the connections (one per
 //! broker) and the clock, feeds the core's inputs (application calls, connection events, responses, ticks) and
-//! executes its outputs, sleeping until `min(next_deadline, poll deadline)`. Assigned partitions
-//! only (consumer groups come later). Like Kafka's consumer it rides out connection failures
+//! executes its outputs, sleeping until `min(next_deadline, poll deadline)`. It reads the
+//! partitions it is assigned; a group member ([`crate::runtime::group::GroupMember`]) gets its
+//! assignment from the group and hands it to this consumer. Like Kafka's consumer it rides out connection failures
 //! until the poll's timeout.
 //!
 //! Neither `poll` nor `list_offsets` is cancel-safe: dropping one mid-way may leave a frame

@@ -1,7 +1,7 @@
 //! The controller quorum: the metadata log replicated by Raft (openraft `=0.9.25`) among the
 //! controllers of `controller.quorum.voters`. openraft's types stay in this module; the
 //! controller node (sans-IO) sees only [`QuorumInput`]s and asks for proposals with
-//! [`crate::broker::Output::Propose`].
+//! [`crate::node_io::Output::Propose`].
 //!
 //! - [`journal`]: the Raft log and vote, durable in the node's storage;
 //! - [`machine`]: the state machine, which feeds committed entries to the node;
