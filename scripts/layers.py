@@ -47,12 +47,6 @@ LAYERS = {
 # not all listed here fails the check; so does a listed file that no cycle holds any more (take
 # it off the list: the list only shrinks).
 KNOWN_CYCLES = {
-    # Issue 42: the broker becomes a router over components (a ReplicaManager, the group
-    # coordinator) whose inputs and outputs live in a neutral module.
-    "src/broker/cluster.rs": "issue 42 (broker router)",
-    "src/broker/mod.rs": "issue 42 (broker router)",
-    "src/broker/purgatory.rs": "issue 42 (broker router)",
-    "src/broker/startup.rs": "issue 42 (broker router)",
     # The checkpoint and snapshot files are `impl PartitionLog` blocks in child modules: they
     # become types of their own that the log holds.
     "src/log/partition_log.rs": "issue 42 (log checkpoints as their own types)",

@@ -35,6 +35,7 @@ pub use crate::node_io::{
 };
 pub mod metadata;
 pub mod metrics;
+mod parked;
 mod producer_ids;
 mod purgatory;
 pub mod replica_manager;
