@@ -307,7 +307,7 @@ impl<S: Storage> Broker<S> {
         use kafka_protocol::messages::RequestKind;
         let version = request.api_version;
         match &request.body {
-            RequestKind::ApiVersions(body) => Self::on_api_versions_request(version, body),
+            RequestKind::ApiVersions(body) => handlers::on_api_versions_request(version, body),
             RequestKind::Metadata(body) => self.on_metadata_request(now, version, body, out),
             RequestKind::ListOffsets(body) => self.replicas.on_list_offsets_request(version, body),
             RequestKind::OffsetForLeaderEpoch(body) => {
