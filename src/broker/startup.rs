@@ -159,7 +159,7 @@ impl<S: Storage> Broker<S> {
             purgatory: Purgatory::default(),
             closing: None,
             clean_start: clean_shutdown,
-            topic_counts: BTreeMap::new(),
+            topic_counts: super::metrics::TopicStats::default(),
             requested_starts: RecoveryPoints::new(),
             fetchers: super::replication::ReplicaFetchers::default(),
             cluster: None,

@@ -650,6 +650,13 @@ impl<S: Storage> Partition<S> {
         events
     }
 
+    /// Whether this broker leads the partition with fewer in-sync replicas than replicas
+    /// (Kafka's `Partition.isUnderReplicated`: counted by the leader only, so a cluster counts
+    /// each partition once).
+    pub fn is_under_replicated(&self) -> bool {
+        self.is_leader() && self.isr.len() < self.replicas.len()
+    }
+
     /// Whether an append ending at `end_offset` (exclusive) is durable on this replica.
     pub fn is_durable(&self, end_offset: i64) -> bool {
         self.log.recovery_point() >= end_offset
