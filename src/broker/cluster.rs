@@ -39,7 +39,6 @@ use crate::types::{BrokerEpoch, BrokerId, LeaderEpoch, Millis, TopicPartition};
 
 use super::metadata::{MetadataRecord, TopicMetadata};
 use super::replication::PartitionState;
-use super::startup::startup_events;
 use super::{Broker, BrokerEvent, Output, PeerRequestId, PeerRole, ReplyTo, ResponseBody};
 
 /// BrokerRegistration's version: 3 carries `PreviousBrokerEpoch` (KIP-966).
@@ -638,7 +637,8 @@ impl<S: Storage> Broker<S> {
             .expect("just opened");
         opened.restore_high_watermark(restored);
         out.extend(
-            startup_events(opened, &recovery)
+            opened
+                .recovered_events(&recovery)
                 .into_iter()
                 .map(Output::Event),
         );

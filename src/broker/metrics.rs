@@ -4,10 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use crate::storage::Storage;
-
-use super::Broker;
-
 /// Cumulative counts of one topic's appends (Kafka's `BrokerTopicMetrics` BytesIn, MessagesIn).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TopicCounts {
@@ -55,40 +51,25 @@ pub struct BrokerMetrics {
     pub delayed_fetches: usize,
 }
 
-impl<S: Storage> Broker<S> {
-    /// Counts an appended batch.
-    pub(super) fn count_append(&mut self, topic: &str, bytes: usize, records: i32) {
-        let counts = match self.topic_counts.get_mut(topic) {
+/// Append counts by topic (Kafka's `BrokerTopicStats`).
+#[derive(Debug, Default)]
+pub(crate) struct TopicStats {
+    topics: BTreeMap<String, TopicCounts>,
+}
+
+impl TopicStats {
+    /// Counts an appended batch of `records` in `bytes` to `topic`.
+    pub(crate) fn count_append(&mut self, topic: &str, bytes: usize, records: i32) {
+        let counts = match self.topics.get_mut(topic) {
             Some(counts) => counts,
-            None => self.topic_counts.entry(topic.to_owned()).or_default(),
+            None => self.topics.entry(topic.to_owned()).or_default(),
         };
         counts.bytes_in += bytes as u64;
         counts.messages_in += u64::try_from(records).unwrap_or(0);
     }
 
-    /// The monitoring snapshot.
-    pub fn metrics(&self) -> BrokerMetrics {
-        let partitions = self
-            .replicas
-            .iter()
-            .map(|(topic_partition, partition)| PartitionMetrics {
-                topic: topic_partition.topic.to_string(),
-                partition: topic_partition.partition,
-                size_bytes: partition.log().size_bytes(),
-                segments: partition.log().segment_count(),
-                log_start_offset: partition.log().log_start_offset(),
-                log_end_offset: partition.log().log_end_offset(),
-                high_watermark: partition.high_watermark(),
-                offline: partition.offline().is_some(),
-                under_replicated: partition.is_leader()
-                    && partition.isr().len() < partition.replicas().len(),
-            })
-            .collect();
-        BrokerMetrics {
-            topics: self.topic_counts.clone(),
-            partitions,
-            delayed_produces: self.purgatory.produces.len(),
-            delayed_fetches: self.purgatory.fetches.len(),
-        }
+    /// The counts so far, by topic.
+    pub(crate) fn snapshot(&self) -> BTreeMap<String, TopicCounts> {
+        self.topics.clone()
     }
 }

@@ -35,6 +35,7 @@ pub use crate::node_io::{
 };
 pub mod metadata;
 pub mod metrics;
+mod parked;
 mod producer_ids;
 mod purgatory;
 pub mod replica_manager;
@@ -116,7 +117,7 @@ pub struct Broker<S: Storage> {
     /// Start-up found the clean-shutdown marker (logs opened then trust their active segment).
     clean_start: bool,
     /// Appends counted per topic, for the metrics endpoint.
-    topic_counts: BTreeMap<String, metrics::TopicCounts>,
+    topic_counts: metrics::TopicStats,
     /// Log starts DeleteRecords asked for that no durable log-start checkpoint holds yet.
     requested_starts: checkpoint::RecoveryPoints,
     /// The follower side of replication: one fetch session per leader.
@@ -158,6 +159,16 @@ impl<S: Storage> Broker<S> {
     /// A partition's replica state (for tests and the simulator's invariant checks).
     pub fn partition(&self, topic_partition: &TopicPartition) -> Option<&Partition<S>> {
         self.replicas.get(topic_partition)
+    }
+
+    /// The monitoring snapshot: append counts by topic, every partition, the purgatory.
+    pub fn metrics(&self) -> metrics::BrokerMetrics {
+        metrics::BrokerMetrics {
+            topics: self.topic_counts.snapshot(),
+            partitions: self.replicas.partition_metrics(),
+            delayed_produces: self.purgatory.produces.len(),
+            delayed_fetches: self.purgatory.fetches.len(),
+        }
     }
 
     /// Reacts to one input. Runs to completion; never blocks.
@@ -306,7 +317,7 @@ impl<S: Storage> Broker<S> {
         use kafka_protocol::messages::RequestKind;
         let version = request.api_version;
         match &request.body {
-            RequestKind::ApiVersions(body) => Self::on_api_versions_request(version, body),
+            RequestKind::ApiVersions(body) => handlers::on_api_versions_request(version, body),
             RequestKind::Metadata(body) => self.on_metadata_request(now, version, body, out),
             RequestKind::ListOffsets(body) => self.replicas.on_list_offsets_request(version, body),
             RequestKind::OffsetForLeaderEpoch(body) => {

@@ -159,7 +159,7 @@ impl<S: Storage> Broker<S> {
             purgatory: Purgatory::default(),
             closing: None,
             clean_start: clean_shutdown,
-            topic_counts: BTreeMap::new(),
+            topic_counts: super::metrics::TopicStats::default(),
             requested_starts: RecoveryPoints::new(),
             fetchers: super::replication::ReplicaFetchers::default(),
             cluster: None,
@@ -210,7 +210,7 @@ impl<S: Storage> Broker<S> {
                     self.delete_below(&topic_partition, *start);
                 }
                 let opened = self.replicas.get(&topic_partition).expect("just opened");
-                report.events.extend(startup_events(opened, &recovery));
+                report.events.extend(opened.recovered_events(&recovery));
             }
         }
         Ok(topics.len())
@@ -412,34 +412,4 @@ fn add_recovery(total: &mut RecoveryReport, one: &RecoveryReport) {
     if total.corruption.is_none() {
         total.corruption.clone_from(&one.corruption);
     }
-}
-
-/// What a partition looks like after recovery: where its log starts, that anything once past
-/// its end may be gone (the broker cannot know what a crash took), and whether it is offline.
-pub(super) fn startup_events<S: Storage>(
-    partition: &Partition<S>,
-    recovery: &RecoveryReport,
-) -> Vec<BrokerEvent> {
-    let name = partition.topic_partition();
-    let mut events = vec![
-        BrokerEvent::LogStartOffset {
-            partition: name.clone(),
-            offset: partition.log().log_start_offset(),
-        },
-        BrokerEvent::Truncated {
-            partition: name.clone(),
-            from_offset: partition.log().log_end_offset(),
-            reason: format!(
-                "recovery on start-up ({} bytes truncated, {} segments deleted)",
-                recovery.truncated_bytes, recovery.deleted_segments
-            ),
-        },
-    ];
-    if let Some(reason) = partition.offline() {
-        events.push(BrokerEvent::Offline {
-            partition: name.clone(),
-            reason: reason.to_owned(),
-        });
-    }
-    events
 }

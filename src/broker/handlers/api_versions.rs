@@ -3,9 +3,7 @@
 
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse, ResponseKind};
 
-use crate::broker::Broker;
 use crate::protocol::{api_versions, ErrorCode};
-use crate::storage::Storage;
 
 /// Kafka's rule for `client_software_name`/`_version` (v3+):
 /// `[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?`.
@@ -21,19 +19,18 @@ fn valid_software_field(text: &str) -> bool {
             .all(|byte| byte.is_ascii_alphanumeric() || *byte == b'-' || *byte == b'.')
 }
 
-impl<S: Storage> Broker<S> {
-    pub(in crate::broker) fn on_api_versions_request(
-        api_version: i16,
-        request: &ApiVersionsRequest,
-    ) -> ResponseKind {
-        let mut response = ApiVersionsResponse::default().with_api_keys(api_versions::advertised());
-        let software_ok = valid_software_field(&request.client_software_name)
-            && valid_software_field(&request.client_software_version);
-        if api_version >= 3 && !software_ok {
-            response.error_code = ErrorCode::InvalidRequest.code();
-        }
-        ResponseKind::ApiVersions(response)
+/// The answer to ApiVersions: it depends on nothing the broker holds.
+pub(crate) fn on_api_versions_request(
+    api_version: i16,
+    request: &ApiVersionsRequest,
+) -> ResponseKind {
+    let mut response = ApiVersionsResponse::default().with_api_keys(api_versions::advertised());
+    let software_ok = valid_software_field(&request.client_software_name)
+        && valid_software_field(&request.client_software_version);
+    if api_version >= 3 && !software_ok {
+        response.error_code = ErrorCode::InvalidRequest.code();
     }
+    ResponseKind::ApiVersions(response)
 }
 
 #[cfg(test)]

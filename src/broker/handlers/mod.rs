@@ -1,4 +1,6 @@
-//! One file per request type, each an `impl Broker` block with `on_<api>_request`.
+//! The requests the router still answers itself: one file per request type, named
+//! `on_<api>_request` (an `impl Broker` block, or a free function when the answer needs nothing
+//! the broker holds).
 
 mod api_versions;
 mod create_topics;
@@ -8,5 +10,6 @@ mod fetch;
 mod metadata;
 mod produce;
 
+pub(crate) use api_versions::on_api_versions_request;
 pub(crate) use create_topics::{names_reserved_topic, reserved_topics_refused};
 pub use produce::produce_rejection;

@@ -643,7 +643,8 @@ impl<S: Storage> Broker<S> {
             },
             duplicate: false,
         };
-        self.count_append(&topic_partition.topic, batch.len(), header.records_count);
+        self.topic_counts
+            .count_append(&topic_partition.topic, batch.len(), header.records_count);
         Ok(appended)
     }
 }

@@ -17,6 +17,7 @@ use crate::types::{Millis, TopicPartition};
 
 use self::partition::Partition;
 use super::metadata::MetadataImage;
+use super::metrics::PartitionMetrics;
 
 /// The broker's replicas, by partition.
 #[derive(Debug)]
@@ -74,6 +75,24 @@ impl<S: Storage> ReplicaManager<S> {
     /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
         self.partitions.is_empty()
+    }
+
+    /// Every replica's state for the metrics endpoint, in partition order.
+    pub fn partition_metrics(&self) -> Vec<PartitionMetrics> {
+        self.partitions
+            .iter()
+            .map(|(topic_partition, partition)| PartitionMetrics {
+                topic: topic_partition.topic.to_string(),
+                partition: topic_partition.partition,
+                size_bytes: partition.log().size_bytes(),
+                segments: partition.log().segment_count(),
+                log_start_offset: partition.log().log_start_offset(),
+                log_end_offset: partition.log().log_end_offset(),
+                high_watermark: partition.high_watermark(),
+                offline: partition.offline().is_some(),
+                under_replicated: partition.is_under_replicated(),
+            })
+            .collect()
     }
 
     /// The earliest `flush.ms` deadline among the logs.

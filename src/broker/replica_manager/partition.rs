@@ -22,7 +22,7 @@ use crate::protocol::ErrorCode;
 use crate::storage::Storage;
 use crate::types::{BrokerId, LeaderEpoch, Millis, TopicPartition};
 
-use crate::log::{AppendInfo, FlushMark, LogError, PartitionLog};
+use crate::log::{AppendInfo, FlushMark, LogError, PartitionLog, RecoveryReport};
 
 use crate::node_io::{BrokerEvent, Output};
 use crate::protocol::record_batch::RecordBatchHeader;
@@ -620,6 +620,41 @@ impl<S: Storage> Partition<S> {
             }
             _ => AppendProgress::Done,
         }
+    }
+
+    /// What this partition looks like after recovery, for the history: where its log starts,
+    /// that anything once past its end may be gone (the broker cannot know what a crash took),
+    /// and whether it is offline.
+    pub fn recovered_events(&self, recovery: &RecoveryReport) -> Vec<BrokerEvent> {
+        let name = &self.topic_partition;
+        let mut events = vec![
+            BrokerEvent::LogStartOffset {
+                partition: name.clone(),
+                offset: self.log.log_start_offset(),
+            },
+            BrokerEvent::Truncated {
+                partition: name.clone(),
+                from_offset: self.log.log_end_offset(),
+                reason: format!(
+                    "recovery on start-up ({} bytes truncated, {} segments deleted)",
+                    recovery.truncated_bytes, recovery.deleted_segments
+                ),
+            },
+        ];
+        if let Some(reason) = self.offline() {
+            events.push(BrokerEvent::Offline {
+                partition: name.clone(),
+                reason: reason.to_owned(),
+            });
+        }
+        events
+    }
+
+    /// Whether this broker leads the partition with fewer in-sync replicas than replicas
+    /// (Kafka's `Partition.isUnderReplicated`: counted by the leader only, so a cluster counts
+    /// each partition once).
+    pub fn is_under_replicated(&self) -> bool {
+        self.is_leader() && self.isr.len() < self.replicas.len()
     }
 
     /// Whether an append ending at `end_offset` (exclusive) is durable on this replica.
