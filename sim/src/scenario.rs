@@ -1410,6 +1410,51 @@ impl FaultBuilder<'_> {
         })
     }
 
+    /// `drop_request`, `drop_response` or `reset_mid_response`.
+    fn dropping(
+        &self,
+        fields: &faults::ConnectionFields,
+        kind: ConnectionFaultKind,
+    ) -> Result<FaultAction, ScenarioError> {
+        self.connection(
+            &fields.target,
+            (fields.count.as_ref(), fields.probability.as_ref()),
+            fields.api.as_ref(),
+            || Ok(kind),
+        )
+    }
+
+    /// `reject_request`.
+    fn rejecting(&self, fields: &faults::RejectFields) -> Result<FaultAction, ScenarioError> {
+        self.connection(
+            &fields.target,
+            (fields.count.as_ref(), fields.probability.as_ref()),
+            None,
+            || {
+                let error = self.rejection_error(fields.error.as_ref())?;
+                Ok(ConnectionFaultKind::RejectRequest(error))
+            },
+        )
+    }
+
+    fn slow_disk(&self, fields: &faults::SlowDiskFields) -> Result<FaultAction, ScenarioError> {
+        Ok(FaultAction::SlowDisk {
+            fsync_latency_us: self
+                .loader
+                .min_max(&fields.fsync_latency_us, "fsync_latency_us")?,
+            target: self.broker(&fields.target)?,
+            heal_after_ms: self.loader.time(fields.heal_after_ms.as_ref())?,
+        })
+    }
+
+    fn disk_full(&self, fields: &faults::DiskFullFields) -> Result<FaultAction, ScenarioError> {
+        Ok(FaultAction::DiskFull {
+            free_bytes: self.loader.min_max(&fields.free_bytes, "free_bytes")?,
+            target: self.broker(&fields.target)?,
+            heal_after_ms: self.loader.time(fields.heal_after_ms.as_ref())?,
+        })
+    }
+
     /// The Kafka error a `reject_request` answers with (default NOT_LEADER_OR_FOLLOWER).
     fn rejection_error(&self, error: Option<&Spanned<String>>) -> Result<ErrorCode, ScenarioError> {
         let Some(name) = error else {
@@ -1429,7 +1474,6 @@ impl FaultBuilder<'_> {
     }
 
     fn action(&self, fields: &FaultFields) -> Result<FaultAction, ScenarioError> {
-        let loader = self.loader;
         Ok(match fields {
             FaultFields::Crash(fields) => self.crash(fields)?,
             FaultFields::Restart(fields) => FaultAction::Restart {
@@ -1453,47 +1497,22 @@ impl FaultBuilder<'_> {
                 to: self.node(&fields.to)?,
                 heal_after_ms: self.loader.time(fields.heal_after_ms.as_ref())?,
             },
-            FaultFields::DropRequest(fields) => self.connection(
-                &fields.target,
-                (fields.count.as_ref(), fields.probability.as_ref()),
-                fields.api.as_ref(),
-                || Ok(ConnectionFaultKind::DropRequest),
-            )?,
-            FaultFields::DropResponse(fields) => self.connection(
-                &fields.target,
-                (fields.count.as_ref(), fields.probability.as_ref()),
-                fields.api.as_ref(),
-                || Ok(ConnectionFaultKind::DropResponse),
-            )?,
-            FaultFields::ResetMidResponse(fields) => self.connection(
-                &fields.target,
-                (fields.count.as_ref(), fields.probability.as_ref()),
-                fields.api.as_ref(),
-                || Ok(ConnectionFaultKind::ResetMidResponse),
-            )?,
-            FaultFields::RejectRequest(fields) => self.connection(
-                &fields.target,
-                (fields.count.as_ref(), fields.probability.as_ref()),
-                None,
-                || {
-                    let error = self.rejection_error(fields.error.as_ref())?;
-                    Ok(ConnectionFaultKind::RejectRequest(error))
-                },
-            )?,
+            FaultFields::DropRequest(fields) => {
+                self.dropping(fields, ConnectionFaultKind::DropRequest)?
+            }
+            FaultFields::DropResponse(fields) => {
+                self.dropping(fields, ConnectionFaultKind::DropResponse)?
+            }
+            FaultFields::ResetMidResponse(fields) => {
+                self.dropping(fields, ConnectionFaultKind::ResetMidResponse)?
+            }
+            FaultFields::RejectRequest(fields) => self.rejecting(fields)?,
             FaultFields::DiskFault(fields) => self.disk(fields)?,
-            FaultFields::SlowDisk(fields) => FaultAction::SlowDisk {
-                fsync_latency_us: loader.min_max(&fields.fsync_latency_us, "fsync_latency_us")?,
-                target: self.broker(&fields.target)?,
-                heal_after_ms: self.loader.time(fields.heal_after_ms.as_ref())?,
-            },
-            FaultFields::DiskFull(fields) => FaultAction::DiskFull {
-                free_bytes: loader.min_max(&fields.free_bytes, "free_bytes")?,
-                target: self.broker(&fields.target)?,
-                heal_after_ms: self.loader.time(fields.heal_after_ms.as_ref())?,
-            },
+            FaultFields::SlowDisk(fields) => self.slow_disk(fields)?,
+            FaultFields::DiskFull(fields) => self.disk_full(fields)?,
             FaultFields::ClockSkew(fields) => self.clock_skew(fields)?,
             FaultFields::Delay(fields) => FaultAction::Delay {
-                latency_ms: loader.min_max(&fields.latency_ms, "latency_ms")?,
+                latency_ms: self.loader.min_max(&fields.latency_ms, "latency_ms")?,
                 heal_after_ms: self.loader.time(fields.heal_after_ms.as_ref())?,
             },
             FaultFields::Corrupt(fields) => self.corrupt(fields)?,
