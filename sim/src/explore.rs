@@ -24,7 +24,7 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use toml::{Spanned, Value};
 
-use crate::scenario::{build_fault, fields_of, Loader, RawFault, ScenarioError};
+use crate::scenario::{build_fault, fields_of, parse_faults, FaultKind, Loader, ScenarioError};
 
 /// `[explore]` keys that are not fault kinds.
 const META_KEYS: [&str; 3] = ["faults", "window_ms", "swarm"];
@@ -58,7 +58,7 @@ impl<'de> Deserialize<'de> for RawExplore {
                 while let Some(key) = map.next_key::<String>()? {
                     if META_KEYS.contains(&key.as_str()) {
                         raw.meta.insert(key, map.next_value()?);
-                    } else if fields_of(&key).is_some() {
+                    } else if FaultKind::from_name(&key).is_some() {
                         raw.kinds.insert(key, map.next_value()?);
                     } else {
                         raw.unknown.push((key, map.next_value()?));
@@ -497,7 +497,8 @@ fn build_kind(
     table: &Spanned<BTreeMap<String, Spanned<Value>>>,
     context: &FaultContext<'_>,
 ) -> Result<KindSpace, ScenarioError> {
-    let allowed = fields_of(kind).expect("only fault kinds are parsed as kinds");
+    let allowed =
+        fields_of(FaultKind::from_name(kind).expect("only fault kinds are parsed as kinds"));
     let mut space = KindSpace {
         kind: kind.to_owned(),
         weight: 1,
@@ -615,13 +616,9 @@ fn check_samples(
             file: loader.file,
             source: &text,
         };
-        let built = toml::from_str::<BTreeMap<String, Vec<RawFault>>>(&text)
-            .map_err(|error| error.message().to_owned())
-            .and_then(|mut table| {
-                let raw = table
-                    .remove("faults")
-                    .and_then(|mut faults| faults.pop())
-                    .ok_or("no fault")?;
+        let built = parse_faults(&sample)
+            .and_then(|mut faults| {
+                let raw = faults.pop().expect("a drawn fault is one [[faults]] entry");
                 build_fault(
                     &sample,
                     &raw,
@@ -629,9 +626,8 @@ fn check_samples(
                     (context.partitions, context.offsets_partitions),
                     context.duration_ms,
                 )
-                .map(drop)
-                .map_err(|error| error.message)
-            });
+            })
+            .map_err(|error| error.message);
         if let Err(message) = built {
             return Err(loader.error_at(span, format!("[explore.{}] {message}", space.kind)));
         }

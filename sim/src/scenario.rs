@@ -22,6 +22,8 @@ use toml::Spanned;
 
 use crate::checker::Check;
 
+use self::faults::FaultFields;
+pub(crate) use self::faults::{fields_of, parse_faults, FaultKind, RawFault};
 use crate::explore;
 pub use crate::explore::{explored_source, DrawnFault, ExploreSpace, FieldDraw, KindSpace};
 
@@ -50,8 +52,9 @@ struct RawScenario {
     producers: Vec<Spanned<RawProducer>>,
     #[serde(default)]
     consumers: Vec<Spanned<RawConsumer>>,
-    #[serde(default)]
-    faults: Vec<Spanned<RawFault>>,
+    /// Read per kind by `faults::read_faults`, apart from the rest of the document.
+    #[serde(skip)]
+    faults: Vec<RawFault>,
     #[serde(default)]
     network: Option<Spanned<RawNetwork>>,
     #[serde(default)]
@@ -153,37 +156,9 @@ struct RawProcessing {
 /// A time in a scenario: a number of milliseconds, or `[low, high]` drawn from the seed.
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(untagged)]
-enum RawTime {
+pub(crate) enum RawTime {
     Fixed(u64),
     Range([u64; 2]),
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawFault {
-    at_ms: Spanned<RawTime>,
-    kind: Spanned<String>,
-    target: Option<Spanned<String>>,
-    level: Option<Spanned<String>>,
-    restart_after_ms: Option<Spanned<RawTime>>,
-    recrash_after_ms: Option<Spanned<RawTime>>,
-    recrash_level: Option<Spanned<String>>,
-    heal_after_ms: Option<Spanned<RawTime>>,
-    files: Option<Spanned<String>>,
-    on_fsync_failure: Option<Spanned<String>>,
-    groups: Option<Spanned<Vec<Vec<String>>>>,
-    from: Option<Spanned<String>>,
-    to: Option<Spanned<String>>,
-    api: Option<Spanned<String>>,
-    count: Option<Spanned<u32>>,
-    probability: Option<Spanned<f64>>,
-    error: Option<Spanned<String>>,
-    fail_writes: Option<Spanned<u32>>,
-    fail_syncs: Option<Spanned<u32>>,
-    fsync_latency_us: Option<Spanned<[u64; 2]>>,
-    latency_ms: Option<Spanned<[u64; 2]>>,
-    free_bytes: Option<Spanned<[u64; 2]>>,
-    offset_ms: Option<Spanned<[i64; 2]>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -726,10 +701,13 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
 /// Parses and validates scenario text (`file` only names it in errors).
 pub fn parse(file: &str, source: &str) -> Result<Scenario, ScenarioError> {
     let loader = Loader { file, source };
-    let raw: RawScenario = toml::from_str(source).map_err(|error| {
-        let span = error.span().unwrap_or(0..0);
-        loader.error_at(span, error.message().to_owned())
-    })?;
+    let mut root =
+        toml::de::DeTable::parse(source).map_err(|error| faults::toml_error(&loader, &error))?;
+    // `[[faults]]` entries are read per kind, apart from the rest of the document.
+    let faults = root.get_mut().remove("faults");
+    let mut raw = RawScenario::deserialize(toml::de::Deserializer::from(root))
+        .map_err(|error| faults::toml_error(&loader, &error))?;
+    raw.faults = faults::read_faults(&loader, faults)?;
     build(&loader, raw)
 }
 
@@ -800,7 +778,7 @@ fn build(loader: &Loader<'_>, raw: RawScenario) -> Result<Scenario, ScenarioErro
     for fault in &raw.faults {
         faults.push(build_fault(
             loader,
-            fault.get_ref(),
+            fault,
             &nodes,
             (&partitions, offsets_partitions),
             duration_ms,
@@ -1163,46 +1141,16 @@ fn group_spec(
     })
 }
 
-/// Which optional fields each fault kind accepts.
-pub(crate) fn fields_of(kind: &str) -> Option<&'static [&'static str]> {
-    Some(match kind {
-        "crash" => &[
-            "target",
-            "level",
-            "restart_after_ms",
-            "recrash_after_ms",
-            "recrash_level",
-        ],
-        "restart" => &["target"],
-        "stop" => &["target", "restart_after_ms"],
-        "partition" => &["groups", "heal_after_ms"],
-        "isolate" | "pause" => &["target", "heal_after_ms"],
-        "clog" => &["from", "to", "heal_after_ms"],
-        "drop_request" | "drop_response" | "reset_mid_response" => {
-            &["target", "api", "count", "probability"]
-        }
-        "reject_request" => &["target", "count", "probability", "error"],
-        "disk_fault" => &["target", "fail_writes", "fail_syncs", "on_fsync_failure"],
-        "slow_disk" => &["target", "fsync_latency_us", "heal_after_ms"],
-        "disk_full" => &["target", "free_bytes", "heal_after_ms"],
-        "clock_skew" => &["target", "offset_ms", "heal_after_ms"],
-        "delay" => &["latency_ms", "heal_after_ms"],
-        "corrupt" => &["target", "files"],
-        "heal" => &[],
-        _ => return None,
-    })
-}
-
-/// Validates one `[[faults]]` entry.
+/// Validates one `[[faults]]` entry (serde has typed its keys by kind).
 struct FaultBuilder<'a> {
     loader: &'a Loader<'a>,
-    raw: &'a RawFault,
     nodes: &'a BTreeSet<String>,
     /// Every declared partition (`topic-index`) and `__consumer_offsets`' partitions: what a
     /// selector may name.
     partitions: &'a BTreeSet<String>,
     /// `offsets.topic.num.partitions`: where `coordinator(G)` finds group G's coordinator.
     offsets_partitions: i32,
+    /// The kind as written (errors quote it).
     kind: &'a str,
 }
 
@@ -1246,61 +1194,13 @@ impl Selector {
     }
 }
 
-fn span_of<T>(field: Option<&Spanned<T>>) -> Option<std::ops::Range<usize>> {
-    field.map(Spanned::span)
-}
-
 impl FaultBuilder<'_> {
     fn error(&self, span: std::ops::Range<usize>, message: impl Into<String>) -> ScenarioError {
         self.loader.error_at(span, message)
     }
 
-    /// Rejects fields that do not belong to this kind.
-    fn check_fields(&self, allowed: &[&str]) -> Result<(), ScenarioError> {
-        let raw = self.raw;
-        let present = [
-            ("target", span_of(raw.target.as_ref())),
-            ("level", span_of(raw.level.as_ref())),
-            ("restart_after_ms", span_of(raw.restart_after_ms.as_ref())),
-            ("recrash_after_ms", span_of(raw.recrash_after_ms.as_ref())),
-            ("recrash_level", span_of(raw.recrash_level.as_ref())),
-            ("heal_after_ms", span_of(raw.heal_after_ms.as_ref())),
-            ("files", span_of(raw.files.as_ref())),
-            ("on_fsync_failure", span_of(raw.on_fsync_failure.as_ref())),
-            ("groups", span_of(raw.groups.as_ref())),
-            ("from", span_of(raw.from.as_ref())),
-            ("to", span_of(raw.to.as_ref())),
-            ("api", span_of(raw.api.as_ref())),
-            ("count", span_of(raw.count.as_ref())),
-            ("probability", span_of(raw.probability.as_ref())),
-            ("error", span_of(raw.error.as_ref())),
-            ("fail_writes", span_of(raw.fail_writes.as_ref())),
-            ("fail_syncs", span_of(raw.fail_syncs.as_ref())),
-            ("fsync_latency_us", span_of(raw.fsync_latency_us.as_ref())),
-            ("latency_ms", span_of(raw.latency_ms.as_ref())),
-            ("free_bytes", span_of(raw.free_bytes.as_ref())),
-            ("offset_ms", span_of(raw.offset_ms.as_ref())),
-        ];
-        for (field, span) in present {
-            if let Some(span) = span.filter(|_| !allowed.contains(&field)) {
-                let message = format!(
-                    "'{field}' does not apply to a fault of kind '{}'",
-                    self.kind
-                );
-                return Err(self.error(span, message));
-            }
-        }
-        Ok(())
-    }
-
-    /// A required node name.
-    fn node(&self, field: Option<&Spanned<String>>, what: &str) -> Result<String, ScenarioError> {
-        let value = field.ok_or_else(|| {
-            self.error(
-                self.raw.kind.span(),
-                format!("a '{}' fault needs '{what}'", self.kind),
-            )
-        })?;
+    /// A node name (or a selector).
+    fn node(&self, value: &Spanned<String>) -> Result<String, ScenarioError> {
         let name = value.get_ref();
         if let Some(group) = name
             .strip_prefix("coordinator(")
@@ -1339,15 +1239,14 @@ impl FaultBuilder<'_> {
         Ok(name.clone())
     }
 
-    /// A required broker name.
-    fn broker(&self) -> Result<String, ScenarioError> {
-        let name = self.node(self.raw.target.as_ref(), "target")?;
+    /// A broker name (or a selector of a partition's replica).
+    fn broker(&self, target: &Spanned<String>) -> Result<String, ScenarioError> {
+        let name = self.node(target)?;
         let selects_a_broker =
             Selector::parse(&name).is_some_and(|selector| selector.partition().is_some());
         if !name.starts_with("broker-") && !selects_a_broker {
-            let span = span_of(self.raw.target.as_ref()).unwrap_or_default();
             return Err(self.error(
-                span,
+                target.span(),
                 format!("a '{}' fault targets a broker, not '{name}'", self.kind),
             ));
         }
@@ -1366,38 +1265,38 @@ impl FaultBuilder<'_> {
         }
     }
 
-    fn crash(&self) -> Result<FaultAction, ScenarioError> {
+    fn crash(&self, fields: &faults::CrashFields) -> Result<FaultAction, ScenarioError> {
         let level = self
-            .level(self.raw.level.as_ref())?
+            .level(fields.level.as_ref())?
             .unwrap_or(CrashLevel::Process);
-        let restart_after_ms = self.loader.time(self.raw.restart_after_ms.as_ref())?;
-        let recrash = match self.loader.time(self.raw.recrash_after_ms.as_ref())? {
-            None if self.raw.recrash_level.is_some() => {
-                let span = span_of(self.raw.recrash_level.as_ref()).unwrap_or_default();
-                return Err(self.error(span, "recrash_level needs recrash_after_ms"));
+        let restart_after_ms = self.loader.time(fields.restart_after_ms.as_ref())?;
+        let recrash = match self.loader.time(fields.recrash_after_ms.as_ref())? {
+            None => {
+                if let Some(recrash_level) = &fields.recrash_level {
+                    let message = "recrash_level needs recrash_after_ms";
+                    return Err(self.error(recrash_level.span(), message));
+                }
+                None
             }
-            None => None,
             Some(_) if restart_after_ms.is_none() => {
-                let span = span_of(self.raw.recrash_after_ms.as_ref()).unwrap_or_default();
+                let span = fields.recrash_after_ms.as_ref().map_or(0..0, Spanned::span);
                 return Err(self.error(span, "recrash_after_ms needs restart_after_ms"));
             }
             Some(after_ms) => Some(Recrash {
                 after_ms,
-                level: self
-                    .level(self.raw.recrash_level.as_ref())?
-                    .unwrap_or(level),
+                level: self.level(fields.recrash_level.as_ref())?.unwrap_or(level),
             }),
         };
         Ok(FaultAction::Crash {
-            target: self.node(self.raw.target.as_ref(), "target")?,
+            target: self.node(&fields.target)?,
             level,
             restart_after_ms,
             recrash,
         })
     }
 
-    fn corrupt(&self) -> Result<FaultAction, ScenarioError> {
-        let files = match self.raw.files.as_ref().map(Spanned::get_ref) {
+    fn corrupt(&self, fields: &faults::CorruptFields) -> Result<FaultAction, ScenarioError> {
+        let files = match fields.files.as_ref().map(Spanned::get_ref) {
             None => FileSelector::Segments,
             Some(text) if text == "segments" => FileSelector::Segments,
             Some(pattern) => match pattern.split_once('*') {
@@ -1409,14 +1308,13 @@ impl FaultBuilder<'_> {
             },
         };
         Ok(FaultAction::Corrupt {
-            target: self.broker()?,
+            target: self.broker(&fields.target)?,
             files,
         })
     }
 
-    fn disk(&self) -> Result<FaultAction, ScenarioError> {
-        let raw = self.raw;
-        let on_fsync_failure = match raw
+    fn disk(&self, fields: &faults::DiskFaultFields) -> Result<FaultAction, ScenarioError> {
+        let on_fsync_failure = match fields
             .on_fsync_failure
             .as_ref()
             .map(|v| (v.get_ref().as_str(), v.span()))
@@ -1430,74 +1328,33 @@ impl FaultBuilder<'_> {
                 ))
             }
         };
+        let count =
+            |field: &Option<Spanned<u32>>| field.as_ref().map_or(0, |value| *value.get_ref());
         Ok(FaultAction::Disk {
-            target: self.broker()?,
-            fail_writes: raw.fail_writes.as_ref().map_or(0, |value| *value.get_ref()),
-            fail_syncs: raw.fail_syncs.as_ref().map_or(0, |value| *value.get_ref()),
+            target: self.broker(&fields.target)?,
+            fail_writes: count(&fields.fail_writes),
+            fail_syncs: count(&fields.fail_syncs),
             on_fsync_failure,
         })
     }
 
-    /// A required `name = [min, max]` range.
-    fn range(
-        &self,
-        field: Option<&Spanned<[u64; 2]>>,
-        name: &str,
-    ) -> Result<(u64, u64), ScenarioError> {
-        let field = field.ok_or_else(|| {
-            self.error(
-                self.raw.kind.span(),
-                format!("a '{}' fault needs '{name} = [min, max]'", self.kind),
-            )
-        })?;
-        self.loader.min_max(field, name)
-    }
-
-    fn slow_disk(&self) -> Result<FaultAction, ScenarioError> {
-        Ok(FaultAction::SlowDisk {
-            fsync_latency_us: self.range(self.raw.fsync_latency_us.as_ref(), "fsync_latency_us")?,
-            target: self.broker()?,
-            heal_after_ms: self.loader.time(self.raw.heal_after_ms.as_ref())?,
-        })
-    }
-
-    fn clock_skew(&self) -> Result<FaultAction, ScenarioError> {
-        let field = self.raw.offset_ms.as_ref().ok_or_else(|| {
-            self.error(
-                self.raw.kind.span(),
-                "a 'clock_skew' fault needs 'offset_ms = [min, max]' (milliseconds, negative: behind)",
-            )
-        })?;
-        let [low, high] = *field.get_ref();
+    fn clock_skew(&self, fields: &faults::ClockSkewFields) -> Result<FaultAction, ScenarioError> {
+        let [low, high] = *fields.offset_ms.get_ref();
         if low > high {
-            return Err(self.error(field.span(), "offset_ms = [min, max] with min <= max"));
+            return Err(self.error(
+                fields.offset_ms.span(),
+                "offset_ms = [min, max] with min <= max",
+            ));
         }
         Ok(FaultAction::ClockSkew {
             offset_ms: (low, high),
-            target: self.node(self.raw.target.as_ref(), "target")?,
-            heal_after_ms: self.loader.time(self.raw.heal_after_ms.as_ref())?,
+            target: self.node(&fields.target)?,
+            heal_after_ms: self.loader.time(fields.heal_after_ms.as_ref())?,
         })
     }
 
-    fn disk_full(&self) -> Result<FaultAction, ScenarioError> {
-        Ok(FaultAction::DiskFull {
-            free_bytes: self.range(self.raw.free_bytes.as_ref(), "free_bytes")?,
-            target: self.broker()?,
-            heal_after_ms: self.loader.time(self.raw.heal_after_ms.as_ref())?,
-        })
-    }
-
-    fn delay(&self) -> Result<FaultAction, ScenarioError> {
-        Ok(FaultAction::Delay {
-            latency_ms: self.range(self.raw.latency_ms.as_ref(), "latency_ms")?,
-            heal_after_ms: self.loader.time(self.raw.heal_after_ms.as_ref())?,
-        })
-    }
-
-    fn partition(&self) -> Result<FaultAction, ScenarioError> {
-        let groups = self.raw.groups.as_ref().ok_or_else(|| {
-            self.error(self.raw.kind.span(), "a 'partition' fault needs 'groups'")
-        })?;
+    fn partition(&self, fields: &faults::PartitionFields) -> Result<FaultAction, ScenarioError> {
+        let groups = &fields.groups;
         if let Some(name) = groups
             .get_ref()
             .iter()
@@ -1509,15 +1366,23 @@ impl FaultBuilder<'_> {
         if groups.get_ref().len() < 2 {
             return Err(self.error(groups.span(), "a partition needs at least two groups"));
         }
-        let heal_after_ms = self.loader.time(self.raw.heal_after_ms.as_ref())?;
         Ok(FaultAction::Partition {
             groups: groups.get_ref().clone(),
-            heal_after_ms,
+            heal_after_ms: self.loader.time(fields.heal_after_ms.as_ref())?,
         })
     }
 
-    fn connection(&self) -> Result<FaultAction, ScenarioError> {
-        let api = match &self.raw.api {
+    /// A connection fault of the kind `kind` gives (`reject_request`'s reads its `error`):
+    /// `drop_request`, `drop_response` and `reset_mid_response` take an `api`, `reject_request`
+    /// answers produce requests only.
+    fn connection(
+        &self,
+        target: &Spanned<String>,
+        (count, probability): (Option<&Spanned<u32>>, Option<&Spanned<f64>>),
+        api: Option<&Spanned<String>>,
+        kind: impl FnOnce() -> Result<ConnectionFaultKind, ScenarioError>,
+    ) -> Result<FaultAction, ScenarioError> {
+        let api = match api {
             None => None,
             Some(name) => Some(api_by_name(name.get_ref()).ok_or_else(|| {
                 let known: Vec<&str> = FAULT_APIS.iter().map(|(known, _)| *known).collect();
@@ -1525,39 +1390,74 @@ impl FaultBuilder<'_> {
                 self.error(name.span(), message)
             })?),
         };
-        let probability = self
-            .raw
-            .probability
-            .as_ref()
-            .map_or(1.0, |value| *value.get_ref());
-        if !(0.0..=1.0).contains(&probability) {
-            let span = span_of(self.raw.probability.as_ref()).unwrap_or_default();
-            return Err(self.error(span, "probability must be within 0..=1"));
+        if let Some(value) = probability {
+            if !(0.0..=1.0).contains(value.get_ref()) {
+                return Err(self.error(value.span(), "probability must be within 0..=1"));
+            }
         }
-        let kind = match self.kind {
-            "drop_request" => ConnectionFaultKind::DropRequest,
-            "drop_response" => ConnectionFaultKind::DropResponse,
-            "reset_mid_response" => ConnectionFaultKind::ResetMidResponse,
-            _ => ConnectionFaultKind::RejectRequest(self.rejection_error()?),
-        };
+        let kind = kind()?;
         let api = if matches!(kind, ConnectionFaultKind::RejectRequest(_)) {
             Some(ApiKey::Produce)
         } else {
             api
         };
-        let count = self.raw.count.as_ref().map_or(1, |count| *count.get_ref());
         Ok(FaultAction::Connection {
-            target: self.broker()?,
+            target: self.broker(target)?,
             kind,
             api,
-            count,
-            probability,
+            count: count.map_or(1, |count| *count.get_ref()),
+            probability: probability.map_or(1.0, |value| *value.get_ref()),
+        })
+    }
+
+    /// `drop_request`, `drop_response` or `reset_mid_response`.
+    fn dropping(
+        &self,
+        fields: &faults::ConnectionFields,
+        kind: ConnectionFaultKind,
+    ) -> Result<FaultAction, ScenarioError> {
+        self.connection(
+            &fields.target,
+            (fields.count.as_ref(), fields.probability.as_ref()),
+            fields.api.as_ref(),
+            || Ok(kind),
+        )
+    }
+
+    /// `reject_request`.
+    fn rejecting(&self, fields: &faults::RejectFields) -> Result<FaultAction, ScenarioError> {
+        self.connection(
+            &fields.target,
+            (fields.count.as_ref(), fields.probability.as_ref()),
+            None,
+            || {
+                let error = self.rejection_error(fields.error.as_ref())?;
+                Ok(ConnectionFaultKind::RejectRequest(error))
+            },
+        )
+    }
+
+    fn slow_disk(&self, fields: &faults::SlowDiskFields) -> Result<FaultAction, ScenarioError> {
+        Ok(FaultAction::SlowDisk {
+            fsync_latency_us: self
+                .loader
+                .min_max(&fields.fsync_latency_us, "fsync_latency_us")?,
+            target: self.broker(&fields.target)?,
+            heal_after_ms: self.loader.time(fields.heal_after_ms.as_ref())?,
+        })
+    }
+
+    fn disk_full(&self, fields: &faults::DiskFullFields) -> Result<FaultAction, ScenarioError> {
+        Ok(FaultAction::DiskFull {
+            free_bytes: self.loader.min_max(&fields.free_bytes, "free_bytes")?,
+            target: self.broker(&fields.target)?,
+            heal_after_ms: self.loader.time(fields.heal_after_ms.as_ref())?,
         })
     }
 
     /// The Kafka error a `reject_request` answers with (default NOT_LEADER_OR_FOLLOWER).
-    fn rejection_error(&self) -> Result<ErrorCode, ScenarioError> {
-        let Some(name) = &self.raw.error else {
+    fn rejection_error(&self, error: Option<&Spanned<String>>) -> Result<ErrorCode, ScenarioError> {
+        let Some(name) = error else {
             return Ok(ErrorCode::NotLeaderOrFollower);
         };
         ErrorCode::from_name(name.get_ref())
@@ -1573,41 +1473,50 @@ impl FaultBuilder<'_> {
             })
     }
 
-    fn action(&self) -> Result<FaultAction, ScenarioError> {
-        let raw = self.raw;
-        Ok(match self.kind {
-            "crash" => self.crash()?,
-            "restart" => FaultAction::Restart {
-                target: self.node(raw.target.as_ref(), "target")?,
+    fn action(&self, fields: &FaultFields) -> Result<FaultAction, ScenarioError> {
+        Ok(match fields {
+            FaultFields::Crash(fields) => self.crash(fields)?,
+            FaultFields::Restart(fields) => FaultAction::Restart {
+                target: self.node(&fields.target)?,
             },
-            "stop" => FaultAction::Stop {
-                target: self.broker()?,
-                restart_after_ms: self.loader.time(raw.restart_after_ms.as_ref())?,
+            FaultFields::Stop(fields) => FaultAction::Stop {
+                target: self.broker(&fields.target)?,
+                restart_after_ms: self.loader.time(fields.restart_after_ms.as_ref())?,
             },
-            "partition" => self.partition()?,
-            "isolate" => FaultAction::Isolate {
-                target: self.node(raw.target.as_ref(), "target")?,
-                heal_after_ms: self.loader.time(raw.heal_after_ms.as_ref())?,
+            FaultFields::Partition(fields) => self.partition(fields)?,
+            FaultFields::Isolate(fields) => FaultAction::Isolate {
+                target: self.node(&fields.target)?,
+                heal_after_ms: self.loader.time(fields.heal_after_ms.as_ref())?,
             },
-            "pause" => FaultAction::Pause {
-                target: self.node(raw.target.as_ref(), "target")?,
-                heal_after_ms: self.loader.time(raw.heal_after_ms.as_ref())?,
+            FaultFields::Pause(fields) => FaultAction::Pause {
+                target: self.node(&fields.target)?,
+                heal_after_ms: self.loader.time(fields.heal_after_ms.as_ref())?,
             },
-            "clog" => FaultAction::Clog {
-                from: self.node(raw.from.as_ref(), "from")?,
-                to: self.node(raw.to.as_ref(), "to")?,
-                heal_after_ms: self.loader.time(raw.heal_after_ms.as_ref())?,
+            FaultFields::Clog(fields) => FaultAction::Clog {
+                from: self.node(&fields.from)?,
+                to: self.node(&fields.to)?,
+                heal_after_ms: self.loader.time(fields.heal_after_ms.as_ref())?,
             },
-            "drop_request" | "drop_response" | "reset_mid_response" | "reject_request" => {
-                self.connection()?
+            FaultFields::DropRequest(fields) => {
+                self.dropping(fields, ConnectionFaultKind::DropRequest)?
             }
-            "disk_fault" => self.disk()?,
-            "slow_disk" => self.slow_disk()?,
-            "disk_full" => self.disk_full()?,
-            "clock_skew" => self.clock_skew()?,
-            "delay" => self.delay()?,
-            "corrupt" => self.corrupt()?,
-            _ => FaultAction::Heal,
+            FaultFields::DropResponse(fields) => {
+                self.dropping(fields, ConnectionFaultKind::DropResponse)?
+            }
+            FaultFields::ResetMidResponse(fields) => {
+                self.dropping(fields, ConnectionFaultKind::ResetMidResponse)?
+            }
+            FaultFields::RejectRequest(fields) => self.rejecting(fields)?,
+            FaultFields::DiskFault(fields) => self.disk(fields)?,
+            FaultFields::SlowDisk(fields) => self.slow_disk(fields)?,
+            FaultFields::DiskFull(fields) => self.disk_full(fields)?,
+            FaultFields::ClockSkew(fields) => self.clock_skew(fields)?,
+            FaultFields::Delay(fields) => FaultAction::Delay {
+                latency_ms: self.loader.min_max(&fields.latency_ms, "latency_ms")?,
+                heal_after_ms: self.loader.time(fields.heal_after_ms.as_ref())?,
+            },
+            FaultFields::Corrupt(fields) => self.corrupt(fields)?,
+            FaultFields::Heal(faults::HealFields {}) => FaultAction::Heal,
         })
     }
 }
@@ -1619,20 +1528,12 @@ pub(crate) fn build_fault(
     (partitions, offsets_partitions): (&BTreeSet<String>, i32),
     duration_ms: u64,
 ) -> Result<Fault, ScenarioError> {
-    let kind = raw.kind.get_ref().as_str();
-    let Some(allowed) = fields_of(kind) else {
-        let message = format!(
-            "unknown fault kind '{kind}' (crash, restart, stop, partition, isolate, pause, clog, drop_request, drop_response, reset_mid_response, reject_request, disk_fault, slow_disk, disk_full, clock_skew, delay, corrupt, heal)"
-        );
-        return Err(loader.error_at(raw.kind.span(), message));
-    };
     let builder = FaultBuilder {
         loader,
-        raw,
         nodes,
         partitions,
         offsets_partitions,
-        kind,
+        kind: raw.kind.get_ref(),
     };
     let at_ms = loader.time(Some(&raw.at_ms))?.expect("at_ms is required");
     if at_ms.max() > duration_ms {
@@ -1642,10 +1543,9 @@ pub(crate) fn build_fault(
         );
         return Err(loader.error_at(raw.at_ms.span(), message));
     }
-    builder.check_fields(allowed)?;
     Ok(Fault {
         at_ms,
-        action: builder.action()?,
+        action: builder.action(&raw.fields)?,
     })
 }
 
@@ -1736,5 +1636,6 @@ fn build_expect(
     Ok(expect)
 }
 
+mod faults;
 #[cfg(test)]
 mod tests;

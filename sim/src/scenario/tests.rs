@@ -173,7 +173,15 @@ fn an_unknown_fault_target_or_misplaced_field_is_rejected() {
         error_of(&text)
     );
     let text = GOOD.replace("restart_after_ms = 500", "heal_after_ms = 500");
-    assert!(error_of(&text).contains("'heal_after_ms' does not apply to a fault of kind 'crash'"));
+    let error = error_of(&text);
+    assert!(
+        error.starts_with(
+            "t.toml:30: unknown field `heal_after_ms` for fault kind `crash`, expected one of \
+             `at_ms`, `kind`, `target`, `level`, `restart_after_ms`, `recrash_after_ms`, \
+             `recrash_level`"
+        ),
+        "{error}"
+    );
     let text = GOOD.replace(r#"level = "power-loss""#, r#"level = "meteor""#);
     assert!(error_of(&text).contains("unknown crash level 'meteor'"));
 }
@@ -325,7 +333,7 @@ fn a_slow_disk_needs_an_ordered_latency_range_and_a_broker() {
     assert!(error_of(&slow(
         "target = \"broker-0\"\nfsync_latency_us = [1, 2]\nlevel = \"process\""
     ))
-    .contains("'level' does not apply"));
+    .contains("unknown field `level` for fault kind `slow_disk`"));
 }
 
 #[test]
@@ -349,7 +357,7 @@ fn a_full_disk_needs_a_free_bytes_range_and_a_broker() {
     assert!(error_of(&full(
         "target = \"broker-0\"\nfree_bytes = [0, 1]\nfail_writes = 1"
     ))
-    .contains("'fail_writes' does not apply"));
+    .contains("unknown field `fail_writes` for fault kind `disk_full`"));
 }
 
 #[test]
@@ -373,7 +381,7 @@ fn a_clock_skew_takes_a_signed_ordered_range_and_any_node() {
     assert!(error_of(&skew(
         "target = \"c1\"\noffset_ms = [0, 1]\nfree_bytes = [0, 1]"
     ))
-    .contains("'free_bytes' does not apply"));
+    .contains("unknown field `free_bytes` for fault kind `clock_skew`"));
 }
 
 #[test]
@@ -397,7 +405,7 @@ fn a_delay_spike_takes_an_ordered_latency_range_and_no_target() {
     assert!(error_of(&delay("latency_ms = [9, 1]")).contains("min <= max"));
     assert!(
         error_of(&delay("latency_ms = [1, 9]\ntarget = \"broker-0\""))
-            .contains("'target' does not apply")
+            .contains("unknown field `target` for fault kind `delay`")
     );
 }
 
@@ -412,4 +420,109 @@ fn a_compacted_workload_topic_is_refused_at_its_config() {
         error.starts_with("t.toml:13: topic 'orders': cleanup.policy=compact is not supported"),
         "{error}"
     );
+}
+
+/// The `[[faults]]` entries of `text` alone, or the error.
+fn faults_of(text: &str) -> Result<Vec<RawFault>, String> {
+    parse_faults(&Loader {
+        file: "t.toml",
+        source: text,
+    })
+    .map_err(|error| error.to_string())
+}
+
+#[test]
+fn each_kind_takes_the_fields_its_table_lists_and_no_other() {
+    // `fields_of` reads the names from each kind's `Deserialize` impl; serde must then accept
+    // exactly those keys (with any value: an unknown key is refused before its value is read).
+    let every_field: BTreeSet<&str> = FaultKind::names()
+        .iter()
+        .flat_map(|name| {
+            fields_of(FaultKind::from_name(name).expect("a kind"))
+                .iter()
+                .copied()
+        })
+        .chain(["bogus"])
+        .collect();
+    assert_eq!(every_field.len(), 21 + 1, "{every_field:?}");
+    for name in FaultKind::names() {
+        let kind = FaultKind::from_name(name).expect("a kind");
+        for field in &every_field {
+            let text = format!("[[faults]]\nat_ms = 0\nkind = \"{name}\"\n{field} = 0\n");
+            let refused = faults_of(&text).is_err_and(|error| {
+                error.starts_with(&format!(
+                    "t.toml:4: unknown field `{field}` for fault kind `{name}`"
+                ))
+            });
+            assert_eq!(refused, !fields_of(kind).contains(field), "{name}: {field}");
+        }
+    }
+}
+
+#[test]
+fn the_kinds_are_the_documented_ones() {
+    let names = FaultKind::names().join(", ");
+    assert_eq!(
+        names,
+        "crash, restart, stop, partition, isolate, pause, clog, drop_request, drop_response, \
+         reset_mid_response, reject_request, disk_fault, slow_disk, disk_full, clock_skew, \
+         delay, corrupt, heal"
+    );
+    assert_eq!(
+        FaultKind::from_name("drop_request"),
+        Some(FaultKind::DropRequest)
+    );
+    assert_eq!(FaultKind::from_name("DropRequest"), None);
+    let error = faults_of("[[faults]]\nat_ms = 0\nkind = \"meteor\"\n").expect_err("unknown");
+    assert_eq!(
+        error,
+        format!("t.toml:3: unknown fault kind 'meteor' ({names})")
+    );
+}
+
+#[test]
+fn fault_entries_keep_the_line_of_each_error() {
+    let error = faults_of("[[faults]]\nkind = \"heal\"\n").expect_err("no at_ms");
+    assert_eq!(error, "t.toml:1: missing field `at_ms`");
+    let error = faults_of("\n[[faults]]\nat_ms = \"x\"\nkind = \"heal\"\n").expect_err("bad");
+    assert!(error.starts_with("t.toml:3: data did not match"), "{error}");
+    let error = faults_of("[[faults]]\nat_ms = 1\nkind = 3\n").expect_err("bad kind");
+    assert!(
+        error.starts_with("t.toml:3: invalid type: integer `3`"),
+        "{error}"
+    );
+    let error =
+        faults_of("[[faults]]\nat_ms = 1\nkind = \"crash\"\n\nlevel = 3\n").expect_err("bad level");
+    assert!(
+        error.starts_with("t.toml:5: invalid type: integer `3`"),
+        "{error}"
+    );
+    let error =
+        faults_of("[[faults]]\nat_ms = 1\nkind = \"clog\"\nfrom = \"a\"\n").expect_err("no to");
+    assert_eq!(error, "t.toml:3: a 'clog' fault needs 'to'");
+    let error =
+        faults_of("[[faults]]\nat_ms = 1\nkind = \"clock_skew\"\ntarget = \"a\"\n").expect_err("");
+    assert_eq!(
+        error,
+        "t.toml:3: a 'clock_skew' fault needs 'offset_ms = [min, max]' (milliseconds, negative: \
+         behind)"
+    );
+    let error =
+        faults_of("[[faults]]\nat_ms = 1\nkind = \"heal\"\ntarget = \"a\"\n").expect_err("");
+    assert_eq!(
+        error,
+        "t.toml:4: unknown field `target` for fault kind `heal`, expected one of `at_ms`, `kind`"
+    );
+    let error = faults_of("faults = 3\n").expect_err("not an array");
+    assert_eq!(error, "t.toml:1: faults is an array of tables ([[faults]])");
+    let error = faults_of("faults = [1]\n").expect_err("not a table");
+    assert_eq!(error, "t.toml:1: a [[faults]] entry is a table");
+    let inline = faults_of("faults = [{ at_ms = 1, kind = \"heal\" }]\n").expect("inline");
+    assert!(matches!(
+        inline[..],
+        [RawFault {
+            fields: FaultFields::Heal(_),
+            ..
+        }]
+    ));
 }
