@@ -15,7 +15,7 @@
 # does) and stops if that fails: a failing baseline would count every mutant as caught.
 #
 #   bash scripts/mutants.sh                       # the core: src/broker, src/client, src/log, src/storage
-#   bash scripts/mutants.sh --file 'src/log/**' --file src/broker/partition.rs
+#   bash scripts/mutants.sh --file 'src/log/**' --file src/broker/replica_manager/partition.rs
 #   bash scripts/mutants.sh --file src/types.rs --re 'TopicPartition'
 #                                                 # only mutants whose name matches (cargo-mutants --re)
 #   bash scripts/mutants.sh --shard 2/4           # the second quarter (for several sittings)
