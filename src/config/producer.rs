@@ -24,6 +24,17 @@ impl Acks {
             Acks::All => -1,
         }
     }
+
+    /// The meaning of a Produce request's `acks` field; `None` for anything but -1, 0 and 1
+    /// (the broker answers INVALID_REQUIRED_ACKS).
+    pub fn from_wire(acks: i16) -> Option<Acks> {
+        match acks {
+            -1 => Some(Acks::All),
+            0 => Some(Acks::None),
+            1 => Some(Acks::Leader),
+            _ => None,
+        }
+    }
 }
 
 impl FromStr for Acks {

@@ -18,6 +18,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+pub use crate::config::Acks;
 use crate::protocol::ErrorCode;
 use crate::storage::Storage;
 use crate::types::{BrokerId, LeaderEpoch, Millis, TopicPartition};
@@ -26,30 +27,6 @@ use crate::log::{AppendInfo, FlushMark, LogError, PartitionLog, RecoveryReport};
 
 use crate::node_io::{BrokerEvent, Output};
 use crate::protocol::record_batch::RecordBatchHeader;
-
-/// A produce's `acks`: how much of the partition must have an append before it is answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Acks {
-    /// `acks=0`: no answer at all.
-    None,
-    /// `acks=1`: the leader's log has it (and, under the flush policy, its disk).
-    Leader,
-    /// `acks=all` (`-1`): every member of the ISR has it, and the ISR holds at least
-    /// `min.insync.replicas`.
-    All,
-}
-
-impl Acks {
-    /// The wire value's meaning; `None` for anything but -1, 0 and 1 (INVALID_REQUIRED_ACKS).
-    pub fn from_wire(acks: i16) -> Option<Acks> {
-        match acks {
-            -1 => Some(Acks::All),
-            0 => Some(Acks::None),
-            1 => Some(Acks::Leader),
-            _ => None,
-        }
-    }
-}
 
 /// Where a parked append stands on its partition (Kafka's
 /// `Partition.checkEnoughReplicasReachOffset`, with seedlog's flush policy).
