@@ -892,7 +892,7 @@ fn build_topics(
     for topic in raw {
         let topic = topic.get_ref();
         let name = topic.name.get_ref().clone();
-        seedlog::broker::metadata::validate_topic_name(&name)
+        seedlog::metadata::topics::validate_topic_name(&name)
             .map_err(|message| loader.error_at(topic.name.span(), message))?;
         if topics
             .iter()

@@ -118,10 +118,10 @@ impl<S: Storage> Broker<S> {
     fn dirtiest_log(&self, now_ms: i64) -> Option<(TopicPartition, i64, CleanerConfig)> {
         let mut dirtiest: Option<(f64, TopicPartition, i64, CleanerConfig)> = None;
         for (topic_partition, partition) in self.replicas.iter() {
-            let Some(topic) = self.controller.image.topic(&topic_partition.topic) else {
+            let Some(topic_config) = self.metadata.config(&topic_partition.topic) else {
                 continue;
             };
-            if !topic.config.cleanup_policy.compact
+            if !topic_config.cleanup_policy.compact
                 || partition.offline().is_some()
                 || partition.log().clean_stage().is_some()
             {
@@ -129,8 +129,8 @@ impl<S: Storage> Broker<S> {
             }
             let config = CleanerConfig {
                 now_ms,
-                delete_retention_ms: topic.config.delete_retention_ms,
-                min_compaction_lag_ms: topic.config.min_compaction_lag_ms,
+                delete_retention_ms: topic_config.delete_retention_ms,
+                min_compaction_lag_ms: topic_config.min_compaction_lag_ms,
             };
             let limit = partition
                 .high_watermark()
@@ -156,7 +156,7 @@ impl<S: Storage> Broker<S> {
                 .and_then(|progress| progress.next_delete_horizon)
                 .is_some_and(|horizon| horizon <= now_ms);
             let needed = total > 0
-                && ((dirty > 0 && ratio > topic.config.min_cleanable_dirty_ratio.0)
+                && ((dirty > 0 && ratio > topic_config.min_cleanable_dirty_ratio.0)
                     || horizon_passed);
             let dirtier = dirtiest.as_ref().is_none_or(|(best, ..)| ratio > *best);
             if needed && dirtier {

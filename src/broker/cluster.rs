@@ -37,7 +37,7 @@ use crate::protocol::ErrorCode;
 use crate::storage::Storage;
 use crate::types::{BrokerEpoch, BrokerId, LeaderEpoch, Millis, TopicPartition};
 
-use super::metadata::{MetadataRecord, TopicMetadata};
+use super::metadata_cache::TopicMetadata;
 use super::replication::PartitionState;
 use super::{Broker, BrokerEvent, Output, PeerRequestId, PeerRole, ReplyTo, ResponseBody};
 
@@ -80,8 +80,6 @@ pub(super) struct Membership {
     next_heartbeat: Millis,
     /// After a failure, no registration or metadata fetch before this.
     retry_at: Millis,
-    /// What the metadata log says, as far as it has been read.
-    pub(super) image: ClusterImage,
     /// The next metadata offset to fetch.
     next_offset: i64,
     fenced: bool,
@@ -134,7 +132,6 @@ impl Membership {
             in_flight: BTreeMap::new(),
             next_heartbeat: Millis(0),
             retry_at: Millis(0),
-            image: ClusterImage::default(),
             next_offset: 0,
             fenced: true,
             download: None,
@@ -522,7 +519,7 @@ impl<S: Storage> Broker<S> {
             }
             let applied = Record::decode(record.value.as_deref().unwrap_or_default())
                 .map_err(|error| error.to_string())
-                .and_then(|decoded| membership.image.apply(&decoded));
+                .and_then(|decoded| self.metadata.apply(&decoded));
             if let Err(error) = applied {
                 tracing::error!(offset = record.offset, %error, "metadata record does not apply");
                 membership.retry_at = now.plus(RETRY_MS);
@@ -586,7 +583,7 @@ impl<S: Storage> Broker<S> {
                     bytes = size,
                     "metadata snapshot fetched"
                 );
-                membership.image = image;
+                self.metadata.replace(image);
                 membership.next_offset = download.end_offset;
                 self.reconcile(now, out);
             }
@@ -653,27 +650,12 @@ impl<S: Storage> Broker<S> {
     /// Brings topics and partitions in line with the image.
     fn reconcile(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
         let local = self.node_id();
-        let image = self.cluster.as_ref().expect("in a cluster").image.clone();
+        for (topic, error) in self.metadata.configure(&self.config) {
+            tracing::error!(%topic, %error, "topic not applied: its configs do not parse");
+        }
+        let image = self.metadata.image().clone();
         for topic in image.topics() {
-            if self.controller.image.topic(&topic.name).is_none() {
-                let record = MetadataRecord::Topic {
-                    name: topic.name.clone(),
-                    topic_id: topic.topic_id.to_string(),
-                    partitions: topic.partitions.len() as i32,
-                    replication_factor: topic
-                        .partitions
-                        .values()
-                        .next()
-                        .map_or(1, |partition| partition.replicas.len() as i16),
-                    configs: topic.configs.clone(),
-                };
-                if let Err(error) = self.controller.image.apply(&record, &self.config) {
-                    tracing::error!(topic = %topic.name, %error, "topic not applied");
-                    continue;
-                }
-                self.controller.pending.remove(&topic.name);
-            }
-            let Some(known) = self.controller.image.topic(&topic.name).cloned() else {
+            let Some(known) = self.metadata.topic(&topic.name) else {
                 continue;
             };
             for (index, registration) in &topic.partitions {
@@ -731,8 +713,9 @@ impl<S: Storage> Broker<S> {
         let Some(epoch) = membership.epoch else {
             return;
         };
-        let Some(topic_id) = membership
-            .image
+        let Some(topic_id) = self
+            .metadata
+            .image()
             .topic(&topic_partition.topic)
             .map(|topic| topic.topic_id)
         else {
@@ -830,7 +813,8 @@ impl<S: Storage> Broker<S> {
                 Some((&voter.host, i32::from(voter.port)))
             }
             PeerRole::Broker => {
-                let registration = self.cluster.as_ref()?.image.broker(peer)?;
+                self.cluster.as_ref()?;
+                let registration = self.metadata.image().broker(peer)?;
                 Some((&registration.host, registration.port))
             }
         }

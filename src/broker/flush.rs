@@ -14,10 +14,11 @@ use crate::storage::{Storage, StorageFile};
 use crate::types::{Millis, TopicPartition};
 
 use super::checkpoint::{self, CheckpointKind, CheckpointStage, CheckpointWriter, RecoveryPoints};
-use super::metadata::{MetadataRecord, METADATA_LOG_DIRECTORY};
 use super::purgatory::FlushTarget;
 use super::{Broker, BrokerEvent, FlushId, Output};
 use crate::log::{FlushMark, FlushSync, LogError, PartitionLog};
+use crate::metadata::records::Record;
+use crate::metadata::METADATA_LOG_DIRECTORY;
 
 impl<S: Storage> Broker<S> {
     pub(super) fn start_flush(
@@ -78,13 +79,13 @@ impl<S: Storage> Broker<S> {
     pub(super) fn append_metadata(
         &mut self,
         now: Millis,
-        records: &[MetadataRecord],
+        records: &[Record],
         out: &mut Vec<Output<S::File>>,
     ) -> Result<FlushId, LogError> {
-        let values: Vec<Vec<u8>> = records.iter().map(MetadataRecord::to_bytes).collect();
+        let values: Vec<Vec<u8>> = records.iter().map(Record::encode).collect();
         let (mut batch, header) = value_batch(&values);
-        self.controller.log.append(&mut batch, &header, 0)?;
-        let (sync, mark) = self.controller.log.start_flush(now).expect("just appended");
+        self.metadata.log.append(&mut batch, &header, 0)?;
+        let (sync, mark) = self.metadata.log.start_flush(now).expect("just appended");
         let target = FlushTarget::Metadata {
             mark,
             records: records.to_vec(),
@@ -114,7 +115,7 @@ impl<S: Storage> Broker<S> {
                 self.on_partition_flushed(now, &topic_partition, mark, result, out);
             }
             (FlushTarget::Metadata { mark, records }, Ok(())) => {
-                self.controller.log.flush_completed(mark);
+                self.metadata.log.flush_completed(mark);
                 self.apply_durable_metadata(now, &records, out);
                 self.complete_topic_creations(flush_id, out);
             }
@@ -191,21 +192,22 @@ impl<S: Storage> Broker<S> {
     fn apply_durable_metadata(
         &mut self,
         now: Millis,
-        records: &[MetadataRecord],
+        records: &[Record],
         out: &mut Vec<Output<S::File>>,
     ) {
         for record in records {
-            if let Err(error) = self.controller.image.apply(record, &self.config) {
-                panic!("a metadata record that validated on append failed to apply: {error}");
+            if let Err(error) = self.metadata.apply(record) {
+                panic!("a metadata record this broker decided failed to apply: {error}");
             }
-            let MetadataRecord::Topic { name, .. } = record;
-            self.controller.pending.remove(name);
-            let topic = self
-                .controller
-                .image
-                .topic(name)
-                .expect("just applied")
-                .clone();
+        }
+        if let Some((name, error)) = self.metadata.configure(&self.config).into_iter().next() {
+            panic!("topic {name}: configs that validated on append do not parse: {error}");
+        }
+        for record in records {
+            let Record::Topic { name, .. } = record else {
+                continue;
+            };
+            let topic = self.metadata.topic(name).expect("just applied");
             for partition in 0..topic.partitions {
                 if let Err(error) = self.open_partition(&topic, partition, 0, now) {
                     tracing::error!(topic = %name, partition, %error, "cannot create partition log");
@@ -291,7 +293,7 @@ impl<S: Storage> Broker<S> {
     pub(super) fn recovery_points(&self) -> RecoveryPoints {
         let metadata = TopicPartition::parse(METADATA_LOG_DIRECTORY).expect("a partition name");
         let mut points = RecoveryPoints::new();
-        points.insert(metadata, self.controller.log.recovery_point());
+        points.insert(metadata, self.metadata.log.recovery_point());
         for (topic_partition, partition) in self.replicas.iter() {
             // An offline partition keeps the recovery point it had: its loaded log may stop short
             // at corruption, and a lower point would let the next start truncate fsynced data.

@@ -5,13 +5,13 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-use kafka_protocol::messages::{CreateTopicsRequest, RequestKind, TopicName};
+use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use rand_chacha::rand_core::RngCore;
 
 use super::group::{GroupCoordinator, GroupWrite, OffsetsLog, OFFSETS_TOPIC};
-use super::metadata::MetadataRecord;
 use super::{Broker, Output};
+use crate::metadata::topics::Names;
 use crate::protocol::record_batch::Record;
 use crate::protocol::ErrorCode;
 use crate::storage::Storage;
@@ -79,18 +79,15 @@ impl<S: Storage> OffsetsLog for Broker<S> {
     }
 
     fn partition_count(&self, topic: &str) -> Option<i32> {
-        self.controller
-            .image
-            .topic(topic)
-            .map(|meta| meta.partitions)
+        self.metadata.partition_count(topic)
     }
 
     fn offsets_topic_exists(&self) -> bool {
-        self.controller.image.topic(OFFSETS_TOPIC).is_some()
+        self.metadata.topic(OFFSETS_TOPIC).is_some()
     }
 
     /// Through the controller in a cluster (again at most once a second: it may lack brokers
-    /// for the replication factor), else as this broker's own metadata record.
+    /// for the replication factor), else in this broker's own metadata log, with one replica.
     fn create_offsets_topic(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
         let groups = &self.config.groups;
         let mut configs = BTreeMap::new();
@@ -102,63 +99,57 @@ impl<S: Storage> OffsetsLog for Broker<S> {
         // and group record of each key stay and the rest goes.
         configs.insert("cleanup.policy".to_owned(), "compact".to_owned());
         let partitions = groups.offsets_topic_num_partitions;
-        if let Some(membership) = &mut self.cluster {
-            if membership
-                .offsets_topic_asked
-                .is_some_and(|asked| now < asked.plus(1_000))
-            {
-                return;
+        let factor = match &mut self.cluster {
+            Some(membership) => {
+                if membership
+                    .offsets_topic_asked
+                    .is_some_and(|asked| now < asked.plus(1_000))
+                {
+                    return;
+                }
+                membership.offsets_topic_asked = Some(now);
+                groups.offsets_topic_replication_factor
             }
-            membership.offsets_topic_asked = Some(now);
-            let topic = CreatableTopic::default()
-                .with_name(TopicName(StrBytes::from_static_str(OFFSETS_TOPIC)))
-                .with_num_partitions(partitions)
-                .with_replication_factor(groups.offsets_topic_replication_factor)
-                .with_configs(
-                    configs
-                        .into_iter()
-                        .map(|(name, value)| {
-                            CreatableTopicConfig::default()
-                                .with_name(StrBytes::from_string(name))
-                                .with_value(Some(StrBytes::from_string(value)))
-                        })
-                        .collect(),
-                );
-            let body = CreateTopicsRequest::default()
-                .with_topics(vec![topic])
-                .with_timeout_ms(30_000);
-            self.forward_create_topics(now, None, 7, RequestKind::CreateTopics(body), out);
-            return;
-        }
-        if self.controller.pending.contains(OFFSETS_TOPIC) {
-            return;
-        }
-        let record = MetadataRecord::Topic {
-            name: OFFSETS_TOPIC.to_owned(),
-            topic_id: self.new_topic_id().to_string(),
-            partitions,
-            replication_factor: 1,
-            configs,
+            None if self.metadata.creating.contains(OFFSETS_TOPIC) => return,
+            None => 1,
         };
-        match self.append_metadata(now, &[record], out) {
-            Ok(_) => {
-                self.controller.pending.insert(OFFSETS_TOPIC.to_owned());
-            }
-            Err(error) => tracing::error!(%error, "cannot create {OFFSETS_TOPIC}"),
+        let topic = CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(OFFSETS_TOPIC)))
+            .with_num_partitions(partitions)
+            .with_replication_factor(factor)
+            .with_configs(
+                configs
+                    .into_iter()
+                    .map(|(name, value)| {
+                        CreatableTopicConfig::default()
+                            .with_name(StrBytes::from_string(name))
+                            .with_value(Some(StrBytes::from_string(value)))
+                    })
+                    .collect(),
+            );
+        let body = CreateTopicsRequest::default()
+            .with_topics(vec![topic])
+            .with_timeout_ms(30_000);
+        let created = self.create_topics(now, None, 7, body, Names::Internal, out);
+        if let Some(refused) = created
+            .iter()
+            .flat_map(|response| &response.topics)
+            .find(|result| result.error_code != 0)
+        {
+            tracing::error!(?refused, "cannot create {OFFSETS_TOPIC}");
         }
     }
 
     fn offsets_leader_address(&self, partition: i32) -> Result<(i32, String, i32), ErrorCode> {
-        if let Some(membership) = &self.cluster {
-            let leader = membership
-                .image
+        if self.cluster.is_some() {
+            let image = self.metadata.image();
+            let leader = image
                 .topic(OFFSETS_TOPIC)
                 .and_then(|topic| topic.partitions.get(&partition))
                 .map(|registration| registration.leader)
                 .filter(|leader| !Self::is_no_leader(*leader))
                 .ok_or(ErrorCode::CoordinatorNotAvailable)?;
-            let broker = membership
-                .image
+            let broker = image
                 .broker(leader)
                 .filter(|broker| !broker.fenced)
                 .ok_or(ErrorCode::CoordinatorNotAvailable)?;

@@ -11,7 +11,6 @@
 pub mod checkpoint;
 mod cleaner;
 mod cluster;
-mod controller;
 mod flush;
 pub(crate) mod group;
 mod group_log;
@@ -33,7 +32,7 @@ pub use crate::node_io::{
     BrokerError, BrokerEvent, ConnectionId, FlushId, Input, Output, PeerRequestId, PeerRole,
     Response, ResponseBody,
 };
-pub mod metadata;
+mod metadata_cache;
 pub mod metrics;
 mod parked;
 mod producer_ids;
@@ -46,7 +45,6 @@ mod startup;
 use std::collections::BTreeMap;
 
 use kafka_protocol::messages::ResponseKind;
-use rand_chacha::rand_core::RngCore;
 use rand_chacha::ChaCha8Rng;
 
 use crate::config::broker::LogDirFailure;
@@ -56,7 +54,7 @@ use crate::storage::Storage;
 use crate::types::{BrokerId, Millis, TopicPartition};
 
 use self::checkpoint::CheckpointWriter;
-use self::controller::Controller;
+use self::metadata_cache::MetadataCache;
 use self::partition::Partition;
 use self::purgatory::{FlushTarget, Purgatory};
 use self::replica_manager::ReplicaManager;
@@ -93,7 +91,8 @@ pub struct Broker<S: Storage> {
     storage: S,
     cluster_id: String,
     rng: ChaCha8Rng,
-    controller: Controller<S>,
+    /// The cluster's metadata as this broker knows it, and its own metadata log.
+    metadata: MetadataCache<S>,
     replicas: ReplicaManager<S>,
     next_flush_id: u64,
     flushes: BTreeMap<FlushId, FlushTarget>,
@@ -260,25 +259,8 @@ impl<S: Storage> Broker<S> {
                 let response = self.on_read_request(now, &request, out);
                 out.push(answer(response));
             }
-            RequestKind::CreateTopics(body)
-                if self.cluster.is_some() && handlers::names_reserved_topic(body) =>
-            {
-                out.push(answer(handlers::reserved_topics_refused(
-                    request.api_version,
-                    body,
-                )));
-            }
-            RequestKind::CreateTopics(_) if self.cluster.is_some() => {
-                self.forward_create_topics(
-                    now,
-                    Some(reply_to),
-                    request.api_version,
-                    request.body,
-                    out,
-                );
-            }
             RequestKind::CreateTopics(_) => {
-                self.on_create_topics_request(now, reply_to, &request, out)
+                self.on_create_topics_request(now, reply_to, request, out)
             }
             RequestKind::Produce(_) => self.on_produce_request(now, reply_to, request, out),
             RequestKind::Fetch(_) => self.on_fetch_request(now, reply_to, request, out),
@@ -420,8 +402,9 @@ impl<S: Storage> Broker<S> {
 
     /// Cross-field invariants over every partition; the driver calls this after every input.
     pub fn check_invariants(&self) {
-        self.controller.check_invariants();
-        self.replicas.check_invariants(&self.controller.image);
+        self.metadata.check_invariants(self.cluster.is_none());
+        self.replicas
+            .check_invariants(|topic| self.metadata.partition_count(topic));
         self.groups.check_invariants();
         assert!(
             self.finished_group_writes.is_empty(),
@@ -440,15 +423,6 @@ impl<S: Storage> Broker<S> {
     fn next_peer_request_id(&mut self) -> PeerRequestId {
         self.next_peer_request += 1;
         PeerRequestId(self.next_peer_request)
-    }
-
-    fn new_topic_id(&mut self) -> uuid::Uuid {
-        loop {
-            let id = uuid::Uuid::from_u64_pair(self.rng.next_u64(), self.rng.next_u64());
-            if !id.is_nil() && self.controller.image.topic_by_id(id).is_none() {
-                return id;
-            }
-        }
     }
 }
 

@@ -10,9 +10,9 @@ use crate::protocol::ErrorCode;
 use crate::storage::Storage;
 use crate::types::{Millis, TopicPartition};
 
-use super::metadata::MetadataRecord;
 use super::partition::{AppendProgress, Partition};
 use crate::log::FlushMark;
+use crate::metadata::records::Record;
 use crate::node_io::{ConnectionId, FlushId, ReplyTo};
 
 /// What a flush makes durable.
@@ -26,7 +26,7 @@ pub(super) enum FlushTarget {
     /// The metadata log up to the mark; `records` apply once durable.
     Metadata {
         mark: FlushMark,
-        records: Vec<MetadataRecord>,
+        records: Vec<Record>,
     },
     /// A step of writing a checkpoint file.
     Checkpoint(super::checkpoint::CheckpointKind),

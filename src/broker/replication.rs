@@ -157,9 +157,9 @@ impl<S: Storage> Broker<S> {
         if state.leader == local {
             tracing::info!(partition = %topic_partition, epoch = state.leader_epoch.0, isr = ?state.isr, "became leader");
             let strict_min_isr = (generation == ReplicationGeneration::Kip966)
-                .then(|| self.controller.image.topic(&topic_partition.topic))
+                .then(|| self.metadata.config(&topic_partition.topic))
                 .flatten()
-                .map_or(0, |topic| topic.config.min_insync_replicas as usize);
+                .map_or(0, |config| config.min_insync_replicas as usize);
             partition.set_min_isr_to_advance(strict_min_isr);
             partition.become_leader(now, state.leader_epoch, state.replicas, state.isr);
             out.push(Output::Event(BrokerEvent::Leader {
@@ -336,7 +336,7 @@ impl<S: Storage> Broker<S> {
             let eligible = self
                 .cluster
                 .as_ref()
-                .is_none_or(|membership| membership.image.is_active(replica));
+                .is_none_or(|_| self.metadata.image().is_active(replica));
             if fetch.may_join && eligible {
                 let mut isr = partition.isr().to_vec();
                 isr.push(replica);

@@ -25,7 +25,7 @@ impl<S: Storage> Broker<S> {
             let current = partition.log().log_start_offset();
             let mut start = current;
             if partition.offline().is_none() {
-                let Some(topic) = self.controller.image.topic(&topic_partition.topic) else {
+                let Some(config) = self.metadata.config(&topic_partition.topic) else {
                     continue;
                 };
                 let limit = partition
@@ -33,11 +33,11 @@ impl<S: Storage> Broker<S> {
                     .min(partition.log().recovery_point());
                 // `cleanup.policy=compact` alone: the cleaner's log, never deleted by age or
                 // size (DeleteRecords still moves its start).
-                let target = if topic.config.cleanup_policy.delete {
+                let target = if config.cleanup_policy.delete {
                     partition.log().retention_start(
                         wall_clock,
-                        topic.config.retention_ms,
-                        topic.config.retention_bytes,
+                        config.retention_ms,
+                        config.retention_bytes,
                         limit,
                     )
                 } else {

@@ -13,13 +13,14 @@ use crate::storage::{Storage, StorageFile};
 use crate::types::{BrokerId, Millis, TopicPartition};
 
 use super::checkpoint::{self, CheckpointKind, CheckpointWriter, RecoveryPoints};
-use super::controller::Controller;
-use super::metadata::{MetadataRecord, TopicMetadata, METADATA_LOG_DIRECTORY};
+use super::metadata_cache::{MetadataCache, TopicMetadata};
 use super::partition::Partition;
 use super::producer_ids::ProducerIdManager;
 use super::purgatory::Purgatory;
 use super::replica_manager::ReplicaManager;
 use super::{Broker, BrokerError, BrokerEvent, StartupReport};
+use crate::metadata::records::Record;
+use crate::metadata::{COMBINED_CONTROLLER_DIRECTORY, METADATA_LOG_DIRECTORY};
 
 const META_PROPERTIES: &str = "meta.properties";
 
@@ -139,7 +140,7 @@ impl<S: Storage> Broker<S> {
             storage,
             cluster_id: cluster_id.clone(),
             rng,
-            controller: Controller::new(metadata_log),
+            metadata: MetadataCache::new(metadata_log),
             replicas: ReplicaManager::default(),
             next_flush_id: 0,
             flushes: BTreeMap::new(),
@@ -168,13 +169,7 @@ impl<S: Storage> Broker<S> {
             finished_group_writes: Vec::new(),
         };
         broker.cluster = super::cluster::Membership::of(&broker.config, marker_epoch.unwrap_or(-1));
-        for record in broker.read_metadata_records()? {
-            broker
-                .controller
-                .image
-                .apply(&record, &broker.config)
-                .map_err(BrokerError::DataDirectory)?;
-        }
+        broker.replay_metadata()?;
         if broker.cluster.is_none() {
             // In a cluster the topics come from the controller after start-up: nothing on disk
             // is a stray yet.
@@ -197,7 +192,7 @@ impl<S: Storage> Broker<S> {
         now: Millis,
         report: &mut StartupReport<S::File>,
     ) -> Result<usize, BrokerError> {
-        let topics: Vec<TopicMetadata> = self.controller.image.topics().cloned().collect();
+        let topics: Vec<TopicMetadata> = self.metadata.topics();
         for topic in &topics {
             for partition in 0..topic.partitions {
                 let topic_partition = TopicPartition::new(topic.name.as_str(), partition);
@@ -228,9 +223,9 @@ impl<S: Storage> Broker<S> {
                 }
             }
         };
-        if let Some((sync, mark)) = self.controller.log.start_flush(now) {
+        if let Some((sync, mark)) = self.metadata.log.start_flush(now) {
             add(sync);
-            self.controller.log.flush_completed(mark);
+            self.metadata.log.flush_completed(mark);
         }
         for (topic_partition, partition) in self.replicas.iter_mut() {
             if partition.offline().is_some() {
@@ -307,13 +302,48 @@ impl<S: Storage> Broker<S> {
         })
     }
 
-    fn read_metadata_records(&self) -> Result<Vec<MetadataRecord>, BrokerError> {
-        let log = &self.controller.log;
+    /// Applies the records of the broker's own metadata log, and works out each topic's config
+    /// (a topic whose configs no longer parse stops the start-up: its data must not become a
+    /// stray).
+    fn replay_metadata(&mut self) -> Result<(), BrokerError> {
+        for record in self.read_metadata_records()? {
+            self.metadata.apply(&record).map_err(|error| {
+                BrokerError::DataDirectory(format!("{METADATA_LOG_DIRECTORY}: {error}"))
+            })?;
+        }
+        if let Some((name, error)) = self.metadata.configure(&self.config).into_iter().next() {
+            return Err(BrokerError::DataDirectory(format!(
+                "{METADATA_LOG_DIRECTORY}: topic {name}: {error}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The records of the broker's own metadata log. A log written by seedlog before the one
+    /// metadata path (JSON topic records) is refused: this version reads only the quorum's
+    /// records, and guessing would lose topics.
+    fn read_metadata_records(&self) -> Result<Vec<Record>, BrokerError> {
+        let log = &self.metadata.log;
         read_log_records(log, log.log_start_offset())?
             .iter()
             .map(|record| {
                 let value = record.value.as_deref().unwrap_or_default();
-                MetadataRecord::from_bytes(value).map_err(BrokerError::DataDirectory)
+                if value.first() == Some(&b'{') {
+                    return Err(BrokerError::DataDirectory(format!(
+                        "{METADATA_LOG_DIRECTORY}: record {} is a JSON topic record, the format of \
+                         seedlog before one metadata path; this version reads only the \
+                         controller's binary records. Start it on an empty log.dirs (and create \
+                         the topics again), or go on with the older version (see \
+                         docs/OPERATIONS.md, \"Upgrading a single broker\")",
+                        record.offset
+                    )));
+                }
+                Record::decode(value).map_err(|error| {
+                    BrokerError::DataDirectory(format!(
+                        "{METADATA_LOG_DIRECTORY}: record {}: {error}",
+                        record.offset
+                    ))
+                })
             })
             .collect()
     }
@@ -325,12 +355,11 @@ impl<S: Storage> Broker<S> {
                 continue;
             };
             let known = directory == METADATA_LOG_DIRECTORY
-                || directory == super::metadata::COMBINED_CONTROLLER_DIRECTORY
+                || directory == COMBINED_CONTROLLER_DIRECTORY
                 || TopicPartition::parse(directory).is_some_and(|partition| {
-                    self.controller
-                        .image
-                        .topic(&partition.topic)
-                        .is_some_and(|topic| partition.partition < topic.partitions)
+                    self.metadata
+                        .partition_count(&partition.topic)
+                        .is_some_and(|count| partition.partition < count)
                 });
             if !known {
                 self.storage.remove(&name).map_err(LogError::from)?;

@@ -593,7 +593,7 @@ fn data_survives_a_process_crash_but_unsynced_data_dies_with_the_power() {
         "b was never fsynced: lost with the power; a was synced on the restart"
     );
     assert_eq!(
-        harness.broker.controller.image.topics().count(),
+        harness.broker.metadata.topics().len(),
         1,
         "the topic record itself was fsynced before the ack"
     );
@@ -1349,4 +1349,97 @@ fn a_compacted_topic_refuses_a_record_without_a_key_and_names_it() {
     // An ordinary topic takes it.
     harness.create_topic("d", 1, &[]);
     assert_eq!(produced_offset(harness.produce("d", 0, 1, value("x"))).0, 0);
+}
+
+/// The records of the broker's own metadata log, decoded.
+fn own_metadata_records(harness: &Harness) -> Vec<crate::metadata::records::Record> {
+    let log = &harness.broker.metadata.log;
+    read_log_records(log, log.log_start_offset())
+        .expect("readable")
+        .iter()
+        .map(|record| {
+            crate::metadata::records::Record::decode(record.value.as_deref().unwrap_or_default())
+                .expect("the controller's record format")
+        })
+        .collect()
+}
+
+#[test]
+fn a_single_broker_writes_the_quorums_records_registers_once_and_replays_them() {
+    use crate::metadata::records::Record;
+    let storage = MemoryStorage::new();
+    let mut harness = Harness::on(storage.clone());
+    harness.create_topic("t", 2, &[("flush.messages", "1")]);
+    harness.create_topic("u", 1, &[]);
+    let records = own_metadata_records(&harness);
+    let kinds: Vec<&str> = records
+        .iter()
+        .map(|record| match record {
+            Record::RegisterBroker { .. } => "register",
+            Record::UnfenceBroker { .. } => "unfence",
+            Record::Topic { .. } => "topic",
+            Record::Partition { .. } => "partition",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "register",
+            "unfence",
+            "topic",
+            "partition",
+            "partition",
+            "topic",
+            "partition"
+        ]
+    );
+    let image = harness.broker.metadata.image().clone();
+    let partition = image
+        .partition(image.topic("t").expect("created").topic_id, 1)
+        .expect("two partitions");
+    assert_eq!(partition.leader, harness.broker.node_id());
+    assert!(image.is_active(harness.broker.node_id()));
+    let restarted = Harness::on(storage);
+    assert_eq!(
+        restarted.broker.metadata.image(),
+        &image,
+        "the restart replays the same image"
+    );
+    assert_eq!(
+        restarted
+            .broker
+            .metadata
+            .config("t")
+            .expect("served")
+            .flush_messages,
+        1
+    );
+    assert_eq!(own_metadata_records(&restarted).len(), records.len());
+}
+
+#[test]
+fn a_metadata_log_in_the_old_json_format_is_refused_with_what_to_do() {
+    let storage = MemoryStorage::new();
+    let harness = Harness::on(storage.clone());
+    let json = br#"{"type":"topic","name":"t","topic_id":"00000000-0000-0000-0000-000000000007","partitions":1,"replication_factor":1,"configs":{}}"#;
+    let (mut batch, header) = crate::protocol::record_batch::value_batch(&[json.to_vec()]);
+    let mut broker = harness.broker;
+    broker
+        .metadata
+        .log
+        .append(&mut batch, &header, 0)
+        .expect("appended");
+    let (sync, mark) = broker.metadata.log.start_flush(Millis(0)).expect("to sync");
+    sync.complete_now(&storage).expect("synced");
+    broker.metadata.log.flush_completed(mark);
+    let error = Broker::open(BrokerConfig::default(), storage, 7, Millis(0))
+        .expect_err("the old format is refused");
+    let message = error.to_string();
+    assert!(
+        message.contains("__cluster_metadata-0")
+            && message.contains("record 0 is a JSON topic record")
+            && message.contains("empty log.dirs"),
+        "{message}"
+    );
 }

@@ -26,15 +26,18 @@ pub mod node;
 
 use std::collections::BTreeMap;
 
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use uuid::Uuid;
 
+use crate::config::BrokerConfig;
 use crate::protocol::ErrorCode;
 use crate::types::{BrokerEpoch, BrokerId, LeaderEpoch, Millis, PartitionEpoch};
 
 use crate::metadata::image::{ClusterImage, PartitionRegistration};
 use crate::metadata::records::{Record, NO_LEADER};
+use crate::metadata::topics::{self, Names, NewTopic, Replicas, TopicCreator};
 
 /// The controller's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,7 +66,7 @@ impl Default for ControllerConfig {
 }
 
 /// A controller's refusal: the Kafka error and its message.
-pub type Refusal = (ErrorCode, String);
+pub use crate::metadata::topics::Refusal;
 
 /// What a heartbeat answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -274,59 +277,28 @@ impl QuorumController {
         replication_factor: i16,
         configs: BTreeMap<String, String>,
     ) -> Result<(Uuid, Vec<Record>), Refusal> {
-        if self.image.topic(name).is_some() {
-            return Err((
-                ErrorCode::TopicAlreadyExists,
-                format!("Topic '{name}' already exists."),
-            ));
-        }
-        if partitions < 1 {
-            return Err((
-                ErrorCode::InvalidPartitions,
-                "Number of partitions must be larger than 0.".to_owned(),
-            ));
-        }
-        let active: Vec<BrokerId> = self
-            .image
-            .brokers()
-            .filter(|broker| !broker.fenced)
-            .map(|broker| broker.id)
-            .collect();
-        let factor = usize::try_from(replication_factor).unwrap_or(0);
-        if factor < 1 || factor > active.len() {
-            return Err((
-                ErrorCode::InvalidReplicationFactor,
-                format!(
-                    "Unable to replicate the partition {replication_factor} time(s): The target replication factor of {replication_factor} cannot be reached because only {} broker(s) are registered.",
-                    active.len()
-                ),
-            ));
-        }
-        let topic_id = self.new_topic_id();
-        let start = (self.rng.next_u64() % active.len() as u64) as usize;
-        let mut records = vec![Record::Topic {
+        let topic = NewTopic {
             name: name.to_owned(),
-            topic_id,
+            partitions,
+            replicas: Replicas::Factor(replication_factor),
             configs,
-        }];
-        for partition in 0..partitions {
-            let first = start + partition as usize;
-            let replicas: Vec<BrokerId> = (0..factor)
-                .map(|index| active[(first + index) % active.len()])
-                .collect();
-            records.push(Record::Partition {
-                topic_id,
-                partition,
-                isr: replicas.clone(),
-                leader: replicas[0],
-                replicas,
-                leader_epoch: LeaderEpoch(0),
-                partition_epoch: PartitionEpoch(0),
-                elr: Vec::new(),
-                last_known_elr: Vec::new(),
-            });
-        }
+        };
+        let (topic_id, records) = topics::topic_records(self, &topic)?;
         Ok((topic_id, self.commit(records)))
+    }
+
+    /// Decides a CreateTopics request (the checks every metadata path shares,
+    /// [`topics::create_topics`]); the records it returns are applied already.
+    pub fn create_topics(
+        &mut self,
+        api_version: i16,
+        body: &CreateTopicsRequest,
+        defaults: &BrokerConfig,
+    ) -> (CreateTopicsResponse, Vec<Record>) {
+        // Brokers refuse clients' reserved names before forwarding; what arrives with one is a
+        // broker creating an internal topic.
+        let decided = topics::create_topics(api_version, body, Names::Internal, defaults, self);
+        (decided.response, self.commit(decided.records))
     }
 
     /// A leader asks to change its partition's ISR (Kafka's AlterPartition): refused unless it
@@ -682,6 +654,20 @@ impl QuorumController {
             last_known_elr: change(&current.last_known_elr, last_known_elr),
         })
     }
+}
+
+impl TopicCreator for QuorumController {
+    fn is_taken(&self, name: &str) -> bool {
+        self.image.topic(name).is_some()
+    }
+
+    fn active_brokers(&self) -> Vec<BrokerId> {
+        self.image
+            .brokers()
+            .filter(|broker| !broker.fenced)
+            .map(|broker| broker.id)
+            .collect()
+    }
 
     fn new_topic_id(&mut self) -> Uuid {
         loop {
@@ -690,6 +676,10 @@ impl QuorumController {
                 return id;
             }
         }
+    }
+
+    fn first_replica(&mut self, active: usize) -> usize {
+        (self.rng.next_u64() % active as u64) as usize
     }
 }
 

@@ -35,10 +35,10 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::broker::metadata::{validate_created_topic_name, METADATA_LOG_DIRECTORY};
 use crate::broker::{metadata_log_config, read_log_records};
-use crate::config::{BrokerConfig, TopicConfig};
+use crate::config::BrokerConfig;
 use crate::log::{FlushMark, FlushSync, LogRead, PartitionLog};
+use crate::metadata::METADATA_LOG_DIRECTORY;
 use crate::protocol::codec::Request;
 use crate::protocol::fetch_response::{
     FetchPartitionResponse, FetchResponseParts, FetchTopicResponse, RecordsSource,
@@ -743,63 +743,9 @@ impl<S: Storage> ControllerNode<S> {
         body: &CreateTopicsRequest,
         out: &mut Vec<Output<S::File>>,
     ) {
-        let mut response = CreateTopicsResponse::default();
-        let mut records = Vec::new();
-        for topic in &body.topics {
-            let name = topic.name.to_string();
-            let configs: BTreeMap<String, String> = topic
-                .configs
-                .iter()
-                .filter_map(|config| {
-                    config
-                        .value
-                        .as_ref()
-                        .map(|value| (config.name.to_string(), value.to_string()))
-                })
-                .collect();
-            let partitions = if topic.num_partitions == -1 {
-                self.defaults.num_partitions
-            } else {
-                topic.num_partitions
-            };
-            let factor = if topic.replication_factor == -1 {
-                self.defaults.default_replication_factor
-            } else {
-                topic.replication_factor
-            };
-            // Brokers refuse clients' reserved names before forwarding; what arrives with one
-            // is a broker creating an internal topic.
-            let outcome = validate_created_topic_name(&name)
-                .map_err(|message| (ErrorCode::InvalidTopicException, message))
-                .and_then(|()| {
-                    TopicConfig::with_overrides(&self.defaults, &configs)
-                        .map_err(|error| (ErrorCode::InvalidConfig, error.to_string()))
-                })
-                .and_then(|_| {
-                    self.controller
-                        .create_topic(&name, partitions, factor, configs.clone())
-                });
-            let mut result = CreatableTopicResult::default()
-                .with_name(topic.name.clone())
-                .with_error_message(None);
-            match outcome {
-                Ok((topic_id, created)) => {
-                    records.extend(created);
-                    if api_version >= 5 {
-                        result.num_partitions = partitions;
-                        result.replication_factor = factor;
-                    }
-                    if api_version >= 7 {
-                        result.topic_id = topic_id;
-                    }
-                }
-                Err((error, message)) => {
-                    result.error_code = error.code();
-                    result.error_message = Some(StrBytes::from_string(message));
-                }
-            }
-            response.topics.push(result);
-        }
+        let (response, records) = self
+            .controller
+            .create_topics(api_version, body, &self.defaults);
         let end = if records.is_empty() {
             self.committed()
         } else {

@@ -237,7 +237,7 @@ pub async fn run_controller<S: DurableStorage>(
     serve(node, clock, storage, listening, options, quorum).await
 }
 
-pub use crate::broker::metadata::COMBINED_CONTROLLER_DIRECTORY;
+pub use crate::metadata::COMBINED_CONTROLLER_DIRECTORY;
 
 /// Kafka's combined mode (`process.roles=broker,controller`): a controller on the listener
 /// `controller.listener.names` names, with its files in `controller_storage`, and a broker on

@@ -30,7 +30,7 @@ use crate::protocol::ErrorCode;
 use crate::types::Millis;
 
 /// The internal topic of committed offsets and group state.
-pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+pub use crate::metadata::topics::OFFSETS_TOPIC;
 
 /// Kafka's `String.hashCode` over UTF-16 code units.
 fn java_string_hash(text: &str) -> i32 {

@@ -71,10 +71,9 @@ impl<S: Storage> Broker<S> {
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
             let outcome = if resource.resource_type == TOPIC {
-                self.controller
-                    .image
-                    .topic(resource.resource_name.as_str())
-                    .map(|topic| topic.config.described())
+                self.metadata
+                    .config(resource.resource_name.as_str())
+                    .map(crate::config::TopicConfig::described)
                     .ok_or_else(|| {
                         let name = resource.resource_name.as_str();
                         (

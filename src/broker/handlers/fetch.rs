@@ -132,9 +132,9 @@ impl<S: Storage> Broker<S> {
         let mut topics = Vec::with_capacity(body.topics.len());
         for requested in &body.topics {
             let topic = if api_version >= TOPIC_IDS_FROM {
-                self.controller.image.topic_by_id(requested.topic_id)
+                self.metadata.served_by_id(requested.topic_id)
             } else {
-                self.controller.image.topic(&requested.topic)
+                self.metadata.served(&requested.topic)
             };
             let missing = if api_version >= TOPIC_IDS_FROM {
                 ErrorCode::UnknownTopicId

@@ -7,13 +7,14 @@ use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{
-    BrokerId as WireBrokerId, CreateTopicsRequest, MetadataRequest, MetadataResponse, RequestKind,
-    ResponseKind, TopicName,
+    BrokerId as WireBrokerId, CreateTopicsRequest, MetadataRequest, MetadataResponse, ResponseKind,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::broker::metadata::{validate_topic_name, MetadataRecord, TopicMetadata};
+use crate::broker::metadata_cache::TopicMetadata;
 use crate::broker::{Broker, Output};
+use crate::metadata::topics::{validate_topic_name, Names};
 use crate::protocol::ErrorCode;
 use crate::storage::Storage;
 use crate::types::{Millis, TopicPartition};
@@ -34,8 +35,9 @@ impl<S: Storage> Broker<S> {
             .with_port(i32::from(advertised.port));
         let brokers = match &self.cluster {
             // In a cluster: every unfenced broker the metadata log names.
-            Some(membership) => membership
-                .image
+            Some(_) => self
+                .metadata
+                .image()
                 .brokers()
                 .filter(|registration| !registration.fenced)
                 .map(|registration| {
@@ -59,7 +61,7 @@ impl<S: Storage> Broker<S> {
             Some(topics) => api_version == 0 && topics.is_empty(),
         };
         if all_topics {
-            let topics: Vec<TopicMetadata> = self.controller.image.topics().cloned().collect();
+            let topics: Vec<TopicMetadata> = self.metadata.topics();
             response.topics = topics
                 .iter()
                 .map(|topic| self.topic_metadata(api_version, topic))
@@ -71,12 +73,7 @@ impl<S: Storage> Broker<S> {
         for requested in request.topics.iter().flatten() {
             let entry = match &requested.name {
                 Some(name) => self.topic_by_name(now, api_version, name, allow_auto_create, out),
-                None => match self
-                    .controller
-                    .image
-                    .topic_by_id(requested.topic_id)
-                    .cloned()
-                {
+                None => match self.metadata.topic_by_id(requested.topic_id) {
                     Some(topic) => self.topic_metadata(api_version, &topic),
                     None => MetadataResponseTopic::default()
                         .with_name(None)
@@ -102,10 +99,10 @@ impl<S: Storage> Broker<S> {
                 .with_name(Some(name.clone()))
                 .with_error_code(error.code())
         };
-        if let Some(topic) = self.controller.image.topic(name).cloned() {
+        if let Some(topic) = self.metadata.topic(name) {
             return self.topic_metadata(api_version, &topic);
         }
-        if self.controller.pending.contains(name.as_str()) {
+        if self.metadata.creating.contains(name.as_str()) {
             return error_entry(ErrorCode::LeaderNotAvailable);
         }
         if validate_topic_name(name).is_err() {
@@ -114,34 +111,26 @@ impl<S: Storage> Broker<S> {
         if !allow_auto_create {
             return error_entry(ErrorCode::UnknownTopicOrPartition);
         }
-        if self.cluster.is_some() {
-            let topic = CreatableTopic::default()
-                .with_name(name.clone())
-                .with_num_partitions(-1)
-                .with_replication_factor(-1);
-            let body = CreateTopicsRequest::default()
-                .with_topics(vec![topic])
-                .with_timeout_ms(30_000);
-            self.forward_create_topics(now, None, 7, RequestKind::CreateTopics(body), out);
-            self.controller.pending.insert(name.to_string());
+        let topic = CreatableTopic::default()
+            .with_name(name.clone())
+            .with_num_partitions(-1)
+            .with_replication_factor(-1);
+        let body = CreateTopicsRequest::default()
+            .with_topics(vec![topic])
+            .with_timeout_ms(30_000);
+        let created = self.create_topics(now, None, 7, body, Names::Client, out);
+        let Some(response) = created else {
+            // Forwarded to the controller: the topic exists once the metadata log says so.
+            self.metadata.creating.insert(name.to_string());
             return error_entry(ErrorCode::LeaderNotAvailable);
-        }
-        let record = MetadataRecord::Topic {
-            name: name.to_string(),
-            topic_id: self.new_topic_id().to_string(),
-            partitions: self.config.num_partitions,
-            replication_factor: self.config.default_replication_factor,
-            configs: std::collections::BTreeMap::new(),
         };
-        match self.append_metadata(now, &[record], out) {
-            Ok(_) => {
-                self.controller.pending.insert(name.to_string());
-                error_entry(ErrorCode::LeaderNotAvailable)
+        match response.topics.first().map(|result| result.error_code) {
+            Some(0) => error_entry(ErrorCode::LeaderNotAvailable),
+            Some(code) => {
+                tracing::error!(topic = %name.as_str(), ?response, "auto-creation failed");
+                error_entry(ErrorCode::from_code(code))
             }
-            Err(error) => {
-                tracing::error!(topic = %name.as_str(), %error, "auto-creation failed");
-                error_entry(ErrorCode::KafkaStorageError)
-            }
+            None => unreachable!("one topic asked, one answered"),
         }
     }
 
@@ -149,14 +138,14 @@ impl<S: Storage> Broker<S> {
         let partitions = (0..topic.partitions)
             .map(|index| {
                 let mut entry = MetadataResponsePartition::default().with_partition_index(index);
+                // In a cluster the controller's view is the answer: this broker may not hold the
+                // partition at all.
                 let registration = self
                     .cluster
                     .as_ref()
-                    .and_then(|membership| membership.image.topic(&topic.name))
+                    .and_then(|_| self.metadata.image().topic(&topic.name))
                     .and_then(|topic| topic.partitions.get(&index));
                 if let Some(registration) = registration {
-                    // In a cluster the controller's view is the answer: this broker may not
-                    // hold the partition at all.
                     entry.leader_id = WireBrokerId(registration.leader.0);
                     if api_version >= 7 {
                         entry.leader_epoch = registration.leader_epoch.0;

@@ -11,5 +11,4 @@ mod metadata;
 mod produce;
 
 pub(crate) use api_versions::on_api_versions_request;
-pub(crate) use create_topics::{names_reserved_topic, reserved_topics_refused};
 pub use produce::produce_rejection;

@@ -586,15 +586,14 @@ impl<S: Storage> Broker<S> {
                 format!("This server does not host this topic-partition: {topic_partition}");
             (ErrorCode::UnknownTopicOrPartition, message)
         };
-        let topic = self
-            .controller
-            .image
-            .topic(&topic_partition.topic)
+        let topic_config = self
+            .metadata
+            .config(&topic_partition.topic)
             .ok_or_else(unknown)?;
         let node_id = self.config.node_id;
         let generation = self.config.idempotence_generation;
-        let topic_codec = topic.config.compression_type;
-        let min_insync_replicas = topic.config.min_insync_replicas as usize;
+        let topic_codec = topic_config.compression_type;
+        let min_insync_replicas = topic_config.min_insync_replicas as usize;
         let partition = self.replicas.get_mut(topic_partition).ok_or_else(unknown)?;
         if let Some(reason) = partition.offline() {
             return Err((ErrorCode::KafkaStorageError, reason.to_owned()).into());
@@ -604,7 +603,7 @@ impl<S: Storage> Broker<S> {
                 format!("Leader not local for partition {topic_partition} on broker {node_id}");
             return Err((ErrorCode::NotLeaderOrFollower, message).into());
         }
-        let (records, header) = validate_produced(records, &topic.config, topic_partition)?;
+        let (records, header) = validate_produced(records, topic_config, topic_partition)?;
         partition
             .check_enough_replicas(acks, min_insync_replicas)
             .map_err(|message| Rejection::from((ErrorCode::NotEnoughReplicas, message)))?;

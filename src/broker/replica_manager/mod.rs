@@ -16,7 +16,6 @@ use crate::storage::Storage;
 use crate::types::{Millis, TopicPartition};
 
 use self::partition::Partition;
-use super::metadata::MetadataImage;
 use super::metrics::PartitionMetrics;
 
 /// The broker's replicas, by partition.
@@ -103,8 +102,9 @@ impl<S: Storage> ReplicaManager<S> {
             .min()
     }
 
-    /// Each replica's own invariants, and that it belongs to a topic of the image.
-    pub fn check_invariants(&self, metadata: &MetadataImage) {
+    /// Each replica's own invariants, and that it belongs to a topic of the image
+    /// (`partition_count`: a served topic's partition count).
+    pub fn check_invariants(&self, partition_count: impl Fn(&str) -> Option<i32>) {
         for (topic_partition, partition) in &self.partitions {
             assert_eq!(
                 topic_partition,
@@ -112,11 +112,10 @@ impl<S: Storage> ReplicaManager<S> {
                 "partition keyed by itself"
             );
             partition.check_invariants();
-            let topic = metadata
-                .topic(&topic_partition.topic)
+            let partitions = partition_count(&topic_partition.topic)
                 .expect("a partition belongs to a known topic");
             assert!(
-                topic_partition.partition < topic.partitions,
+                topic_partition.partition < partitions,
                 "partition index within the topic"
             );
         }
