@@ -1,6 +1,9 @@
 //! Flushes and what their completions release: a partition's recovery point and high
 //! watermark move, parked produces are answered, parked fetches see new data, durable metadata
-//! records apply, and the checkpoints (recovery points, log starts) advance step by step.
+//! records apply, and the checkpoints (recovery points, log starts) advance step by step. It is
+//! also the router's side of the log manager (`log_manager`): a retention check's new starts go
+//! into the log-start checkpoint and apply once it is durable, and a clean's steps run as
+//! flushes.
 //!
 //! A failed fsync of a partition takes it offline: everything parked on it is answered
 //! KAFKA_STORAGE_ERROR, and no later completion moves it again (Kafka marks the log directory
@@ -14,6 +17,7 @@ use crate::storage::{Storage, StorageFile};
 use crate::types::{Millis, TopicPartition};
 
 use super::checkpoint::{self, CheckpointKind, CheckpointStage, CheckpointWriter, RecoveryPoints};
+use super::log_manager;
 use super::purgatory::FlushTarget;
 use super::{Broker, BrokerEvent, FlushId, Output};
 use crate::log::{FlushMark, FlushSync, LogError, PartitionLog};
@@ -132,7 +136,12 @@ impl<S: Storage> Broker<S> {
                 self.on_checkpoint_step(now, kind, result, out);
             }
             (FlushTarget::Cleaner(topic_partition), result) => {
-                self.on_clean_step(now, topic_partition, result, out);
+                let next =
+                    self.cleaner
+                        .on_step_done(now, topic_partition, result, &mut self.replicas);
+                if let Some((topic_partition, sync)) = next {
+                    self.start_flush(FlushTarget::Cleaner(topic_partition), sync, out);
+                }
             }
             (FlushTarget::CleanShutdownMarker, result) => {
                 self.on_marker_synced(now, result, out);
@@ -261,7 +270,18 @@ impl<S: Storage> Broker<S> {
         {
             self.check_retention(now, out);
         }
-        self.on_cleaner_tick(now, out);
+        if self.closing.is_none() {
+            let wall_clock = self.wall_clock(now);
+            let metadata = &self.metadata;
+            let step = self
+                .cleaner
+                .on_tick(now, wall_clock, &mut self.replicas, |topic| {
+                    metadata.config(topic)
+                });
+            if let Some((topic_partition, sync)) = step {
+                self.start_flush(FlushTarget::Cleaner(topic_partition), sync, out);
+            }
+        }
         if self.cluster.is_some()
             && self
                 .high_watermarks
@@ -418,5 +438,45 @@ impl<S: Storage> Broker<S> {
         if let Some(points) = reservation {
             self.maybe_write_checkpoint(now, CheckpointKind::ProducerIds, points, out);
         }
+    }
+    /// A retention check (`log_manager::check_retention`): checkpoints the new log starts, if
+    /// any moved.
+    pub(super) fn check_retention(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+        let wall_clock = self.wall_clock(now);
+        let metadata = &self.metadata;
+        let check = log_manager::check_retention(
+            &mut self.replicas,
+            |topic| metadata.config(topic),
+            wall_clock,
+            &self.requested_starts,
+        );
+        if check.moved {
+            self.maybe_write_checkpoint(now, CheckpointKind::LogStarts, check.starts, out);
+        } else {
+            self.log_starts.rest(now);
+        }
+    }
+
+    /// The log-start checkpoint is durable: delete what lies below each start and publish it.
+    pub(super) fn apply_log_starts(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+        let starts = self.log_starts.written.clone();
+        let mut changed = BTreeSet::new();
+        for (topic_partition, start) in starts {
+            if log_manager::delete_below(&mut self.replicas, &topic_partition, start) {
+                changed.insert(topic_partition);
+            }
+        }
+        for topic_partition in &changed {
+            let partition = self.replicas.get(topic_partition).expect("just changed");
+            out.push(Output::Event(BrokerEvent::LogStartOffset {
+                partition: topic_partition.clone(),
+                offset: partition.log().log_start_offset(),
+            }));
+        }
+        // A parked fetch below the new start now answers OFFSET_OUT_OF_RANGE.
+        self.complete_delayed_fetches(now, &changed, out);
+        self.complete_delete_records(now, out);
+        // DeleteRecords that arrived while this checkpoint was written.
+        self.write_requested_log_starts(now, out);
     }
 }

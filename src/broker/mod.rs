@@ -9,13 +9,12 @@
 //! Request handlers live one per file in `handlers/`, named `on_<api>_request`.
 
 pub mod checkpoint;
-mod cleaner;
 mod cluster;
 mod flush;
 pub(crate) mod group;
 mod group_log;
 mod handlers;
-mod retention;
+mod log_manager;
 mod shutdown;
 pub use checkpoint::{
     LOG_START_CHECKPOINT, LOG_START_CHECKPOINT_TMP, RECOVERY_POINT_CHECKPOINT,
@@ -104,7 +103,7 @@ pub struct Broker<S: Storage> {
     /// `replica.high.watermark.checkpoint.interval.ms` in a cluster.
     high_watermarks: CheckpointWriter,
     /// The log cleaner (`cleanup.policy=compact` logs).
-    cleaner: cleaner::LogCleaner,
+    cleaner: log_manager::LogCleaner,
     /// The producer-id allocator, with its `producer-id-block` checkpoint.
     producer_ids: producer_ids::ProducerIdManager,
     /// Wall-clock milliseconds since the epoch at `now = 0` (retention compares record
@@ -153,6 +152,11 @@ impl<S: Storage> Broker<S> {
     /// Wall-clock milliseconds since the epoch at `now`.
     fn wall_clock(&self, now: Millis) -> i64 {
         self.wall_clock_at_zero + now.0 as i64
+    }
+
+    /// How many cleans rewrote segments since this broker started (tests, metrics).
+    pub fn log_cleaner_runs(&self) -> u64 {
+        self.cleaner.cleans()
     }
 
     /// A partition's replica state (for tests and the simulator's invariant checks).

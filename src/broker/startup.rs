@@ -135,7 +135,7 @@ impl<S: Storage> Broker<S> {
             config.replication.high_watermark_checkpoint_interval_ms as u64;
         let config_retention_check_interval_ms = config.log_retention_check_interval_ms as u64;
         let mut broker = Broker {
-            cleaner: super::cleaner::LogCleaner::new(&config, now),
+            cleaner: super::log_manager::LogCleaner::new(&config, now),
             config,
             storage,
             cluster_id: cluster_id.clone(),
@@ -202,7 +202,7 @@ impl<S: Storage> Broker<S> {
                 // Segments retention deleted come back if a crash lost their removal: delete
                 // them again (the checkpointed start is durable, their removal was not).
                 if let Some(start) = log_starts.get(&topic_partition) {
-                    self.delete_below(&topic_partition, *start);
+                    super::log_manager::delete_below(&mut self.replicas, &topic_partition, *start);
                 }
                 let opened = self.replicas.get(&topic_partition).expect("just opened");
                 report.events.extend(opened.recovered_events(&recovery));

@@ -14,13 +14,13 @@
 
 use std::collections::BTreeMap;
 
+use crate::config::TopicConfig;
 use crate::log::cleaner::{CleanStats, CleanerConfig};
-use crate::log::CleanStage;
+use crate::log::{CleanStage, FlushSync};
 use crate::storage::Storage;
 use crate::types::{Millis, TopicPartition};
 
-use super::purgatory::FlushTarget;
-use super::{Broker, Output};
+use crate::broker::replica_manager::ReplicaManager;
 
 /// What the cleaner remembers of one log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,18 +41,18 @@ struct InFlight {
 
 /// The cleaner's state.
 #[derive(Debug)]
-pub(super) struct LogCleaner {
+pub(in crate::broker) struct LogCleaner {
     enabled: bool,
     backoff_ms: u64,
     next_due: Millis,
     in_flight: Option<InFlight>,
     progress: BTreeMap<TopicPartition, Progress>,
     /// Cleans that rewrote at least one segment, since start.
-    pub(super) cleans: u64,
+    cleans: u64,
 }
 
 impl LogCleaner {
-    pub(super) fn new(config: &crate::config::BrokerConfig, now: Millis) -> LogCleaner {
+    pub(in crate::broker) fn new(config: &crate::config::BrokerConfig, now: Millis) -> LogCleaner {
         let backoff_ms = config.cleaner.backoff_ms.max(0) as u64;
         LogCleaner {
             enabled: config.cleaner.enable,
@@ -65,49 +65,58 @@ impl LogCleaner {
     }
 
     /// When the cleaner next looks for a log to clean (never while a clean is under way).
-    pub(super) fn next_deadline(&self) -> Option<Millis> {
+    pub(in crate::broker) fn next_deadline(&self) -> Option<Millis> {
         (self.enabled && self.in_flight.is_none()).then_some(self.next_due)
     }
 
     fn rest(&mut self, now: Millis) {
         self.next_due = now.plus(self.backoff_ms.max(1));
     }
-}
 
-impl<S: Storage> Broker<S> {
-    /// The cleaner's check, if due: starts a clean of the dirtiest log that needs one.
-    pub(super) fn on_cleaner_tick(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
-        let due = self
-            .cleaner
-            .next_deadline()
-            .is_some_and(|deadline| deadline <= now);
-        if self.closing.is_some() || !due {
-            return;
+    /// How many cleans rewrote segments since the broker started.
+    pub(in crate::broker) fn cleans(&self) -> u64 {
+        self.cleans
+    }
+
+    /// The cleaner's check, if due: starts a clean of the dirtiest log that needs one, and
+    /// returns its first step, a sync for the router to run as a flush (`config_of`: a served
+    /// topic's config).
+    pub(in crate::broker) fn on_tick<'a, S: Storage>(
+        &mut self,
+        now: Millis,
+        wall_clock_ms: i64,
+        replicas: &mut ReplicaManager<S>,
+        config_of: impl Fn(&str) -> Option<&'a TopicConfig>,
+    ) -> Option<(TopicPartition, FlushSync<S::File>)> {
+        let due = self.next_deadline().is_some_and(|deadline| deadline <= now);
+        if !due {
+            return None;
         }
-        let Some((topic_partition, end, config)) = self.dirtiest_log(self.wall_clock(now)) else {
-            self.cleaner.rest(now);
-            return;
+        let Some((topic_partition, end, config)) =
+            self.dirtiest_log(wall_clock_ms, replicas, config_of)
+        else {
+            self.rest(now);
+            return None;
         };
-        let partition = self
-            .replicas
-            .get_mut(&topic_partition)
-            .expect("chosen above");
+        let partition = replicas.get_mut(&topic_partition).expect("chosen above");
         match partition.log_mut().start_clean(end, &config) {
             Ok((stats, Some(sync))) => {
-                self.cleaner.in_flight = Some(InFlight {
+                self.in_flight = Some(InFlight {
                     topic_partition: topic_partition.clone(),
                     end,
                     stats,
                 });
-                self.start_flush(FlushTarget::Cleaner(topic_partition), sync, out);
+                Some((topic_partition, sync))
             }
             Ok((stats, None)) => {
                 // Nothing to rewrite: the range is clean.
                 self.clean_finished(now, &topic_partition, end, stats, false);
+                None
             }
             Err(error) => {
                 tracing::warn!(%topic_partition, %error, "log cleaner failed");
-                self.cleaner.rest(now);
+                self.rest(now);
+                None
             }
         }
     }
@@ -115,10 +124,15 @@ impl<S: Storage> Broker<S> {
     /// The online compacted log with the highest dirty ratio among those that need a clean
     /// (Kafka's `LogCleanerManager.grabFilthiestCompactedLog`): the partition, its first
     /// uncleanable offset and the clean's settings.
-    fn dirtiest_log(&self, now_ms: i64) -> Option<(TopicPartition, i64, CleanerConfig)> {
+    fn dirtiest_log<'a, S: Storage>(
+        &self,
+        now_ms: i64,
+        replicas: &ReplicaManager<S>,
+        config_of: impl Fn(&str) -> Option<&'a TopicConfig>,
+    ) -> Option<(TopicPartition, i64, CleanerConfig)> {
         let mut dirtiest: Option<(f64, TopicPartition, i64, CleanerConfig)> = None;
-        for (topic_partition, partition) in self.replicas.iter() {
-            let Some(topic_config) = self.metadata.config(&topic_partition.topic) else {
+        for (topic_partition, partition) in replicas.iter() {
+            let Some(topic_config) = config_of(&topic_partition.topic) else {
                 continue;
             };
             if !topic_config.cleanup_policy.compact
@@ -142,7 +156,7 @@ impl<S: Storage> Broker<S> {
                     continue;
                 }
             };
-            let progress = self.cleaner.progress.get(topic_partition);
+            let progress = self.progress.get(topic_partition);
             let first_dirty = progress
                 .map_or(0, |progress| progress.first_dirty)
                 .max(partition.log().log_start_offset());
@@ -166,49 +180,49 @@ impl<S: Storage> Broker<S> {
         dirtiest.map(|(_, topic_partition, end, config)| (topic_partition, end, config))
     }
 
-    /// A step of the clean under way finished: take the next one, or finish.
-    pub(super) fn on_clean_step(
+    /// A step of the clean under way finished: returns the next step's sync, or finishes.
+    pub(in crate::broker) fn on_step_done<S: Storage>(
         &mut self,
         now: Millis,
         topic_partition: TopicPartition,
         result: Result<(), String>,
-        out: &mut Vec<Output<S::File>>,
-    ) {
+        replicas: &mut ReplicaManager<S>,
+    ) -> Option<(TopicPartition, FlushSync<S::File>)> {
         let in_flight = self
-            .cleaner
             .in_flight
             .take()
             .expect("a clean step completes a clean under way");
         assert_eq!(in_flight.topic_partition, topic_partition);
-        let Some(partition) = self.replicas.get_mut(&topic_partition) else {
-            self.cleaner.rest(now);
-            return;
+        let Some(partition) = replicas.get_mut(&topic_partition) else {
+            self.rest(now);
+            return None;
         };
         if partition.offline().is_some() {
             let _ = partition
                 .log_mut()
                 .clean_step_done(Err("the partition went offline".to_owned()));
-            self.cleaner.rest(now);
-            return;
+            self.rest(now);
+            return None;
         }
         let last_step = partition.log().clean_stage() == Some(CleanStage::Replaced);
         match partition.log_mut().clean_step_done(result) {
             Ok(Some(sync)) => {
-                self.cleaner.in_flight = Some(in_flight);
-                self.start_flush(FlushTarget::Cleaner(topic_partition), sync, out);
+                self.in_flight = Some(in_flight);
+                return Some((topic_partition, sync));
             }
             Ok(None) if last_step => {
                 self.clean_finished(now, &topic_partition, in_flight.end, in_flight.stats, true);
             }
             Ok(None) => {
                 tracing::info!(%topic_partition, "log cleaner: clean aborted by a truncation or a deletion");
-                self.cleaner.rest(now);
+                self.rest(now);
             }
             Err(error) => {
                 tracing::warn!(%topic_partition, %error, "log cleaner: clean failed");
-                self.cleaner.rest(now);
+                self.rest(now);
             }
         }
+        None
     }
 
     fn clean_finished(
@@ -219,7 +233,7 @@ impl<S: Storage> Broker<S> {
         stats: CleanStats,
         rewrote: bool,
     ) {
-        self.cleaner.progress.insert(
+        self.progress.insert(
             topic_partition.clone(),
             Progress {
                 first_dirty: end,
@@ -227,7 +241,7 @@ impl<S: Storage> Broker<S> {
             },
         );
         if rewrote {
-            self.cleaner.cleans += 1;
+            self.cleans += 1;
             tracing::info!(
                 %topic_partition,
                 cleaned_up_to = end,
@@ -236,22 +250,13 @@ impl<S: Storage> Broker<S> {
                 tombstones_removed = stats.tombstones_removed,
                 bytes_before = stats.bytes_before,
                 bytes_after = stats.bytes_after,
-                cleans = self.cleaner.cleans,
+                cleans = self.cleans,
                 "log cleaner cleaned a log"
             );
-            self.next_clean_now(now);
+            // Looks for the next log at once: more may be waiting.
+            self.next_due = now;
         } else {
-            self.cleaner.rest(now);
+            self.rest(now);
         }
-    }
-
-    /// Looks for the next log at once (a clean finished; more may be waiting).
-    fn next_clean_now(&mut self, now: Millis) {
-        self.cleaner.next_due = now;
-    }
-
-    /// How many cleans rewrote segments since this broker started (tests, metrics).
-    pub fn log_cleaner_runs(&self) -> u64 {
-        self.cleaner.cleans
     }
 }
