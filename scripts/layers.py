@@ -145,6 +145,8 @@ def load():
                 module.uses.append((m.group(1) is not None, segs))
         # Paths written inline (`super::group::OFFSETS_TOPIC`) import as much as a use line.
         code = use_line.sub("", text)
+        # A visibility (`pub(in crate::broker)`) names a module, it imports nothing.
+        code = re.sub(r"\bpub\(in\s+[^)]*\)", "pub", code)
         for m in re.finditer(r"\b(?:crate|super)(?:::[A-Za-z_][A-Za-z0-9_]*)+", code):
             module.uses.append((False, m.group(0).split("::")))
         for name in MOD_DECL.findall(text):

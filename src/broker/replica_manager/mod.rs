@@ -1,11 +1,14 @@
 //! The partitions this broker holds a replica of (Kafka's `ReplicaManager`): lookup, the next
-//! time-based flush among them, their invariants against the metadata image, and the requests
-//! that only read them (ListOffsets, OffsetsForLeaderEpoch). Appends, reads and flush
-//! completions go through the [`Partition`]s it hands out, which decide `acks` and
-//! `min.insync.replicas`. The produce and fetch paths, the purgatory, the flushes and the
-//! follower fetchers are still the router's (`broker/handlers/`, `purgatory.rs`, `flush.rs`,
-//! `replication.rs`): moving them here is issue 42's next step.
+//! time-based flush among them, their invariants against the metadata image, appending a
+//! produced batch as leader ([`append`]: Kafka's checks, then the append), reading a fetch
+//! ([`fetch`]), and the requests that only read them (ListOffsets, OffsetsForLeaderEpoch).
+//! Appends, reads and flush completions go through the [`Partition`]s it holds, which decide
+//! `acks` and `min.insync.replicas`. What follows an append or a read (its flush, a parked
+//! answer, the purgatory, the follower fetchers) is still the router's (`broker/handlers/`,
+//! `purgatory.rs`, `flush.rs`, `replication.rs`): moving it here is issue 42's next step.
 
+pub(in crate::broker) mod append;
+pub(in crate::broker) mod fetch;
 mod list_offsets;
 mod offsets_for_leader_epoch;
 pub mod partition;

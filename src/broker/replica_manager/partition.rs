@@ -143,6 +143,11 @@ impl<S: Storage> Partition<S> {
         &mut self.log
     }
 
+    /// The broker holding this replica.
+    pub fn local(&self) -> BrokerId {
+        self.local
+    }
+
     /// The current leader.
     pub fn leader(&self) -> BrokerId {
         self.leader
