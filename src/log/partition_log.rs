@@ -645,8 +645,16 @@ impl<S: Storage> PartitionLog<S> {
     /// which a follower runs to drop what its new leader does not have). The recovery point
     /// falls with the log end. Returns what must be synced for the truncation to be durable
     /// (the cut segment, and the directory if segments went), or `None` if nothing was cut.
+    ///
+    /// A cut at or past the log end cuts nothing but the leader-epoch cache, at the log end, as
+    /// Kafka's does: a replica that led an epoch without appending to it keeps that epoch's
+    /// start entry at its log end, and would otherwise send it as its last fetched epoch for
+    /// ever (the new leader, which never had that epoch, answers with a diverging epoch ending
+    /// at or past our log end; the cut changes nothing, and the replica never rejoins the ISR).
     pub fn truncate_to(&mut self, offset: i64) -> Result<Option<StartedFlush<S::File>>, LogError> {
         if offset >= self.log_end_offset {
+            let log_end = self.log_end_offset;
+            self.change_leader_epochs(|epochs| epochs.truncate_from_end(log_end))?;
             return Ok(None);
         }
         self.abort_clean()?;

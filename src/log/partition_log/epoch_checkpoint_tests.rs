@@ -262,3 +262,31 @@ proptest! {
         prop_assert_eq!(log.leader_epochs(), Some(&from_every_header(&log)));
     }
 }
+
+/// A replica that led epoch 1 without appending keeps epoch 1's entry at its log end. Its new
+/// leader never had epoch 1 and answers a diverging epoch ending past that log end: the cut
+/// changes no batch but must drop the entry, or the replica would send epoch 1 as its last
+/// fetched epoch for ever and never rejoin the ISR (Kafka's `UnifiedLog.truncateTo`).
+#[test]
+fn a_cut_at_the_log_end_drops_an_epoch_that_starts_there() {
+    let storage = MemoryStorage::new();
+    let mut log = open(&storage, 0);
+    log.start_leader_epoch(0).expect("epoch 0");
+    append(&mut log, 0);
+    append(&mut log, 0);
+    log.start_leader_epoch(1)
+        .expect("epoch 1, nothing appended");
+    let end = log.log_end_offset();
+    let epochs =
+        |log: &PartitionLog<MemoryStorage>| log.leader_epochs().expect("built").entries().to_vec();
+    assert_eq!(epochs(&log), vec![(0, 0), (1, end)]);
+    assert!(log.truncate_to(end + 5).expect("no cut").is_none());
+    assert_eq!(epochs(&log), vec![(0, 0)], "the empty epoch's entry goes");
+    assert_eq!(log.log_end_offset(), end, "no batch goes");
+    flush(&storage, &mut log);
+    assert_eq!(
+        checkpoint_text(&storage),
+        "0\n1\n0 0\n",
+        "and the checkpoint says so"
+    );
+}
