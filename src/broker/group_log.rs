@@ -83,7 +83,7 @@ impl<S: Storage> OffsetsLog for Broker<S> {
     }
 
     fn offsets_topic_exists(&self) -> bool {
-        self.metadata.topic(OFFSETS_TOPIC).is_some()
+        self.metadata.served(OFFSETS_TOPIC).is_some()
     }
 
     /// Through the controller in a cluster (again at most once a second: it may lack brokers

@@ -13,7 +13,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rand_chacha::rand_core::RngCore;
 use rand_chacha::ChaCha8Rng;
 use uuid::Uuid;
 
@@ -167,16 +166,6 @@ impl<S: Storage> MetadataCache<S> {
             .collect()
     }
 
-    /// A fresh topic id, drawn from `rng`.
-    pub(super) fn new_topic_id(&self, rng: &mut ChaCha8Rng) -> Uuid {
-        loop {
-            let id = Uuid::from_u64_pair(rng.next_u64(), rng.next_u64());
-            if !id.is_nil() && self.image.topic_by_id(id).is_none() {
-                return id;
-            }
-        }
-    }
-
     /// The records that register `node` on its own log (at the log's end offset, its broker
     /// epoch, as Kafka's controller numbers epochs), unless it is registered or registering.
     pub(super) fn own_registration(
@@ -256,7 +245,7 @@ impl<S: Storage> TopicCreator for OwnController<'_, S> {
     }
 
     fn new_topic_id(&mut self) -> Uuid {
-        self.cache.new_topic_id(self.rng)
+        self.cache.image.new_topic_id(self.rng)
     }
 
     fn first_replica(&mut self, _active: usize) -> usize {

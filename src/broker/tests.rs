@@ -1372,16 +1372,7 @@ fn a_single_broker_writes_the_quorums_records_registers_once_and_replays_them() 
     harness.create_topic("t", 2, &[("flush.messages", "1")]);
     harness.create_topic("u", 1, &[]);
     let records = own_metadata_records(&harness);
-    let kinds: Vec<&str> = records
-        .iter()
-        .map(|record| match record {
-            Record::RegisterBroker { .. } => "register",
-            Record::UnfenceBroker { .. } => "unfence",
-            Record::Topic { .. } => "topic",
-            Record::Partition { .. } => "partition",
-            _ => "other",
-        })
-        .collect();
+    let kinds: Vec<&str> = records.iter().map(Record::kind).collect();
     assert_eq!(
         kinds,
         [

@@ -37,7 +37,7 @@ use crate::types::{BrokerEpoch, BrokerId, LeaderEpoch, Millis, PartitionEpoch};
 
 use crate::metadata::image::{ClusterImage, PartitionRegistration};
 use crate::metadata::records::{Record, NO_LEADER};
-use crate::metadata::topics::{self, Names, NewTopic, Replicas, TopicCreator};
+use crate::metadata::topics::{self, Names, TopicCreator};
 
 /// The controller's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -269,7 +269,9 @@ impl QuorumController {
     }
 
     /// Creates a topic: `partitions` partitions of `replication_factor` replicas over the
-    /// active brokers, each led by its first replica with the whole assignment in sync.
+    /// active brokers, each led by its first replica with the whole assignment in sync. For
+    /// tests: requests go through [`Self::create_topics`], which checks the request first.
+    #[cfg(test)]
     pub fn create_topic(
         &mut self,
         name: &str,
@@ -277,10 +279,10 @@ impl QuorumController {
         replication_factor: i16,
         configs: BTreeMap<String, String>,
     ) -> Result<(Uuid, Vec<Record>), Refusal> {
-        let topic = NewTopic {
+        let topic = topics::NewTopic {
             name: name.to_owned(),
             partitions,
-            replicas: Replicas::Factor(replication_factor),
+            replicas: topics::Replicas::Factor(replication_factor),
             configs,
         };
         let (topic_id, records) = topics::topic_records(self, &topic)?;
@@ -670,12 +672,7 @@ impl TopicCreator for QuorumController {
     }
 
     fn new_topic_id(&mut self) -> Uuid {
-        loop {
-            let id = Uuid::from_u64_pair(self.rng.next_u64(), self.rng.next_u64());
-            if !id.is_nil() && self.image.topic_by_id(id).is_none() {
-                return id;
-            }
-        }
+        self.image.new_topic_id(&mut self.rng)
     }
 
     fn first_replica(&mut self, active: usize) -> usize {

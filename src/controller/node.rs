@@ -1193,16 +1193,7 @@ mod tests {
         };
         assert_eq!(created.topics[0].error_code, 0);
         let records = node.fetch_records();
-        let kinds: Vec<&str> = records
-            .iter()
-            .map(|record| match record {
-                Record::RegisterBroker { .. } => "register",
-                Record::UnfenceBroker { .. } => "unfence",
-                Record::Topic { .. } => "topic",
-                Record::Partition { .. } => "partition",
-                _ => "other",
-            })
-            .collect();
+        let kinds: Vec<&str> = records.iter().map(Record::kind).collect();
         assert_eq!(
             kinds,
             ["register", "unfence", "topic", "partition", "partition"]

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use rand_chacha::rand_core::RngCore;
 use uuid::Uuid;
 
 use crate::types::{BrokerEpoch, BrokerId, LeaderEpoch, PartitionEpoch, TopicPartition};
@@ -101,6 +102,16 @@ impl ClusterImage {
     /// Every topic, by id.
     pub fn topics(&self) -> impl Iterator<Item = &TopicImage> {
         self.topics.values()
+    }
+
+    /// A fresh topic id drawn from `rng`: not the nil id, and no topic's here.
+    pub fn new_topic_id(&self, rng: &mut impl RngCore) -> Uuid {
+        loop {
+            let id = Uuid::from_u64_pair(rng.next_u64(), rng.next_u64());
+            if !id.is_nil() && self.topic_by_id(id).is_none() {
+                return id;
+            }
+        }
     }
 
     /// A partition's state.

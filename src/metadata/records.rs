@@ -107,6 +107,19 @@ pub enum Record {
 pub struct RecordError(String);
 
 impl Record {
+    /// The record's type in a word, for tests that check which records a log holds.
+    #[cfg(test)]
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Record::RegisterBroker { .. } => "register",
+            Record::UnfenceBroker { .. } => "unfence",
+            Record::FenceBroker { .. } => "fence",
+            Record::Topic { .. } => "topic",
+            Record::Partition { .. } => "partition",
+            Record::PartitionChange { .. } => "partition-change",
+        }
+    }
+
     fn type_and_version(&self) -> (u8, u8) {
         match self {
             Record::RegisterBroker { .. } => (1, 0),

@@ -94,10 +94,11 @@ pub fn topic_records(
         ));
     }
     let active = creator.active_brokers();
-    let assignment = match &topic.replicas {
+    // Each partition's replicas; the topic id is drawn before a placement's first replica.
+    let (topic_id, assignment) = match &topic.replicas {
         Replicas::Manual(assignment) => {
             check_manual_assignment(assignment, &active)?;
-            None
+            (creator.new_topic_id(), assignment.clone())
         }
         Replicas::Factor(factor) => {
             let wanted = usize::try_from(*factor).unwrap_or(0);
@@ -110,30 +111,25 @@ pub fn topic_records(
                     ),
                 ));
             }
-            Some(wanted)
+            let topic_id = creator.new_topic_id();
+            let start = creator.first_replica(active.len());
+            let assignment = (0..topic.partitions)
+                .map(|partition| {
+                    let first = start + partition as usize;
+                    (0..wanted)
+                        .map(|index| active[(first + index) % active.len()])
+                        .collect()
+                })
+                .collect();
+            (topic_id, assignment)
         }
-    };
-    let topic_id = creator.new_topic_id();
-    let start = match assignment {
-        Some(_) => creator.first_replica(active.len()),
-        None => 0,
     };
     let mut records = vec![Record::Topic {
         name: topic.name.clone(),
         topic_id,
         configs: topic.configs.clone(),
     }];
-    for partition in 0..topic.partitions {
-        let replicas: Vec<BrokerId> = match (&topic.replicas, assignment) {
-            (Replicas::Manual(manual), _) => manual[partition as usize].clone(),
-            (_, Some(factor)) => {
-                let first = start + partition as usize;
-                (0..factor)
-                    .map(|index| active[(first + index) % active.len()])
-                    .collect()
-            }
-            (Replicas::Factor(_), None) => unreachable!("a factor has its count"),
-        };
+    for (partition, replicas) in (0..topic.partitions).zip(assignment) {
         records.push(Record::Partition {
             topic_id,
             partition,
