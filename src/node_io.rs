@@ -23,6 +23,20 @@ pub struct FlushId(pub u64);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PeerRequestId(pub u64);
 
+/// Hands out a node's [`PeerRequestId`]s, one after another.
+#[derive(Debug, Default)]
+pub struct PeerRequestIds {
+    last: u64,
+}
+
+impl PeerRequestIds {
+    /// The next id.
+    pub fn next_id(&mut self) -> PeerRequestId {
+        self.last += 1;
+        PeerRequestId(self.last)
+    }
+}
+
 /// What the broker reacts to.
 #[derive(Debug)]
 pub enum Input {

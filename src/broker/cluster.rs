@@ -37,9 +37,12 @@ use crate::protocol::ErrorCode;
 use crate::storage::Storage;
 use crate::types::{BrokerEpoch, BrokerId, LeaderEpoch, Millis, TopicPartition};
 
-use super::metadata_cache::TopicMetadata;
-use super::replication::PartitionState;
+use super::metadata_cache::{MetadataCache, TopicMetadata};
+use super::partition::Partition;
+use super::replica_manager::replication::PartitionState;
+use super::replica_manager::AlterPartition;
 use super::{Broker, BrokerEvent, Output, PeerRequestId, PeerRole, ReplyTo, ResponseBody};
+use crate::node_io::PeerRequestIds;
 
 /// BrokerRegistration's version: 3 carries `PreviousBrokerEpoch` (KIP-966).
 const REGISTRATION_VERSION: i16 = 3;
@@ -202,18 +205,9 @@ impl<S: Storage> Broker<S> {
         api_version: i16,
         out: &mut Vec<Output<S::File>>,
     ) {
-        let id = self.next_peer_request_id();
+        let id = self.peer_ids.next_id();
         let membership = self.cluster.as_mut().expect("in a cluster");
-        let voter = membership.controller();
-        membership.in_flight.insert(id, (call, now, voter));
-        out.push(Output::PeerRequest {
-            peer: voter,
-            role: PeerRole::Controller,
-            id,
-            api_version,
-            body: Box::new(body),
-            timeout_ms: CONTROLLER_REQUEST_TIMEOUT_MS,
-        });
+        membership.call(id, now, (call, body, api_version), out);
     }
 
     /// Sends whatever is due: the registration, a heartbeat, the next metadata fetch.
@@ -698,58 +692,30 @@ impl<S: Storage> Broker<S> {
         }
     }
 
-    /// As leader in a cluster: asks the controller for `new_isr` (one change in flight per
-    /// partition).
-    pub(super) fn propose_isr(
+    /// Proposes `new_isr` for a partition led here ([`AlterPartition::propose_isr`]).
+    fn propose_isr(
         &mut self,
         now: Millis,
         topic_partition: &TopicPartition,
         new_isr: Vec<BrokerId>,
         out: &mut Vec<Output<S::File>>,
     ) {
-        let Some(membership) = &self.cluster else {
-            return;
-        };
-        let Some(epoch) = membership.epoch else {
-            return;
-        };
-        let Some(topic_id) = self
-            .metadata
-            .image()
-            .topic(&topic_partition.topic)
-            .map(|topic| topic.topic_id)
-        else {
+        let node = self.node_id();
+        let Some(membership) = self.cluster.as_mut() else {
             return;
         };
         let Some(partition) = self.replicas.get_mut(topic_partition) else {
             return;
         };
-        if partition.pending_isr().is_some() {
-            return;
-        }
-        tracing::info!(partition = %topic_partition, isr = ?partition.isr(), proposed = ?new_isr, "AlterPartition");
-        let data = PartitionData::default()
-            .with_partition_index(topic_partition.partition)
-            .with_leader_epoch(partition.leader_epoch().0)
-            .with_partition_epoch(partition.partition_epoch())
-            .with_new_isr(
-                new_isr
-                    .iter()
-                    .map(|id| kafka_protocol::messages::BrokerId(id.0))
-                    .collect(),
-            );
-        partition.set_pending_isr(Some(new_isr));
-        let body = AlterPartitionRequest::default()
-            .with_broker_id(kafka_protocol::messages::BrokerId(self.config.node_id))
-            .with_broker_epoch(epoch.0)
-            .with_topics(vec![TopicData::default()
-                .with_topic_id(topic_id)
-                .with_partitions(vec![data])]);
-        self.controller_call(
+        let proposal = (topic_partition, new_isr);
+        AlterPartition::<S>::propose_isr(
+            membership,
             now,
-            Call::AlterPartition(vec![topic_partition.clone()]),
-            RequestKind::AlterPartition(body),
-            2,
+            &mut self.peer_ids,
+            &self.metadata,
+            node,
+            partition,
+            proposal,
             out,
         );
     }
@@ -784,7 +750,8 @@ impl<S: Storage> Broker<S> {
             }
             partition.set_isr(answer.isr.iter().map(|id| BrokerId(id.0)).collect());
             partition.set_partition_epoch(answer.partition_epoch);
-            self.after_isr_change(now, topic_partition, out);
+            self.replicas
+                .after_isr_change(now, topic_partition, &self.metadata, out);
         }
     }
 
@@ -823,6 +790,82 @@ impl<S: Storage> Broker<S> {
     /// Whether `leader` is a broker that leads nothing right now.
     pub(super) fn is_no_leader(leader: BrokerId) -> bool {
         leader == NO_LEADER
+    }
+}
+
+impl Membership {
+    /// Sends `request` (what it is for, its body and version) to the controller this broker
+    /// talks to, as `id`, and remembers it until answered or expired.
+    fn call<F>(
+        &mut self,
+        id: PeerRequestId,
+        now: Millis,
+        (call, body, api_version): (Call, RequestKind, i16),
+        out: &mut Vec<Output<F>>,
+    ) {
+        let voter = self.controller();
+        self.in_flight.insert(id, (call, now, voter));
+        out.push(Output::PeerRequest {
+            peer: voter,
+            role: PeerRole::Controller,
+            id,
+            api_version,
+            body: Box::new(body),
+            timeout_ms: CONTROLLER_REQUEST_TIMEOUT_MS,
+        });
+    }
+}
+
+/// A leader in a cluster proposes ISR changes to the controller (AlterPartition); until the
+/// answer comes, the partition's high watermark counts the maximal ISR.
+impl<S: Storage> AlterPartition<S> for Membership {
+    fn propose_isr(
+        &mut self,
+        now: Millis,
+        peer_ids: &mut PeerRequestIds,
+        metadata: &MetadataCache<S>,
+        node: BrokerId,
+        partition: &mut Partition<S>,
+        (topic_partition, new_isr): (&TopicPartition, Vec<BrokerId>),
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let Some(epoch) = self.epoch else {
+            return;
+        };
+        let Some(topic_id) = metadata
+            .image()
+            .topic(&topic_partition.topic)
+            .map(|topic| topic.topic_id)
+        else {
+            return;
+        };
+        if partition.pending_isr().is_some() {
+            return;
+        }
+        tracing::info!(partition = %topic_partition, isr = ?partition.isr(), proposed = ?new_isr, "AlterPartition");
+        let data = PartitionData::default()
+            .with_partition_index(topic_partition.partition)
+            .with_leader_epoch(partition.leader_epoch().0)
+            .with_partition_epoch(partition.partition_epoch())
+            .with_new_isr(
+                new_isr
+                    .iter()
+                    .map(|id| kafka_protocol::messages::BrokerId(id.0))
+                    .collect(),
+            );
+        partition.set_pending_isr(Some(new_isr));
+        let body = AlterPartitionRequest::default()
+            .with_broker_id(kafka_protocol::messages::BrokerId(node.0))
+            .with_broker_epoch(epoch.0)
+            .with_topics(vec![TopicData::default()
+                .with_topic_id(topic_id)
+                .with_partitions(vec![data])]);
+        let request = (
+            Call::AlterPartition(vec![topic_partition.clone()]),
+            RequestKind::AlterPartition(body),
+            2,
+        );
+        self.call(peer_ids.next_id(), now, request, out);
     }
 }
 

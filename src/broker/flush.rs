@@ -17,10 +17,10 @@ use crate::storage::{Storage, StorageFile};
 use crate::types::{Millis, TopicPartition};
 
 use super::checkpoint::{self, CheckpointKind, CheckpointStage, CheckpointWriter, RecoveryPoints};
+use super::flushes::FlushTarget;
 use super::log_manager;
-use super::purgatory::FlushTarget;
 use super::{Broker, BrokerEvent, FlushId, Output};
-use crate::log::{FlushMark, FlushSync, LogError, PartitionLog};
+use crate::log::{FlushSync, LogError};
 use crate::metadata::records::Record;
 use crate::metadata::METADATA_LOG_DIRECTORY;
 
@@ -31,52 +31,7 @@ impl<S: Storage> Broker<S> {
         sync: FlushSync<S::File>,
         out: &mut Vec<Output<S::File>>,
     ) -> FlushId {
-        self.next_flush_id += 1;
-        let flush_id = FlushId(self.next_flush_id);
-        self.flushes.insert(flush_id, target);
-        out.push(Output::Flush { flush_id, sync });
-        flush_id
-    }
-
-    /// Starts a flush of one partition, if it has anything to flush.
-    pub(super) fn flush_partition(
-        &mut self,
-        now: Millis,
-        topic_partition: &TopicPartition,
-        out: &mut Vec<Output<S::File>>,
-    ) {
-        self.start_partition_flush(topic_partition, out, |log| log.start_flush(now));
-    }
-
-    /// Starts a flush of one partition's segments below `end`, the base of the segment an
-    /// append just rolled to (Kafka flushes a rolled segment at once, whatever the policy).
-    pub(super) fn flush_rolled(
-        &mut self,
-        topic_partition: &TopicPartition,
-        end: i64,
-        out: &mut Vec<Output<S::File>>,
-    ) {
-        self.start_partition_flush(topic_partition, out, |log| log.start_flush_upto(end));
-    }
-
-    /// Starts the flush `start` asks the partition's log for, if any.
-    fn start_partition_flush(
-        &mut self,
-        topic_partition: &TopicPartition,
-        out: &mut Vec<Output<S::File>>,
-        start: impl FnOnce(&mut PartitionLog<S>) -> Option<(FlushSync<S::File>, FlushMark)>,
-    ) {
-        let Some(partition) = self.replicas.get_mut(topic_partition) else {
-            return;
-        };
-        let Some((sync, mark)) = start(partition.log_mut()) else {
-            return;
-        };
-        let target = FlushTarget::Partition {
-            topic_partition: topic_partition.clone(),
-            mark,
-        };
-        self.start_flush(target, sync, out);
+        self.flushes.start(target, sync, out)
     }
 
     /// Appends metadata records and flushes them; the caller parks its work on the flush.
@@ -104,10 +59,7 @@ impl<S: Storage> Broker<S> {
         result: Result<(), String>,
         out: &mut Vec<Output<S::File>>,
     ) {
-        let target = self
-            .flushes
-            .remove(&flush_id)
-            .expect("completion of an unknown flush");
+        let target = self.flushes.complete(flush_id);
         match (target, result) {
             (
                 FlushTarget::Partition {
@@ -116,7 +68,8 @@ impl<S: Storage> Broker<S> {
                 },
                 result,
             ) => {
-                self.on_partition_flushed(now, &topic_partition, mark, result, out);
+                let (replicas, mut link) = self.replica_manager();
+                replicas.on_partition_flushed(now, &topic_partition, mark, result, &mut link, out);
             }
             (FlushTarget::Metadata { mark, records }, Ok(())) => {
                 self.metadata.log.flush_completed(mark);
@@ -149,53 +102,6 @@ impl<S: Storage> Broker<S> {
             }
         }
         self.advance_shutdown(now, out);
-    }
-
-    fn on_partition_flushed(
-        &mut self,
-        now: Millis,
-        topic_partition: &TopicPartition,
-        mark: FlushMark,
-        result: Result<(), String>,
-        out: &mut Vec<Output<S::File>>,
-    ) {
-        let Some(partition) = self.replicas.get_mut(topic_partition) else {
-            return;
-        };
-        match result {
-            Ok(()) => partition.on_flush_completed(mark),
-            Err(error) => {
-                let reason = format!("fsync failed: {error}");
-                if partition.offline().is_none() {
-                    partition.go_offline_with_event(reason, out);
-                }
-            }
-        }
-        if self.advance_high_watermark(topic_partition, out) {
-            let advanced = BTreeSet::from([topic_partition.clone()]);
-            self.complete_delayed_fetches(now, &advanced, out);
-        }
-        self.complete_delayed_produces(topic_partition, out);
-        self.send_replica_fetches(now, out);
-    }
-
-    /// Moves a partition's high watermark if it can, and says so in an event.
-    pub(super) fn advance_high_watermark(
-        &mut self,
-        topic_partition: &TopicPartition,
-        out: &mut Vec<Output<S::File>>,
-    ) -> bool {
-        let Some(partition) = self.replicas.get_mut(topic_partition) else {
-            return false;
-        };
-        let advanced = partition.maybe_advance_high_watermark();
-        if advanced {
-            out.push(Output::Event(BrokerEvent::HighWatermark {
-                partition: topic_partition.clone(),
-                offset: partition.high_watermark(),
-            }));
-        }
-        advanced
     }
 
     fn apply_durable_metadata(
@@ -252,7 +158,8 @@ impl<S: Storage> Broker<S> {
         }
         self.complete_delayed_fetches(now, &BTreeSet::new(), out);
         self.complete_delete_records(now, out);
-        self.on_replication_tick(now, out);
+        let (replicas, mut link) = self.replica_manager();
+        replicas.on_replication_tick(now, &mut link, out);
         self.on_cluster_tick(now, out);
         self.with_groups(|groups, host| groups.on_tick(now, host, out));
         if self

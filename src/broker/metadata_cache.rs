@@ -21,8 +21,19 @@ use crate::log::PartitionLog;
 use crate::metadata::image::{ClusterImage, TopicImage};
 use crate::metadata::records::Record;
 use crate::metadata::topics::TopicCreator;
+use crate::node_io::{FlushId, ReplyTo};
 use crate::storage::Storage;
 use crate::types::{BrokerEpoch, BrokerId};
+use kafka_protocol::messages::CreateTopicsResponse;
+
+/// A CreateTopics response waiting for its records in this broker's own metadata log to be
+/// durable (the topics exist from then on).
+#[derive(Debug)]
+pub(super) struct DelayedCreateTopics {
+    pub(super) reply_to: ReplyTo,
+    pub(super) response: CreateTopicsResponse,
+    pub(super) flush_id: FlushId,
+}
 
 /// A topic as the broker reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]

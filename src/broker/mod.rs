@@ -11,6 +11,7 @@
 pub mod checkpoint;
 mod cluster;
 mod flush;
+mod flushes;
 pub(crate) mod group;
 mod group_log;
 mod handlers;
@@ -22,7 +23,7 @@ pub use checkpoint::{
 };
 pub use group::{partition_for as offsets_partition_for, OFFSETS_TOPIC};
 pub use handlers::produce_rejection;
-pub use replication::{PartitionState, REPLICA_FETCH_VERSION};
+pub use replica_manager::replication::{PartitionState, REPLICA_FETCH_VERSION};
 pub use shutdown::CLEAN_SHUTDOWN_FILE;
 pub(crate) use startup::{metadata_log_config, read_log_records};
 
@@ -33,15 +34,12 @@ pub use crate::node_io::{
 };
 mod metadata_cache;
 pub mod metrics;
-mod parked;
 mod producer_ids;
-mod purgatory;
 pub mod replica_manager;
 pub use replica_manager::partition;
-mod replication;
 mod startup;
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 
 use kafka_protocol::messages::ResponseKind;
 use rand_chacha::ChaCha8Rng;
@@ -53,11 +51,12 @@ use crate::storage::Storage;
 use crate::types::{BrokerId, Millis, TopicPartition};
 
 use self::checkpoint::CheckpointWriter;
-use self::metadata_cache::MetadataCache;
+use self::flushes::Flushes;
+use self::metadata_cache::{DelayedCreateTopics, MetadataCache};
 use self::partition::Partition;
-use self::purgatory::{FlushTarget, Purgatory};
-use self::replica_manager::ReplicaManager;
+use self::replica_manager::{AlterPartition, Link, ReplicaManager};
 use crate::log::{FlushSync, RecoveryReport};
+use crate::node_io::PeerRequestIds;
 
 /// What startup found and did.
 #[derive(Debug)]
@@ -92,9 +91,10 @@ pub struct Broker<S: Storage> {
     rng: ChaCha8Rng,
     /// The cluster's metadata as this broker knows it, and its own metadata log.
     metadata: MetadataCache<S>,
+    /// The partitions held here, and the produces, fetches and follower fetches on them.
     replicas: ReplicaManager<S>,
-    next_flush_id: u64,
-    flushes: BTreeMap<FlushId, FlushTarget>,
+    /// The fsyncs in flight.
+    flushes: Flushes,
     checkpoint: CheckpointWriter,
     /// The log-start checkpoint, written when a retention check (every
     /// `log.retention.check.interval.ms`) moves some log start.
@@ -109,7 +109,8 @@ pub struct Broker<S: Storage> {
     /// Wall-clock milliseconds since the epoch at `now = 0` (retention compares record
     /// timestamps with wall-clock time); set by the shell.
     wall_clock_at_zero: i64,
-    purgatory: Purgatory,
+    /// CreateTopics answered once their records are durable.
+    creations: Vec<DelayedCreateTopics>,
     /// A shutdown under way.
     closing: Option<shutdown::Closing>,
     /// Start-up found the clean-shutdown marker (logs opened then trust their active segment).
@@ -118,18 +119,13 @@ pub struct Broker<S: Storage> {
     topic_counts: metrics::TopicStats,
     /// Log starts DeleteRecords asked for that no durable log-start checkpoint holds yet.
     requested_starts: checkpoint::RecoveryPoints,
-    /// The follower side of replication: one fetch session per leader.
-    fetchers: replication::ReplicaFetchers,
     /// Membership of a cluster run by a controller (`controller.quorum.voters`); `None`: the
     /// broker is its own controller.
     cluster: Option<cluster::Membership>,
-    /// The last [`PeerRequestId`] handed out.
-    next_peer_request: u64,
+    /// The ids of requests to other nodes (follower fetches, controller calls).
+    peer_ids: PeerRequestIds,
     /// The group coordinator: the consumer groups this broker coordinates.
     groups: group::GroupCoordinator,
-    /// The coordinator's writes that finished during this input, with the append's error:
-    /// handed back to it at the input's end.
-    finished_group_writes: Vec<(group::GroupWrite, crate::protocol::ErrorCode)>,
 }
 
 impl<S: Storage> Broker<S> {
@@ -169,8 +165,8 @@ impl<S: Storage> Broker<S> {
         metrics::BrokerMetrics {
             topics: self.topic_counts.snapshot(),
             partitions: self.replicas.partition_metrics(),
-            delayed_produces: self.purgatory.produces.len(),
-            delayed_fetches: self.purgatory.fetches.len(),
+            delayed_produces: self.replicas.purgatory.produces.len(),
+            delayed_fetches: self.replicas.purgatory.fetches.len(),
         }
     }
 
@@ -189,20 +185,27 @@ impl<S: Storage> Broker<S> {
                 self.on_flush_completed(now, flush_id, result, out)
             }
             Input::ConnectionClosed { connection } => {
-                self.purgatory.drop_connection(connection);
+                self.replicas.purgatory.drop_connection(connection);
+                self.creations
+                    .retain(|delayed| delayed.reply_to.connection != connection);
                 self.groups.drop_connection(connection);
             }
             Input::PeerResponse { peer, id, result } => {
                 if !self.on_controller_response(now, id, &result, out) {
-                    self.on_peer_response(now, peer, id, result, out);
+                    let (replicas, mut link) = self.replica_manager();
+                    replicas.on_peer_response(now, peer, id, result, &mut link, out);
                 }
             }
             Input::Tick => self.on_tick(now, out),
             Input::Quorum(_) => {}
             Input::Shutdown => self.on_shutdown(now, out),
         }
-        while !self.finished_group_writes.is_empty() {
-            for (write, error) in std::mem::take(&mut self.finished_group_writes) {
+        loop {
+            let finished = self.replicas.take_finished_group_writes();
+            if finished.is_empty() {
+                break;
+            }
+            for (write, error) in finished {
                 self.with_groups(|groups, host| groups.on_write_done(now, write, error, host, out));
             }
         }
@@ -386,14 +389,14 @@ impl<S: Storage> Broker<S> {
     pub fn next_deadline(&self) -> Option<Millis> {
         [
             self.replicas.next_flush_deadline(),
-            self.purgatory.next_deadline(),
+            self.replicas.purgatory.next_deadline(),
             self.checkpoint.next_deadline(),
             self.log_starts.next_deadline(),
             self.cleaner.next_deadline(),
             self.cluster
                 .as_ref()
                 .and_then(|_| self.high_watermarks.next_deadline()),
-            self.next_replication_deadline(),
+            self.replicas.next_replication_deadline(&self.config),
             self.cluster
                 .as_ref()
                 .and_then(cluster::Membership::next_deadline),
@@ -410,23 +413,57 @@ impl<S: Storage> Broker<S> {
         self.replicas
             .check_invariants(|topic| self.metadata.partition_count(topic));
         self.groups.check_invariants();
-        assert!(
-            self.finished_group_writes.is_empty(),
-            "the coordinator's finished writes are handled within the input"
-        );
-        for delayed in &self.purgatory.produces {
-            for slot in &delayed.waiting {
-                assert!(
-                    self.replicas.contains(&slot.topic_partition),
-                    "a delayed produce waits on a known partition"
-                );
-            }
-        }
     }
 
-    fn next_peer_request_id(&mut self) -> PeerRequestId {
-        self.next_peer_request += 1;
-        PeerRequestId(self.next_peer_request)
+    /// The replica manager, with what it borrows from the rest of the broker.
+    fn replica_manager(&mut self) -> (&mut ReplicaManager<S>, Link<'_, S>) {
+        let link = Link {
+            config: &self.config,
+            metadata: &self.metadata,
+            flushes: &mut self.flushes,
+            peer_ids: &mut self.peer_ids,
+            controller: self
+                .cluster
+                .as_mut()
+                .map(|membership| membership as &mut dyn AlterPartition<S>),
+        };
+        (&mut self.replicas, link)
+    }
+
+    /// Makes this broker the leader or a follower of a partition it holds
+    /// ([`ReplicaManager::become_leader_or_follower`]).
+    pub fn become_leader_or_follower(
+        &mut self,
+        now: Millis,
+        topic_partition: &TopicPartition,
+        state: PartitionState,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let (replicas, mut link) = self.replica_manager();
+        replicas.become_leader_or_follower(now, topic_partition, state, &mut link, out);
+    }
+
+    /// Starts a flush of one partition, if it has anything to flush.
+    fn flush_partition(
+        &mut self,
+        now: Millis,
+        topic_partition: &TopicPartition,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        self.replicas
+            .flush_partition(now, topic_partition, &mut self.flushes, out);
+    }
+
+    /// Answers the parked fetches that `advanced` (partitions whose high watermark moved) or
+    /// their deadlines complete.
+    fn complete_delayed_fetches(
+        &mut self,
+        now: Millis,
+        advanced: &BTreeSet<TopicPartition>,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        self.replicas
+            .complete_delayed_fetches(now, advanced, &self.metadata, out);
     }
 }
 

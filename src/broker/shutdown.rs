@@ -14,7 +14,7 @@ use crate::storage::{Storage, StorageFile};
 use crate::types::{Millis, TopicPartition};
 
 use super::checkpoint::CheckpointKind;
-use super::purgatory::FlushTarget;
+use super::flushes::FlushTarget;
 use super::{Broker, Output};
 use crate::log::FlushSync;
 

@@ -1,8 +1,6 @@
 //! Start-up: `meta.properties`, the metadata log, stray files, recovery of every partition log,
 //! and the sync that makes what recovery kept durable before the broker serves.
 
-use std::collections::BTreeMap;
-
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -13,14 +11,15 @@ use crate::storage::{Storage, StorageFile};
 use crate::types::{BrokerId, Millis, TopicPartition};
 
 use super::checkpoint::{self, CheckpointKind, CheckpointWriter, RecoveryPoints};
+use super::flushes::Flushes;
 use super::metadata_cache::{MetadataCache, TopicMetadata};
 use super::partition::Partition;
 use super::producer_ids::ProducerIdManager;
-use super::purgatory::Purgatory;
 use super::replica_manager::ReplicaManager;
 use super::{Broker, BrokerError, BrokerEvent, StartupReport};
 use crate::metadata::records::Record;
 use crate::metadata::{COMBINED_CONTROLLER_DIRECTORY, METADATA_LOG_DIRECTORY};
+use crate::node_io::PeerRequestIds;
 
 const META_PROPERTIES: &str = "meta.properties";
 
@@ -142,8 +141,7 @@ impl<S: Storage> Broker<S> {
             rng,
             metadata: MetadataCache::new(metadata_log),
             replicas: ReplicaManager::default(),
-            next_flush_id: 0,
-            flushes: BTreeMap::new(),
+            flushes: Flushes::default(),
             checkpoint: CheckpointWriter::new(interval_ms, now, recovery_points.clone()),
             log_starts: CheckpointWriter::new(
                 config_retention_check_interval_ms,
@@ -157,16 +155,14 @@ impl<S: Storage> Broker<S> {
             ),
             producer_ids,
             wall_clock_at_zero: 0,
-            purgatory: Purgatory::default(),
+            creations: Vec::new(),
             closing: None,
             clean_start: clean_shutdown,
             topic_counts: super::metrics::TopicStats::default(),
             requested_starts: RecoveryPoints::new(),
-            fetchers: super::replication::ReplicaFetchers::default(),
             cluster: None,
-            next_peer_request: 0,
+            peer_ids: PeerRequestIds::default(),
             groups,
-            finished_group_writes: Vec::new(),
         };
         broker.cluster = super::cluster::Membership::of(&broker.config, marker_epoch.unwrap_or(-1));
         broker.replay_metadata()?;

@@ -10,9 +10,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::broker::metadata_cache::OwnController;
-use crate::broker::purgatory::DelayedCreateTopics;
-use crate::broker::{Broker, Output, ReplyTo, ResponseBody};
+use crate::broker::metadata_cache::{DelayedCreateTopics, OwnController};
+use crate::broker::{Broker, FlushId, Output, ReplyTo, ResponseBody};
 use crate::metadata::topics::{self, validate_topic_name, Decided, Names};
 use crate::protocol::codec::Request;
 use crate::protocol::ErrorCode;
@@ -123,7 +122,7 @@ impl<S: Storage> Broker<S> {
         match self.append_metadata(now, &appended, out) {
             Ok(flush_id) => {
                 if let Some(reply_to) = reply_to {
-                    self.purgatory.creations.push(DelayedCreateTopics {
+                    self.creations.push(DelayedCreateTopics {
                         reply_to,
                         response: response.clone(),
                         flush_id,
@@ -146,5 +145,26 @@ impl<S: Storage> Broker<S> {
             }
         }
         Some(response)
+    }
+
+    /// Answers the CreateTopics whose records `flush_id` made durable.
+    pub(in crate::broker) fn complete_topic_creations(
+        &mut self,
+        flush_id: FlushId,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.creations)
+            .into_iter()
+            .partition(|delayed| delayed.flush_id == flush_id);
+        self.creations = waiting;
+        for delayed in ready {
+            out.push(
+                delayed
+                    .reply_to
+                    .respond(ResponseBody::message(ResponseKind::CreateTopics(
+                        delayed.response,
+                    ))),
+            );
+        }
     }
 }

@@ -13,7 +13,7 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse, ResponseKind};
 
 use crate::broker::checkpoint::{CheckpointKind, CheckpointStage, RecoveryPoints};
-use crate::broker::purgatory::{DelayedDeleteRecords, DeleteSlot};
+use crate::broker::replica_manager::purgatory::{DelayedDeleteRecords, DeleteSlot};
 use crate::broker::{Broker, Output, ReplyTo, ResponseBody};
 use crate::protocol::ErrorCode;
 use crate::storage::Storage;
@@ -69,12 +69,15 @@ impl<S: Storage> Broker<S> {
             );
             return;
         }
-        self.purgatory.delete_records.push(DelayedDeleteRecords {
-            reply_to,
-            response,
-            waiting,
-            deadline: now.plus(body.timeout_ms.max(0) as u64),
-        });
+        self.replicas
+            .purgatory
+            .delete_records
+            .push(DelayedDeleteRecords {
+                reply_to,
+                response,
+                waiting,
+                deadline: now.plus(body.timeout_ms.max(0) as u64),
+            });
         self.write_requested_log_starts(now, out);
     }
 
@@ -141,7 +144,7 @@ impl<S: Storage> Broker<S> {
         let written = &self.log_starts.written;
         self.requested_starts
             .retain(|topic_partition, start| written.get(topic_partition) < Some(start));
-        let parked = std::mem::take(&mut self.purgatory.delete_records);
+        let parked = std::mem::take(&mut self.replicas.purgatory.delete_records);
         for mut delayed in parked {
             let expired = now >= delayed.deadline;
             let response = &mut delayed.response;
@@ -170,7 +173,7 @@ impl<S: Storage> Broker<S> {
                     ResponseKind::DeleteRecords(delayed.response),
                 )));
             } else {
-                self.purgatory.delete_records.push(delayed);
+                self.replicas.purgatory.delete_records.push(delayed);
             }
         }
     }

@@ -4,13 +4,13 @@
 //!
 //! A fetch from a follower (`replica_id` set, or `replica_state` from v15) reads up to the log
 //! end instead, and its fetch offsets tell the leader how far each follower has come (see
-//! `broker::replication`). Only the leader serves fetches. The reads themselves are the
+//! `replica_manager::replication`). Only the leader serves fetches. The reads themselves are the
 //! `ReplicaManager`'s (`replica_manager/fetch.rs`); here the parking and the follower bookkeeping.
 
 use kafka_protocol::messages::{FetchRequest, RequestKind};
 
-use crate::broker::purgatory::DelayedFetch;
-use crate::broker::replica_manager::fetch::{fetching_replica, TOPIC_IDS_FROM};
+use crate::broker::replica_manager::fetch::fetching_replica;
+use crate::broker::replica_manager::purgatory::DelayedFetch;
 use crate::broker::{Broker, Output, ReplyTo, ResponseBody};
 use crate::protocol::codec::Request;
 use crate::protocol::fetch_response::FetchResponseParts;
@@ -50,7 +50,8 @@ impl<S: Storage> Broker<S> {
                         })
                 })
                 .collect();
-            self.on_follower_fetched(now, replica, &fetched, out);
+            let (replicas, mut link) = self.replica_manager();
+            replicas.on_follower_fetched(now, replica, &fetched, &mut link, out);
         }
         let has_error = parts
             .topics
@@ -73,7 +74,7 @@ impl<S: Storage> Broker<S> {
                     })
                 })
                 .collect();
-            self.purgatory.fetches.push(DelayedFetch {
+            self.replicas.purgatory.fetches.push(DelayedFetch {
                 reply_to,
                 deadline: now.plus(body.max_wait_ms as u64),
                 request: body,
@@ -90,15 +91,6 @@ impl<S: Storage> Broker<S> {
         api_version: i16,
         body: &FetchRequest,
     ) -> (FetchResponseParts<S::File>, usize) {
-        let metadata = &self.metadata;
-        self.replicas
-            .read_for_fetch(api_version, body, |requested| {
-                let topic = if api_version >= TOPIC_IDS_FROM {
-                    metadata.served_by_id(requested.topic_id)
-                } else {
-                    metadata.served(&requested.topic)
-                };
-                topic.map(|topic| topic.name.clone())
-            })
+        self.replicas.read_served(api_version, body, &self.metadata)
     }
 }

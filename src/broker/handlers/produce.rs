@@ -15,8 +15,8 @@ use kafka_protocol::messages::{ProduceResponse, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::partition::Acks;
-use crate::broker::purgatory::{DelayedProduce, ProduceWaiter, WaitingSlot};
 use crate::broker::replica_manager::append::{Appended, Rejection};
+use crate::broker::replica_manager::purgatory::{DelayedProduce, ProduceWaiter, WaitingSlot};
 use crate::broker::{Broker, BrokerEvent, Output, ReplyTo, Response, ResponseBody};
 use crate::protocol::codec::Request;
 use crate::protocol::ErrorCode;
@@ -224,7 +224,8 @@ impl<S: Storage> Broker<S> {
             if appended.flush_required {
                 self.flush_partition(now, &topic_partition, out);
             } else if let Some(new_segment) = appended.rolled {
-                self.flush_rolled(&topic_partition, new_segment, out);
+                self.replicas
+                    .flush_rolled(&topic_partition, new_segment, &mut self.flushes, out);
             }
         }
         if appended.flush_required || appended.awaits_followers {
@@ -243,7 +244,7 @@ impl<S: Storage> Broker<S> {
             .replicas
             .get(&topic_partition)
             .is_some_and(|partition| !partition.followers().is_empty());
-        if self.advance_high_watermark(&topic_partition, out) || replicated {
+        if self.replicas.advance_high_watermark(&topic_partition, out) || replicated {
             progress.advanced.insert(topic_partition);
         }
     }
@@ -277,14 +278,14 @@ impl<S: Storage> Broker<S> {
                 None => Output::NoResponse { connection },
             });
         } else if progress.waiting.is_empty() {
-            self.finish_produce(waiter, progress.response, out);
+            self.replicas.finish_produce(waiter, progress.response, out);
         } else {
             let partitions: BTreeSet<TopicPartition> = progress
                 .waiting
                 .iter()
                 .map(|slot| slot.topic_partition.clone())
                 .collect();
-            self.purgatory.produces.push(DelayedProduce {
+            self.replicas.purgatory.produces.push(DelayedProduce {
                 waiter,
                 response: progress.response,
                 waiting: progress.waiting,
@@ -293,7 +294,8 @@ impl<S: Storage> Broker<S> {
             // Kafka's `tryCompleteElseWatch`: what is already satisfied (an ISR of the leader
             // alone commits an append as it lands) is answered now, not at the next change.
             for topic_partition in &partitions {
-                self.complete_delayed_produces(topic_partition, out);
+                self.replicas
+                    .complete_delayed_produces(topic_partition, out);
             }
         }
     }

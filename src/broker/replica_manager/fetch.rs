@@ -2,8 +2,9 @@
 //! for each partition, leadership and epoch fencing, a follower's diverging epoch (KIP-320/595),
 //! then whole batches from the fetch offset up to the high watermark (a follower: the log end),
 //! as file ranges, within the partition's and the request's byte limits (KIP-74). Parking a
-//! fetch and what a follower's fetch offsets tell the leader are the router's
-//! (`handlers/fetch.rs`, `replication.rs`).
+//! fetch is the router's (`handlers/fetch.rs`); reading it again ([`parked`](super::parked))
+//! and what a follower's fetch offsets tell the leader ([`replication`](super::replication))
+//! are the replica manager's.
 
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::FetchRequest;
@@ -18,6 +19,7 @@ use crate::types::{BrokerId, TopicPartition};
 
 use super::partition::Partition;
 use super::ReplicaManager;
+use crate::broker::metadata_cache::MetadataCache;
 
 /// Fetch addresses topics by id from this version on.
 pub(in crate::broker) const TOPIC_IDS_FROM: i16 = 13;
@@ -52,6 +54,24 @@ fn error_partition<F>(partition_index: i32, error: ErrorCode) -> FetchPartitionR
 }
 
 impl<S: Storage> ReplicaManager<S> {
+    /// Reads what a fetch would return now over the topics `metadata` says this broker
+    /// serves, and how many record bytes that is.
+    pub(in crate::broker) fn read_served(
+        &self,
+        api_version: i16,
+        body: &FetchRequest,
+        metadata: &MetadataCache<S>,
+    ) -> (FetchResponseParts<S::File>, usize) {
+        self.read_for_fetch(api_version, body, |requested| {
+            let topic = if api_version >= TOPIC_IDS_FROM {
+                metadata.served_by_id(requested.topic_id)
+            } else {
+                metadata.served(&requested.topic)
+            };
+            topic.map(|topic| topic.name.clone())
+        })
+    }
+
     /// Reads what a fetch would return now, and how many record bytes that is
     /// (`served`: the name of a requested topic the broker serves, by id from v13, else by name).
     pub(in crate::broker) fn read_for_fetch(

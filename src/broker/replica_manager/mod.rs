@@ -3,36 +3,94 @@
 //! produced batch as leader ([`append`]: Kafka's checks, then the append), reading a fetch
 //! ([`fetch`]), and the requests that only read them (ListOffsets, OffsetsForLeaderEpoch).
 //! Appends, reads and flush completions go through the [`Partition`]s it holds, which decide
-//! `acks` and `min.insync.replicas`. What follows an append or a read (its flush, a parked
-//! answer, the purgatory, the follower fetchers) is still the router's (`broker/handlers/`,
-//! `purgatory.rs`, `flush.rs`, `replication.rs`): moving it here is issue 42's next step.
+//! `acks` and `min.insync.replicas`. It also owns what follows an append or a read: the
+//! partition flushes and their completions ([`flush`]), the produce, fetch and DeleteRecords
+//! purgatories ([`purgatory`], [`parked`]), leadership changes, the leader's view of its followers and the
+//! follower fetchers ([`replication`]).
+//!
+//! What it needs from the rest of the broker (the configuration, the metadata cache, the
+//! flushes in flight, peer-request ids, and in a cluster the controller for ISR changes) the
+//! router lends it per call as a [`Link`].
 
 pub(in crate::broker) mod append;
 pub(in crate::broker) mod fetch;
+mod fetcher;
+mod flush;
 mod list_offsets;
 mod offsets_for_leader_epoch;
+mod parked;
 pub mod partition;
+pub(in crate::broker) mod purgatory;
+pub(in crate::broker) mod replication;
 
 use std::collections::BTreeMap;
 
+use crate::config::BrokerConfig;
+use crate::node_io::{Output, PeerRequestIds};
+use crate::protocol::ErrorCode;
 use crate::storage::Storage;
-use crate::types::{Millis, TopicPartition};
+use crate::types::{BrokerId, Millis, TopicPartition};
 
+use self::fetcher::ReplicaFetchers;
 use self::partition::Partition;
+use self::purgatory::Purgatory;
+use super::flushes::Flushes;
+use super::group::GroupWrite;
+use super::metadata_cache::MetadataCache;
 use super::metrics::PartitionMetrics;
 
-/// The broker's replicas, by partition.
+/// The broker's replicas, by partition, and the work parked on them.
 #[derive(Debug)]
 pub struct ReplicaManager<S: Storage> {
     partitions: BTreeMap<TopicPartition, Partition<S>>,
+    /// The follower side of replication: one fetch session per leader.
+    fetchers: ReplicaFetchers,
+    /// Produces, fetches and DeleteRecords waiting on these partitions.
+    pub(in crate::broker) purgatory: Purgatory,
+    /// The group coordinator's own writes that finished during this input, with the append's
+    /// error: the router hands them back to the coordinator at the input's end.
+    finished_group_writes: Vec<(GroupWrite, ErrorCode)>,
 }
 
 impl<S: Storage> Default for ReplicaManager<S> {
     fn default() -> Self {
         ReplicaManager {
             partitions: BTreeMap::new(),
+            fetchers: ReplicaFetchers::default(),
+            purgatory: Purgatory::default(),
+            finished_group_writes: Vec::new(),
         }
     }
+}
+
+/// What the replica manager borrows from the rest of the broker for one call. Kafka's
+/// `ReplicaManager` is built holding the same things (the config, the metadata cache, the
+/// `AlterPartitionManager`); here the router lends them, so that each stays owned by one
+/// component.
+pub(in crate::broker) struct Link<'a, S: Storage> {
+    pub(in crate::broker) config: &'a BrokerConfig,
+    pub(in crate::broker) metadata: &'a MetadataCache<S>,
+    pub(in crate::broker) flushes: &'a mut Flushes,
+    pub(in crate::broker) peer_ids: &'a mut PeerRequestIds,
+    /// The controller, in a cluster: ISR changes are proposed to it. `None`: the broker is its
+    /// own controller and changes an ISR itself.
+    pub(in crate::broker) controller: Option<&'a mut dyn AlterPartition<S>>,
+}
+
+/// The way to the controller for a leader's ISR changes (Kafka's `AlterPartitionManager`).
+pub(in crate::broker) trait AlterPartition<S: Storage> {
+    /// Proposes `new_isr` for `partition` (led here), unless a proposal for it is pending.
+    #[allow(clippy::too_many_arguments)]
+    fn propose_isr(
+        &mut self,
+        now: Millis,
+        peer_ids: &mut PeerRequestIds,
+        metadata: &MetadataCache<S>,
+        node: BrokerId,
+        partition: &mut Partition<S>,
+        proposal: (&TopicPartition, Vec<BrokerId>),
+        out: &mut Vec<Output<S::File>>,
+    );
 }
 
 impl<S: Storage> ReplicaManager<S> {
@@ -79,6 +137,11 @@ impl<S: Storage> ReplicaManager<S> {
         self.partitions.is_empty()
     }
 
+    /// The group coordinator's writes that finished since the last call, with their errors.
+    pub(in crate::broker) fn take_finished_group_writes(&mut self) -> Vec<(GroupWrite, ErrorCode)> {
+        std::mem::take(&mut self.finished_group_writes)
+    }
+
     /// Every replica's state for the metrics endpoint, in partition order.
     pub fn partition_metrics(&self) -> Vec<PartitionMetrics> {
         self.partitions
@@ -121,6 +184,18 @@ impl<S: Storage> ReplicaManager<S> {
                 topic_partition.partition < partitions,
                 "partition index within the topic"
             );
+        }
+        assert!(
+            self.finished_group_writes.is_empty(),
+            "the coordinator's finished writes are handled within the input"
+        );
+        for delayed in &self.purgatory.produces {
+            for slot in &delayed.waiting {
+                assert!(
+                    self.partitions.contains_key(&slot.topic_partition),
+                    "a delayed produce waits on a known partition"
+                );
+            }
         }
     }
 }

@@ -21,15 +21,19 @@ use kafka_protocol::protocol::StrBytes;
 
 use std::ops::Range;
 
+use crate::broker::metadata_cache::MetadataCache;
 use crate::config::broker::ReplicationGeneration;
+use crate::config::BrokerConfig;
+use crate::metadata::records::NO_LEADER;
 use crate::protocol::record_batch::{validate_batch, BatchError, RecordBatchHeader};
 use crate::protocol::requests::offset_for_leader_epoch_request;
 use crate::protocol::ErrorCode;
 use crate::storage::Storage;
 use crate::types::{BrokerId, LeaderEpoch, Millis, TopicPartition};
 
-use super::purgatory::FlushTarget;
-use super::{Broker, BrokerEvent, Output, PeerRequestId, PeerRole};
+use super::{Link, ReplicaManager};
+use crate::broker::flushes::{FlushTarget, Flushes};
+use crate::node_io::{BrokerEvent, Output, PeerRequestId, PeerRole};
 
 /// The Fetch version followers send: topics by name, `current_leader_epoch` (KIP-320) and the
 /// diverging epoch in the response.
@@ -38,58 +42,6 @@ pub const REPLICA_FETCH_VERSION: i16 = 12;
 /// The OffsetsForLeaderEpoch version a `kip-101` or `kip-279` follower sends (v3: with its
 /// replica id).
 const LEADER_EPOCHS_VERSION: i16 = 3;
-
-/// The follower side: what each leader is being fetched for.
-#[derive(Debug, Default)]
-pub(super) struct ReplicaFetchers {
-    by_leader: BTreeMap<BrokerId, Fetcher>,
-}
-
-/// One leader's fetch session.
-#[derive(Debug, Default)]
-struct Fetcher {
-    /// The partitions this broker follows on that leader.
-    partitions: BTreeSet<TopicPartition>,
-    /// The fetch on its way, if any: only its answer is taken.
-    in_flight: Option<PeerRequestId>,
-    /// After a failed fetch, no new one before this.
-    backoff_until: Option<Millis>,
-    /// Partitions whose part of the last fetch failed, left out of fetches until then; the
-    /// others go on (Kafka's `AbstractFetcherThread.delayPartitions`).
-    delayed: BTreeMap<TopicPartition, Millis>,
-    /// Appends that must be durable before the next fetch reports them: partition and end.
-    awaiting_flush: Vec<(TopicPartition, i64)>,
-    /// `kip-101` and `kip-279`: partitions that must find where their log agrees with the
-    /// leader's (OffsetsForLeaderEpoch) before they fetch, with the epoch to ask for next
-    /// (`None`: the epoch of the last batch).
-    truncating: BTreeMap<TopicPartition, Option<i32>>,
-}
-
-impl ReplicaFetchers {
-    fn remove_partition(&mut self, topic_partition: &TopicPartition) {
-        self.by_leader.retain(|_, fetcher| {
-            fetcher.partitions.remove(topic_partition);
-            fetcher
-                .awaiting_flush
-                .retain(|(partition, _)| partition != topic_partition);
-            fetcher.truncating.remove(topic_partition);
-            fetcher.delayed.remove(topic_partition);
-            !fetcher.partitions.is_empty()
-        });
-    }
-
-    fn next_deadline(&self) -> Option<Millis> {
-        self.by_leader
-            .values()
-            .flat_map(|fetcher| {
-                fetcher
-                    .backoff_until
-                    .into_iter()
-                    .chain(fetcher.delayed.values().copied())
-            })
-            .min()
-    }
-}
 
 /// A partition's new leadership, as the controller decides it (Kafka's `LeaderAndIsr`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,20 +58,21 @@ pub struct PartitionState {
     pub partition_epoch: i32,
 }
 
-impl<S: Storage> Broker<S> {
+impl<S: Storage> ReplicaManager<S> {
     /// Makes this broker the leader or a follower of a partition it holds (Kafka's
     /// `ReplicaManager.becomeLeaderOrFollower`). The controller's metadata drives it; an epoch
     /// older than the partition's is ignored. Parked produces of a partition that stops being
     /// led here answer NOT_LEADER_OR_FOLLOWER.
-    pub fn become_leader_or_follower(
+    pub(in crate::broker) fn become_leader_or_follower(
         &mut self,
         now: Millis,
         topic_partition: &TopicPartition,
         state: PartitionState,
+        link: &mut Link<'_, S>,
         out: &mut Vec<Output<S::File>>,
     ) {
-        let local = self.node_id();
-        let Some(partition) = self.replicas.get_mut(topic_partition) else {
+        let local = BrokerId(link.config.node_id);
+        let Some(partition) = self.partitions.get_mut(topic_partition) else {
             tracing::warn!(partition = %topic_partition, "leadership for a partition not held here");
             return;
         };
@@ -129,7 +82,7 @@ impl<S: Storage> Broker<S> {
         }
         assert!(
             state.replicas.contains(&local)
-                && (state.isr.contains(&state.leader) || Self::is_no_leader(state.leader)),
+                && (state.isr.contains(&state.leader) || state.leader == NO_LEADER),
             "a partition state for a replica here, with its leader in the ISR"
         );
         let same_epoch =
@@ -144,12 +97,12 @@ impl<S: Storage> Broker<S> {
             // Only the ISR moved (an AlterPartition or a fenced member): roles stay.
             partition.set_partition_epoch(state.partition_epoch);
             partition.set_isr(state.isr);
-            self.after_isr_change(now, topic_partition, out);
+            self.after_isr_change(now, topic_partition, link.metadata, out);
             return;
         }
         self.fetchers.remove_partition(topic_partition);
         partition.set_partition_epoch(state.partition_epoch);
-        let generation = self.config.replication.generation;
+        let generation = link.config.replication.generation;
         if let Err(error) = partition.log_mut().load_leader_epochs() {
             partition.go_offline_with_event(format!("leader epochs unreadable: {error}"), out);
             return;
@@ -157,7 +110,7 @@ impl<S: Storage> Broker<S> {
         if state.leader == local {
             tracing::info!(partition = %topic_partition, epoch = state.leader_epoch.0, isr = ?state.isr, "became leader");
             let strict_min_isr = (generation == ReplicationGeneration::Kip966)
-                .then(|| self.metadata.config(&topic_partition.topic))
+                .then(|| link.metadata.config(&topic_partition.topic))
                 .flatten()
                 .map_or(0, |config| config.min_insync_replicas as usize);
             partition.set_min_isr_to_advance(strict_min_isr);
@@ -178,9 +131,9 @@ impl<S: Storage> Broker<S> {
                 // Before leader epochs (KIP-101), a new follower drops everything past its high
                 // watermark: what the new leader lacks goes, and what it has is fetched again.
                 let reason = "became follower: truncate to the high watermark";
-                self.truncate_follower(topic_partition, high_watermark, reason, out);
+                self.truncate_follower(topic_partition, high_watermark, reason, link.flushes, out);
             }
-            if !Self::is_no_leader(leader) {
+            if leader != NO_LEADER {
                 let fetcher = self.fetchers.by_leader.entry(leader).or_default();
                 fetcher.partitions.insert(topic_partition.clone());
                 fetcher.delayed.remove(topic_partition);
@@ -193,8 +146,8 @@ impl<S: Storage> Broker<S> {
                 }
             }
         }
-        self.after_isr_change(now, topic_partition, out);
-        self.send_replica_fetches(now, out);
+        self.after_isr_change(now, topic_partition, link.metadata, out);
+        self.send_replica_fetches(now, link, out);
     }
 
     /// KIP-320/595: the leader says where our last epoch ends on its log; truncate to that or
@@ -203,9 +156,10 @@ impl<S: Storage> Broker<S> {
         &mut self,
         topic_partition: &TopicPartition,
         (epoch, leader_end): (i32, i64),
+        flushes: &mut Flushes,
         out: &mut Vec<Output<S::File>>,
     ) {
-        let Some(partition) = self.replicas.get(topic_partition) else {
+        let Some(partition) = self.partitions.get(topic_partition) else {
             return;
         };
         let end = partition.log().log_end_offset();
@@ -221,7 +175,7 @@ impl<S: Storage> Broker<S> {
             _ => leader_end,
         };
         let reason = format!("the leader's epoch {epoch} ends at offset {leader_end}");
-        self.truncate_follower(topic_partition, offset.min(end), &reason, out);
+        self.truncate_follower(topic_partition, offset.min(end), &reason, flushes, out);
     }
 
     /// On a follower: cuts the log at `offset`, records the truncation, and starts the fsync
@@ -231,9 +185,10 @@ impl<S: Storage> Broker<S> {
         topic_partition: &TopicPartition,
         offset: i64,
         reason: &str,
+        flushes: &mut Flushes,
         out: &mut Vec<Output<S::File>>,
     ) {
-        let Some(partition) = self.replicas.get_mut(topic_partition) else {
+        let Some(partition) = self.partitions.get_mut(topic_partition) else {
             return;
         };
         let high_watermark = partition.high_watermark();
@@ -257,7 +212,7 @@ impl<S: Storage> Broker<S> {
                     topic_partition: topic_partition.clone(),
                     mark,
                 };
-                self.start_flush(target, sync, out);
+                flushes.start(target, sync, out);
             }
             Err(error) => {
                 partition.go_offline_with_event(format!("truncation failed: {error}"), out);
@@ -267,13 +222,14 @@ impl<S: Storage> Broker<S> {
 
     /// A partition's ISR or role changed: its high watermark may move, which answers parked
     /// produces and fetches.
-    pub(super) fn after_isr_change(
+    pub(in crate::broker) fn after_isr_change(
         &mut self,
         now: Millis,
         topic_partition: &TopicPartition,
+        metadata: &MetadataCache<S>,
         out: &mut Vec<Output<S::File>>,
     ) {
-        if let Some(partition) = self.replicas.get(topic_partition) {
+        if let Some(partition) = self.partitions.get(topic_partition) {
             out.push(Output::Event(BrokerEvent::PartitionState {
                 partition: topic_partition.clone(),
                 leader: partition.leader(),
@@ -283,7 +239,8 @@ impl<S: Storage> Broker<S> {
             }));
         }
         if self.advance_high_watermark(topic_partition, out) {
-            self.complete_delayed_fetches(now, &BTreeSet::from([topic_partition.clone()]), out);
+            let advanced = BTreeSet::from([topic_partition.clone()]);
+            self.complete_delayed_fetches(now, &advanced, metadata, out);
         }
         self.complete_delayed_produces(topic_partition, out);
     }
@@ -295,32 +252,44 @@ impl<S: Storage> Broker<S> {
         now: Millis,
         topic_partition: &TopicPartition,
         new_isr: Vec<BrokerId>,
+        link: &mut Link<'_, S>,
         out: &mut Vec<Output<S::File>>,
     ) {
-        if self.cluster.is_some() {
-            self.propose_isr(now, topic_partition, new_isr, out);
-            return;
-        }
-        let Some(partition) = self.replicas.get_mut(topic_partition) else {
+        let Some(partition) = self.partitions.get_mut(topic_partition) else {
             return;
         };
+        if let Some(controller) = link.controller.as_deref_mut() {
+            let node = BrokerId(link.config.node_id);
+            let proposal = (topic_partition, new_isr);
+            controller.propose_isr(
+                now,
+                link.peer_ids,
+                link.metadata,
+                node,
+                partition,
+                proposal,
+                out,
+            );
+            return;
+        }
         partition.set_isr(new_isr);
-        self.after_isr_change(now, topic_partition, out);
+        self.after_isr_change(now, topic_partition, link.metadata, out);
     }
 
     /// After a follower's fetch was read: records each partition's fetch offset as that
     /// follower's log end offset, lets it join the ISR, and moves the high watermarks (which
     /// answers parked acks=all produces).
-    pub(super) fn on_follower_fetched(
+    pub(in crate::broker) fn on_follower_fetched(
         &mut self,
         now: Millis,
         replica: BrokerId,
         fetched: &[(TopicPartition, i64)],
+        link: &mut Link<'_, S>,
         out: &mut Vec<Output<S::File>>,
     ) {
         let mut advanced = BTreeSet::new();
         for (topic_partition, fetch_offset) in fetched {
-            let Some(partition) = self.replicas.get_mut(topic_partition) else {
+            let Some(partition) = self.partitions.get_mut(topic_partition) else {
                 continue;
             };
             if !partition.is_leader() || partition.offline().is_some() {
@@ -333,14 +302,11 @@ impl<S: Storage> Broker<S> {
             };
             // KIP-841: a fenced broker is not eligible for the ISR; proposing it would only be
             // refused (INELIGIBLE_REPLICA) at every fetch until the controller unfences it.
-            let eligible = self
-                .cluster
-                .as_ref()
-                .is_none_or(|_| self.metadata.image().is_active(replica));
+            let eligible = link.controller.is_none() || link.metadata.image().is_active(replica);
             if fetch.may_join && eligible {
                 let mut isr = partition.isr().to_vec();
                 isr.push(replica);
-                self.change_isr(now, topic_partition, isr, out);
+                self.change_isr(now, topic_partition, isr, link, out);
             }
             if self.advance_high_watermark(topic_partition, out) {
                 advanced.insert(topic_partition.clone());
@@ -348,17 +314,22 @@ impl<S: Storage> Broker<S> {
             self.complete_delayed_produces(topic_partition, out);
         }
         if !advanced.is_empty() {
-            self.complete_delayed_fetches(now, &advanced, out);
+            self.complete_delayed_fetches(now, &advanced, link.metadata, out);
         }
     }
 
     /// On a tick: leaders drop lagging followers from their ISR (which may move the high
     /// watermark), parked produces past their timeout answer, and fetchers whose backoff ended
     /// fetch again.
-    pub(super) fn on_replication_tick(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
-        let lag = self.config.replication.lag_time_max_ms as u64;
+    pub(in crate::broker) fn on_replication_tick(
+        &mut self,
+        now: Millis,
+        link: &mut Link<'_, S>,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let lag = link.config.replication.lag_time_max_ms as u64;
         let due: Vec<TopicPartition> = self
-            .replicas
+            .partitions
             .iter()
             .filter(|(_, partition)| {
                 partition
@@ -368,7 +339,7 @@ impl<S: Storage> Broker<S> {
             .map(|(topic_partition, _)| topic_partition.clone())
             .collect();
         for topic_partition in due {
-            let Some(partition) = self.replicas.get(&topic_partition) else {
+            let Some(partition) = self.partitions.get(&topic_partition) else {
                 continue;
             };
             let lagging = partition.lagging_followers(now, lag);
@@ -381,19 +352,22 @@ impl<S: Storage> Broker<S> {
                 .copied()
                 .filter(|member| !lagging.contains(member))
                 .collect();
-            self.change_isr(now, &topic_partition, isr, out);
+            self.change_isr(now, &topic_partition, isr, link, out);
         }
         self.time_out_delayed_produces(now, out);
-        self.send_replica_fetches(now, out);
+        self.send_replica_fetches(now, link, out);
     }
 
     /// The earliest ISR check, fetch backoff or produce timeout.
-    pub(super) fn next_replication_deadline(&self) -> Option<Millis> {
-        let lag = self.config.replication.lag_time_max_ms as u64;
+    pub(in crate::broker) fn next_replication_deadline(
+        &self,
+        config: &BrokerConfig,
+    ) -> Option<Millis> {
+        let lag = config.replication.lag_time_max_ms as u64;
         let isr = self
-            .replicas
-            .iter()
-            .filter_map(|(_, partition)| partition.next_isr_deadline(lag))
+            .partitions
+            .values()
+            .filter_map(|partition| partition.next_isr_deadline(lag))
             .min();
         [isr, self.fetchers.next_deadline()]
             .into_iter()
@@ -403,13 +377,18 @@ impl<S: Storage> Broker<S> {
 
     /// Sends a fetch to every leader whose session is idle: nothing in flight, no backoff, and
     /// every append it must report durable.
-    pub(super) fn send_replica_fetches(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+    pub(in crate::broker) fn send_replica_fetches(
+        &mut self,
+        now: Millis,
+        link: &mut Link<'_, S>,
+        out: &mut Vec<Output<S::File>>,
+    ) {
         if self.fetchers.by_leader.is_empty() {
             return;
         }
         let leaders: Vec<BrokerId> = self.fetchers.by_leader.keys().copied().collect();
         for leader in leaders {
-            let replicas = &self.replicas;
+            let replicas = &self.partitions;
             let fetcher = self
                 .fetchers
                 .by_leader
@@ -428,17 +407,18 @@ impl<S: Storage> Broker<S> {
                 continue;
             }
             fetcher.backoff_until = None;
-            let (api_version, body) = if let Some(body) = self.leader_epochs_request(leader) {
+            let node = BrokerId(link.config.node_id);
+            let (api_version, body) = if let Some(body) = self.leader_epochs_request(leader, node) {
                 (
                     LEADER_EPOCHS_VERSION,
                     RequestKind::OffsetForLeaderEpoch(body),
                 )
-            } else if let Some(body) = self.replica_fetch_request(leader) {
+            } else if let Some(body) = self.replica_fetch_request(leader, link.config) {
                 (REPLICA_FETCH_VERSION, RequestKind::Fetch(body))
             } else {
                 continue;
             };
-            let id = self.next_peer_request_id();
+            let id = link.peer_ids.next_id();
             self.fetchers
                 .by_leader
                 .get_mut(&leader)
@@ -450,18 +430,22 @@ impl<S: Storage> Broker<S> {
                 id,
                 api_version,
                 body: Box::new(body),
-                timeout_ms: self.config.replication.socket_timeout_ms as u64,
+                timeout_ms: link.config.replication.socket_timeout_ms as u64,
             });
         }
     }
 
     /// The fetch a follower sends `leader` for every partition it follows there that is online.
-    fn replica_fetch_request(&self, leader: BrokerId) -> Option<FetchRequest> {
-        let settings = &self.config.replication;
+    fn replica_fetch_request(
+        &self,
+        leader: BrokerId,
+        config: &BrokerConfig,
+    ) -> Option<FetchRequest> {
+        let settings = &config.replication;
         let fetcher = self.fetchers.by_leader.get(&leader)?;
         let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
         for topic_partition in &fetcher.partitions {
-            let Some(partition) = self.replicas.get(topic_partition) else {
+            let Some(partition) = self.partitions.get(topic_partition) else {
                 continue;
             };
             if partition.offline().is_some() || fetcher.delayed.contains_key(topic_partition) {
@@ -500,7 +484,7 @@ impl<S: Storage> Broker<S> {
             .collect();
         Some(
             FetchRequest::default()
-                .with_replica_id(kafka_protocol::messages::BrokerId(self.node_id().0))
+                .with_replica_id(kafka_protocol::messages::BrokerId(config.node_id))
                 .with_max_wait_ms(settings.fetch_wait_max_ms)
                 .with_min_bytes(settings.fetch_min_bytes)
                 .with_max_bytes(settings.fetch_response_max_bytes)
@@ -511,12 +495,13 @@ impl<S: Storage> Broker<S> {
 
     /// A leader answered a follower fetch (or the request failed): append what came back, take
     /// the leader's high watermark, and fetch again.
-    pub(super) fn on_peer_response(
+    pub(in crate::broker) fn on_peer_response(
         &mut self,
         now: Millis,
         peer: BrokerId,
         id: PeerRequestId,
         result: Result<Box<ResponseKind>, String>,
+        link: &mut Link<'_, S>,
         out: &mut Vec<Output<S::File>>,
     ) {
         let Some(fetcher) = self.fetchers.by_leader.get_mut(&peer) else {
@@ -526,15 +511,16 @@ impl<S: Storage> Broker<S> {
             return;
         }
         fetcher.in_flight = None;
-        let backoff = now.plus(self.config.replication.fetch_backoff_ms as u64);
+        let backoff = now.plus(link.config.replication.fetch_backoff_ms as u64);
         let response = match result.map(|response| *response) {
             Ok(ResponseKind::OffsetForLeaderEpoch(response)) => {
-                if !self.on_leader_epochs(peer, response, out) {
+                let generation = link.config.replication.generation;
+                if !self.on_leader_epochs(peer, response, generation, link.flushes, out) {
                     if let Some(fetcher) = self.fetchers.by_leader.get_mut(&peer) {
                         fetcher.backoff_until = Some(backoff);
                     }
                 }
-                self.send_replica_fetches(now, out);
+                self.send_replica_fetches(now, link, out);
                 return;
             }
             Ok(ResponseKind::Fetch(response)) if response.error_code == 0 => response,
@@ -562,14 +548,14 @@ impl<S: Storage> Broker<S> {
             for data in topic.partitions {
                 let topic_partition =
                     TopicPartition::new(topic.topic.as_str(), data.partition_index);
-                if !self.on_replicated_partition(now, peer, &topic_partition, data, out) {
+                if !self.on_replicated_partition(now, peer, &topic_partition, data, link, out) {
                     if let Some(fetcher) = self.fetchers.by_leader.get_mut(&peer) {
                         fetcher.delayed.insert(topic_partition, backoff);
                     }
                 }
             }
         }
-        self.send_replica_fetches(now, out);
+        self.send_replica_fetches(now, link, out);
     }
 
     /// One partition of a follower fetch response. Returns false if the partition should back
@@ -580,9 +566,10 @@ impl<S: Storage> Broker<S> {
         leader: BrokerId,
         topic_partition: &TopicPartition,
         data: PartitionData,
+        link: &mut Link<'_, S>,
         out: &mut Vec<Output<S::File>>,
     ) -> bool {
-        let Some(partition) = self.replicas.get_mut(topic_partition) else {
+        let Some(partition) = self.partitions.get_mut(topic_partition) else {
             return true;
         };
         if partition.is_leader() || partition.leader() != leader || partition.offline().is_some() {
@@ -600,6 +587,7 @@ impl<S: Storage> Broker<S> {
                 topic_partition,
                 offset,
                 "the leader's log ends below ours",
+                link.flushes,
                 out,
             );
             return true;
@@ -610,7 +598,7 @@ impl<S: Storage> Broker<S> {
         }
         if data.diverging_epoch.end_offset >= 0 || data.diverging_epoch.epoch >= 0 {
             let diverging = (data.diverging_epoch.epoch, data.diverging_epoch.end_offset);
-            self.truncate_diverging(topic_partition, diverging, out);
+            self.truncate_diverging(topic_partition, diverging, link.flushes, out);
             return true;
         }
         let records = data.records.unwrap_or_default();
@@ -642,18 +630,38 @@ impl<S: Storage> Broker<S> {
             }
         }
         partition.on_leader_high_watermark(data.high_watermark);
+        self.after_follower_append(
+            now,
+            (leader, topic_partition),
+            (flush_end, rolled),
+            link,
+            out,
+        );
+        true
+    }
+
+    /// After a follower appended what its leader sent: the flush the appends require (the
+    /// next fetch waits for it), or the roll's, and the high watermark the leader reported.
+    fn after_follower_append(
+        &mut self,
+        now: Millis,
+        (leader, topic_partition): (BrokerId, &TopicPartition),
+        (flush_end, rolled): (Option<i64>, Option<i64>),
+        link: &mut Link<'_, S>,
+        out: &mut Vec<Output<S::File>>,
+    ) {
         if let Some(end) = flush_end {
-            self.flush_partition(now, topic_partition, out);
+            self.flush_partition(now, topic_partition, link.flushes, out);
             if let Some(fetcher) = self.fetchers.by_leader.get_mut(&leader) {
                 fetcher.awaiting_flush.push((topic_partition.clone(), end));
             }
         } else if let Some(new_segment) = rolled {
-            self.flush_rolled(topic_partition, new_segment, out);
+            self.flush_rolled(topic_partition, new_segment, link.flushes, out);
         }
         if self.advance_high_watermark(topic_partition, out) {
-            self.complete_delayed_fetches(now, &BTreeSet::from([topic_partition.clone()]), out);
+            let advanced = BTreeSet::from([topic_partition.clone()]);
+            self.complete_delayed_fetches(now, &advanced, link.metadata, out);
         }
-        true
     }
 }
 
@@ -708,14 +716,18 @@ fn epoch_truncation(
     }
 }
 
-impl<S: Storage> Broker<S> {
+impl<S: Storage> ReplicaManager<S> {
     /// The OffsetsForLeaderEpoch a `kip-101`/`kip-279` follower sends `leader` for the
     /// partitions that must truncate before they fetch. A partition without any epoch (an empty
     /// log) has nothing to truncate and fetches at once.
-    fn leader_epochs_request(&mut self, leader: BrokerId) -> Option<OffsetForLeaderEpochRequest> {
-        let node_id = self.node_id().0;
+    fn leader_epochs_request(
+        &mut self,
+        leader: BrokerId,
+        node: BrokerId,
+    ) -> Option<OffsetForLeaderEpochRequest> {
+        let node_id = node.0;
         let fetcher = self.fetchers.by_leader.get_mut(&leader)?;
-        let replicas = &self.replicas;
+        let replicas = &self.partitions;
         let mut topics: BTreeMap<String, Vec<OffsetForLeaderPartition>> = BTreeMap::new();
         fetcher.truncating.retain(|topic_partition, asked| {
             let Some(partition) = replicas.get(topic_partition) else {
@@ -755,9 +767,10 @@ impl<S: Storage> Broker<S> {
         &mut self,
         leader: BrokerId,
         response: OffsetForLeaderEpochResponse,
+        generation: ReplicationGeneration,
+        flushes: &mut Flushes,
         out: &mut Vec<Output<S::File>>,
     ) -> bool {
-        let generation = self.config.replication.generation;
         let mut ok = true;
         for topic in response.topics {
             for data in topic.partitions {
@@ -767,7 +780,7 @@ impl<S: Storage> Broker<S> {
                     .by_leader
                     .get(&leader)
                     .is_some_and(|fetcher| fetcher.truncating.contains_key(&topic_partition));
-                let Some(partition) = self.replicas.get(&topic_partition) else {
+                let Some(partition) = self.partitions.get(&topic_partition) else {
                     continue;
                 };
                 if !waiting || partition.is_leader() || partition.leader() != leader {
@@ -790,7 +803,7 @@ impl<S: Storage> Broker<S> {
                     "the leader says epoch {} ends at offset {}",
                     data.leader_epoch, data.end_offset
                 );
-                self.truncate_follower(&topic_partition, offset, &reason, out);
+                self.truncate_follower(&topic_partition, offset, &reason, flushes, out);
                 if let Some(fetcher) = self.fetchers.by_leader.get_mut(&leader) {
                     match ask_next {
                         None => fetcher.truncating.remove(&topic_partition),

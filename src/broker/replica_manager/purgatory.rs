@@ -1,61 +1,38 @@
-//! Work parked until something happens (Kafka's purgatory): produce responses waiting for an
-//! fsync, CreateTopics responses waiting for their metadata record to be durable, and fetches
-//! waiting for data (`min.bytes`) or for `max.wait.ms`.
+//! Work parked until something happens (Kafka's purgatories): produce responses waiting for an
+//! fsync or for the followers, fetches waiting for data (`min.bytes`) or for `max.wait.ms`, and
+//! DeleteRecords waiting for their log starts to be durable.
 
 use std::collections::BTreeSet;
 
-use kafka_protocol::messages::{CreateTopicsResponse, FetchRequest, ProduceResponse};
+use kafka_protocol::messages::{FetchRequest, ProduceResponse};
 
 use crate::protocol::ErrorCode;
 use crate::storage::Storage;
 use crate::types::{Millis, TopicPartition};
 
 use super::partition::{AppendProgress, Partition};
-use crate::log::FlushMark;
-use crate::metadata::records::Record;
-use crate::node_io::{ConnectionId, FlushId, ReplyTo};
-
-/// What a flush makes durable.
-#[derive(Debug)]
-pub(super) enum FlushTarget {
-    /// A partition log up to the mark.
-    Partition {
-        topic_partition: TopicPartition,
-        mark: FlushMark,
-    },
-    /// The metadata log up to the mark; `records` apply once durable.
-    Metadata {
-        mark: FlushMark,
-        records: Vec<Record>,
-    },
-    /// A step of writing a checkpoint file.
-    Checkpoint(super::checkpoint::CheckpointKind),
-    /// A step of the log cleaner's clean of a partition.
-    Cleaner(TopicPartition),
-    /// The clean-shutdown marker (file and root directory).
-    CleanShutdownMarker,
-}
+use crate::node_io::{ConnectionId, ReplyTo};
 
 /// A produce response waiting for its appends to be durable (the appends crossed
 /// `flush.messages`) or, with acks=all, replicated to the ISR (the high watermark passed them):
 /// Kafka's `DelayedProduce`, keyed by partition and offset.
 #[derive(Debug)]
-pub(super) struct DelayedProduce {
-    pub(super) waiter: ProduceWaiter,
-    pub(super) response: ProduceResponse,
-    pub(super) waiting: Vec<WaitingSlot>,
+pub(in crate::broker) struct DelayedProduce {
+    pub(in crate::broker) waiter: ProduceWaiter,
+    pub(in crate::broker) response: ProduceResponse,
+    pub(in crate::broker) waiting: Vec<WaitingSlot>,
     /// The request's `timeout_ms` after arrival, when a slot waits for followers: what still
     /// waits then answers REQUEST_TIMED_OUT. `None` when only local fsyncs are awaited (Kafka
     /// flushes inside the append, so no timeout applies to them).
-    pub(super) deadline: Option<Millis>,
+    pub(in crate::broker) deadline: Option<Millis>,
 }
 
 /// Who waits for a produce: a client, or the group coordinator's own write to
-/// `__consumer_offsets` (completed through [`GroupCoordinator::on_write_done`](super::group::GroupCoordinator::on_write_done)).
+/// `__consumer_offsets` (completed through [`GroupCoordinator::on_write_done`](crate::broker::group::GroupCoordinator::on_write_done)).
 #[derive(Debug)]
-pub(super) enum ProduceWaiter {
+pub(in crate::broker) enum ProduceWaiter {
     Client(ReplyTo),
-    Group(super::group::GroupWrite),
+    Group(crate::broker::group::GroupWrite),
 }
 
 impl ProduceWaiter {
@@ -67,81 +44,70 @@ impl ProduceWaiter {
 /// One partition of a delayed produce: its response slot, the offset its append ends at, and
 /// what it waits for.
 #[derive(Debug)]
-pub(super) struct WaitingSlot {
-    pub(super) topic_partition: TopicPartition,
-    pub(super) topic_index: usize,
-    pub(super) partition_index: usize,
-    pub(super) end_offset: i64,
+pub(in crate::broker) struct WaitingSlot {
+    pub(in crate::broker) topic_partition: TopicPartition,
+    pub(in crate::broker) topic_index: usize,
+    pub(in crate::broker) partition_index: usize,
+    pub(in crate::broker) end_offset: i64,
     /// The append must be durable here (the flush policy required an fsync).
-    pub(super) durable: bool,
+    pub(in crate::broker) durable: bool,
     /// acks=all: the high watermark must pass the append, and the ISR then hold at least
     /// this many replicas (else NOT_ENOUGH_REPLICAS_AFTER_APPEND).
-    pub(super) replicated: Option<usize>,
-}
-
-/// A CreateTopics response waiting for its metadata records to be durable.
-#[derive(Debug)]
-pub(super) struct DelayedCreateTopics {
-    pub(super) reply_to: ReplyTo,
-    pub(super) response: CreateTopicsResponse,
-    pub(super) flush_id: FlushId,
+    pub(in crate::broker) replicated: Option<usize>,
 }
 
 /// A fetch waiting for `min.bytes` of data or for its deadline.
 #[derive(Debug)]
-pub(super) struct DelayedFetch {
-    pub(super) reply_to: ReplyTo,
-    pub(super) request: FetchRequest,
-    pub(super) deadline: Millis,
+pub(in crate::broker) struct DelayedFetch {
+    pub(in crate::broker) reply_to: ReplyTo,
+    pub(in crate::broker) request: FetchRequest,
+    pub(in crate::broker) deadline: Millis,
     /// The partitions it reads: only an append to one of them can give it more bytes.
-    pub(super) watched: BTreeSet<TopicPartition>,
+    pub(in crate::broker) watched: BTreeSet<TopicPartition>,
 }
 
 /// Everything parked, by kind. The broker completes entries when their condition holds (an
 /// fsync, a metadata record, an append or a deadline); a closed connection drops its entries.
 #[derive(Debug, Default)]
-pub(super) struct Purgatory {
-    pub(super) produces: Vec<DelayedProduce>,
-    pub(super) fetches: Vec<DelayedFetch>,
-    pub(super) creations: Vec<DelayedCreateTopics>,
-    pub(super) delete_records: Vec<DelayedDeleteRecords>,
+pub(in crate::broker) struct Purgatory {
+    pub(in crate::broker) produces: Vec<DelayedProduce>,
+    pub(in crate::broker) fetches: Vec<DelayedFetch>,
+    pub(in crate::broker) delete_records: Vec<DelayedDeleteRecords>,
 }
 
 /// A DeleteRecords waiting for its new log starts to be durable and published (Kafka's
 /// `DelayedDeleteRecords`).
 #[derive(Debug)]
-pub(super) struct DelayedDeleteRecords {
-    pub(super) reply_to: ReplyTo,
-    pub(super) response: kafka_protocol::messages::DeleteRecordsResponse,
-    pub(super) waiting: Vec<DeleteSlot>,
+pub(in crate::broker) struct DelayedDeleteRecords {
+    pub(in crate::broker) reply_to: ReplyTo,
+    pub(in crate::broker) response: kafka_protocol::messages::DeleteRecordsResponse,
+    pub(in crate::broker) waiting: Vec<DeleteSlot>,
     /// `timeout_ms` after arrival: what still waits then answers REQUEST_TIMED_OUT.
-    pub(super) deadline: Millis,
+    pub(in crate::broker) deadline: Millis,
 }
 
 /// One partition of a parked DeleteRecords and its response slot.
 #[derive(Debug)]
-pub(super) struct DeleteSlot {
-    pub(super) topic_partition: TopicPartition,
-    pub(super) start: i64,
-    pub(super) topic_index: usize,
-    pub(super) partition_index: usize,
+pub(in crate::broker) struct DeleteSlot {
+    pub(in crate::broker) topic_partition: TopicPartition,
+    pub(in crate::broker) start: i64,
+    pub(in crate::broker) topic_index: usize,
+    pub(in crate::broker) partition_index: usize,
 }
 
 impl Purgatory {
     /// Drops whatever waits on `connection`: nobody is left to answer.
-    pub(super) fn drop_connection(&mut self, connection: ConnectionId) {
+    pub(in crate::broker) fn drop_connection(&mut self, connection: ConnectionId) {
         self.produces
             .retain(|delayed| !delayed.waiter.is_on(connection));
         self.fetches
-            .retain(|delayed| delayed.reply_to.connection != connection);
-        self.creations
             .retain(|delayed| delayed.reply_to.connection != connection);
         self.delete_records
             .retain(|delayed| delayed.reply_to.connection != connection);
     }
 
     /// The earliest deadline of a parked fetch, DeleteRecords or replicated produce.
-    pub(super) fn next_deadline(&self) -> Option<Millis> {
+    pub(in crate::broker) fn next_deadline(&self) -> Option<Millis> {
         let fetches = self.fetches.iter().map(|delayed| delayed.deadline);
         let deletes = self.delete_records.iter().map(|delayed| delayed.deadline);
         let produces = self.produces.iter().filter_map(|delayed| delayed.deadline);
@@ -154,7 +120,7 @@ impl Purgatory {
     /// offline, NOT_LEADER_OR_FOLLOWER if it is no longer led here,
     /// NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below `min.insync.replicas`); a
     /// produce none of whose slots waits any more is finished, in the order they complete.
-    pub(super) fn completed_produces<S: Storage>(
+    pub(in crate::broker) fn completed_produces<S: Storage>(
         &mut self,
         topic_partition: &TopicPartition,
         partition: &Partition<S>,
@@ -192,7 +158,7 @@ impl Purgatory {
 
     /// Takes out the parked produces whose `timeout_ms` passed at `now`: what still waits
     /// answers REQUEST_TIMED_OUT (Kafka's `DelayedProduce.onExpiration`).
-    pub(super) fn expired_produces(&mut self, now: Millis) -> Vec<DelayedProduce> {
+    pub(in crate::broker) fn expired_produces(&mut self, now: Millis) -> Vec<DelayedProduce> {
         let mut expired = Vec::new();
         let mut index = 0;
         while index < self.produces.len() {
@@ -211,14 +177,5 @@ impl Purgatory {
             expired.push(delayed);
         }
         expired
-    }
-
-    /// Takes out the CreateTopics whose records `flush_id` made durable.
-    pub(super) fn completed_creations(&mut self, flush_id: FlushId) -> Vec<DelayedCreateTopics> {
-        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.creations)
-            .into_iter()
-            .partition(|delayed| delayed.flush_id == flush_id);
-        self.creations = waiting;
-        ready
     }
 }
