@@ -6,11 +6,15 @@
 //!   unfences it once that offset passes its registration.
 //! - It follows the metadata log with long-polling Fetches of `__cluster_metadata-0`, applies the
 //!   records to its [`ClusterImage`] (or, when the controller's log starts past its offset,
-//!   fetches the controller's snapshot with FetchSnapshot and takes its image), and reconciles: topics it did not know are added, partitions
-//!   it replicates are opened, and each partition becomes leader or follower as the image says.
+//!   fetches the controller's snapshot with FetchSnapshot and takes its image); the router then
+//!   reconciles the replicas with the image (`metadata_publisher.rs`).
 //! - As a leader it asks the controller to change ISRs (AlterPartition) instead of changing them
 //!   itself; until the answer comes the high watermark counts the maximal ISR.
 //! - CreateTopics from clients is forwarded to the controller and its answer relayed.
+//!
+//! [`Membership`] owns this state and is reached through typed calls: `on_tick`,
+//! `on_response` (which says what the broker does next: an [`Answered`]), `call`, and the
+//! [`AlterPartition`] the replica manager proposes ISR changes through.
 //!
 //! Without `controller.quorum.voters` none of this runs: the broker is its own controller.
 
@@ -23,25 +27,25 @@ use kafka_protocol::messages::fetch_snapshot_request::{
     PartitionSnapshot, SnapshotId, TopicSnapshot,
 };
 use kafka_protocol::messages::{
-    AlterPartitionRequest, BrokerHeartbeatRequest, BrokerRegistrationRequest, CreateTopicsResponse,
-    FetchRequest, FetchSnapshotRequest, FetchSnapshotResponse, RequestKind, ResponseKind,
-    TopicName,
+    AlterPartitionRequest, AlterPartitionResponse, BrokerHeartbeatRequest,
+    BrokerRegistrationRequest, CreateTopicsResponse, FetchRequest, FetchSnapshotRequest,
+    FetchSnapshotResponse, RequestKind, ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
+use crate::config::BrokerConfig;
 use crate::metadata::image::ClusterImage;
-use crate::metadata::records::{Record, NO_LEADER};
+use crate::metadata::records::Record;
 use crate::metadata::METADATA_TOPIC;
 use crate::protocol::record_batch::decode_records;
 use crate::protocol::ErrorCode;
 use crate::storage::Storage;
-use crate::types::{BrokerEpoch, BrokerId, LeaderEpoch, Millis, TopicPartition};
+use crate::types::{BrokerEpoch, BrokerId, Millis, TopicPartition};
 
-use super::metadata_cache::{MetadataCache, TopicMetadata};
+use super::metadata_cache::MetadataCache;
 use super::partition::Partition;
-use super::replica_manager::replication::PartitionState;
 use super::replica_manager::AlterPartition;
-use super::{Broker, BrokerEvent, Output, PeerRequestId, PeerRole, ReplyTo, ResponseBody};
+use super::{Output, PeerRequestId, PeerRole, ReplyTo, ResponseBody};
 use crate::node_io::PeerRequestIds;
 
 /// BrokerRegistration's version: 3 carries `PreviousBrokerEpoch` (KIP-966).
@@ -58,7 +62,7 @@ const CONTROLLER_REQUEST_TIMEOUT_MS: u64 = 2_000 + METADATA_FETCH_WAIT_MS as u64
 
 /// What a request to the controller was for.
 #[derive(Debug)]
-enum Call {
+pub(super) enum Call {
     Registration,
     Heartbeat,
     MetadataFetch,
@@ -188,59 +192,59 @@ impl Membership {
     }
 }
 
-impl<S: Storage> Broker<S> {
+/// What the broker does after a peer response ([`Membership::on_response`]).
+pub(super) enum Answered<'r> {
+    /// It answers none of the membership's calls.
+    NotOurs,
+    /// The call failed: the next ones go to the next voter, after a pause.
+    Failed,
+    /// Taken. The broker reconciles its partitions with the image if `reconcile`, adopts the
+    /// AlterPartition answer in `alter` for those partitions, then ticks the membership.
+    Handled {
+        reconcile: bool,
+        alter: Option<(Vec<TopicPartition>, &'r AlterPartitionResponse)>,
+    },
+}
+
+impl Membership {
     /// This broker's registration epoch in its cluster, once registered.
     pub(super) fn broker_epoch(&self) -> Option<i64> {
-        self.cluster
-            .as_ref()
-            .and_then(|membership| membership.epoch)
-            .map(|epoch| epoch.0)
-    }
-
-    fn controller_call(
-        &mut self,
-        now: Millis,
-        call: Call,
-        body: RequestKind,
-        api_version: i16,
-        out: &mut Vec<Output<S::File>>,
-    ) {
-        let id = self.peer_ids.next_id();
-        let membership = self.cluster.as_mut().expect("in a cluster");
-        membership.call(id, now, (call, body, api_version), out);
+        self.epoch.map(|epoch| epoch.0)
     }
 
     /// Sends whatever is due: the registration, a heartbeat, the next metadata fetch.
-    pub(super) fn on_cluster_tick(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
-        self.expire_controller_calls(now, out);
-        let Some(membership) = &self.cluster else {
-            return;
-        };
-        if membership
-            .next_deadline()
-            .is_none_or(|deadline| now < deadline)
-        {
-            return;
+    /// Returns whether it is registered and due: AlterPartition proposals that got no answer
+    /// may go again ([`Membership::take_alter_retries`]).
+    pub(super) fn on_tick<F>(
+        &mut self,
+        now: Millis,
+        (config, cluster_id): (&BrokerConfig, &str),
+        peer_ids: &mut PeerRequestIds,
+        out: &mut Vec<Output<F>>,
+    ) -> bool {
+        self.expire_calls(now, out);
+        if self.next_deadline().is_none_or(|deadline| now < deadline) {
+            return false;
         }
+        let membership = &*self;
         let Some(epoch) = membership.epoch else {
-            let advertised = self.config.advertised();
+            let advertised = config.advertised();
             let listener = Listener::default()
                 .with_name(StrBytes::from_static_str("PLAINTEXT"))
                 .with_host(StrBytes::from_string(advertised.host))
                 .with_port(advertised.port);
             let body = BrokerRegistrationRequest::default()
-                .with_broker_id(kafka_protocol::messages::BrokerId(self.config.node_id))
-                .with_cluster_id(StrBytes::from_string(self.cluster_id.clone()))
+                .with_broker_id(kafka_protocol::messages::BrokerId(config.node_id))
+                .with_cluster_id(StrBytes::from_string(cluster_id.to_owned()))
                 .with_listeners(vec![listener])
                 .with_previous_broker_epoch(membership.previous_broker_epoch);
-            self.controller_call(
-                now,
+            let request = (
                 Call::Registration,
                 RequestKind::BrokerRegistration(body),
                 REGISTRATION_VERSION,
-                out,
             );
-            return;
+            self.call(peer_ids.next_id(), now, request, out);
+            return false;
         };
         let heartbeat_due = !membership.has(|call| matches!(call, Call::Heartbeat))
             && now >= membership.next_heartbeat;
@@ -251,34 +255,29 @@ impl<S: Storage> Broker<S> {
             .map(|download| (download.end_offset, download.epoch, download.bytes.len()));
         let next_offset = membership.next_offset;
         if heartbeat_due {
-            let interval = self.config.broker_heartbeat_interval_ms as u64;
-            self.cluster.as_mut().expect("checked").next_heartbeat = now.plus(interval);
+            let interval = config.broker_heartbeat_interval_ms as u64;
+            self.next_heartbeat = now.plus(interval);
             let body = BrokerHeartbeatRequest::default()
-                .with_broker_id(kafka_protocol::messages::BrokerId(self.config.node_id))
+                .with_broker_id(kafka_protocol::messages::BrokerId(config.node_id))
                 .with_broker_epoch(epoch.0)
                 .with_current_metadata_offset(next_offset);
-            self.controller_call(
-                now,
-                Call::Heartbeat,
-                RequestKind::BrokerHeartbeat(body),
-                0,
-                out,
-            );
+            let request = (Call::Heartbeat, RequestKind::BrokerHeartbeat(body), 0);
+            self.call(peer_ids.next_id(), now, request, out);
         }
         if fetch_due {
-            self.read_metadata(now, download, next_offset, out);
+            self.read_metadata(now, (download, next_offset), peer_ids, out);
         }
-        self.retry_alter_partitions(now, out);
+        true
     }
 
     /// Reads on: the next chunk of the snapshot being downloaded (`(end_offset, epoch,
     /// position)`), or else the metadata log from `next_offset`.
-    fn read_metadata(
+    fn read_metadata<F>(
         &mut self,
         now: Millis,
-        download: Option<(i64, i32, usize)>,
-        next_offset: i64,
-        out: &mut Vec<Output<S::File>>,
+        (download, next_offset): (Option<(i64, i32, usize)>, i64),
+        peer_ids: &mut PeerRequestIds,
+        out: &mut Vec<Output<F>>,
     ) {
         if let Some((end_offset, epoch, position)) = download {
             let wanted = PartitionSnapshot::default()
@@ -295,7 +294,7 @@ impl<S: Storage> Broker<S> {
                     .with_name(TopicName(StrBytes::from_static_str(METADATA_TOPIC)))
                     .with_partitions(vec![wanted])]);
             let body = RequestKind::FetchSnapshot(body);
-            self.controller_call(now, Call::SnapshotFetch, body, 0, out);
+            self.call(peer_ids.next_id(), now, (Call::SnapshotFetch, body, 0), out);
         } else {
             let wanted = FetchPartition::default()
                 .with_partition(0)
@@ -308,38 +307,23 @@ impl<S: Storage> Broker<S> {
                 .with_topics(vec![FetchTopic::default()
                     .with_topic(TopicName(StrBytes::from_static_str(METADATA_TOPIC)))
                     .with_partitions(vec![wanted])]);
-            self.controller_call(now, Call::MetadataFetch, RequestKind::Fetch(body), 12, out);
+            let request = (Call::MetadataFetch, RequestKind::Fetch(body), 12);
+            self.call(peer_ids.next_id(), now, request, out);
         }
     }
 
-    /// Sends again the AlterPartition proposals that got no answer, once `retry_at` has come;
-    /// a proposal the metadata has meanwhile settled (no longer pending) is dropped.
-    fn retry_alter_partitions(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
-        let Some(membership) = self.cluster.as_mut() else {
-            return;
-        };
-        if membership.alter_retries.is_empty() || now < membership.retry_at {
-            return;
+    /// The partitions whose AlterPartition got no answer, once `retry_at` has come: their
+    /// proposals go again.
+    pub(super) fn take_alter_retries(&mut self, now: Millis) -> BTreeSet<TopicPartition> {
+        if self.alter_retries.is_empty() || now < self.retry_at {
+            return BTreeSet::new();
         }
-        for topic_partition in std::mem::take(&mut membership.alter_retries) {
-            let Some(partition) = self.replicas.get_mut(&topic_partition) else {
-                continue;
-            };
-            let Some(proposed) = partition.pending_isr().map(<[BrokerId]>::to_vec) else {
-                continue;
-            };
-            partition.set_pending_isr(None);
-            if partition.is_leader() {
-                self.propose_isr(now, &topic_partition, proposed, out);
-            }
-        }
+        std::mem::take(&mut self.alter_retries)
     }
 
     /// Gives up on requests the controller left unanswered too long, as if they had failed.
-    fn expire_controller_calls(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
-        let Some(membership) = self.cluster.as_mut() else {
-            return;
-        };
+    fn expire_calls<F>(&mut self, now: Millis, out: &mut Vec<Output<F>>) {
+        let membership = &mut *self;
         if membership
             .next_timeout()
             .is_none_or(|timeout| now < timeout)
@@ -353,26 +337,24 @@ impl<S: Storage> Broker<S> {
             .map(|(id, _)| *id)
             .collect();
         for id in expired {
-            let membership = self.cluster.as_mut().expect("checked");
-            let (call, _, voter) = membership.in_flight.remove(&id).expect("listed above");
+            let (call, _, voter) = self.in_flight.remove(&id).expect("listed above");
             let answer = CreateTopicsResponse::default();
-            self.controller_call_failed(now, &call, voter, "no answer in time", answer, out);
+            self.call_failed(now, (&call, voter), "no answer in time", answer, out);
         }
     }
 
     /// A request the controller did not answer: the next ones go to the next voter, after a
     /// pause; an AlterPartition is sent again, a client's CreateTopics gets `answer` (empty, or
     /// the controller's NOT_CONTROLLER, which the client retries).
-    fn controller_call_failed(
+    fn call_failed<F>(
         &mut self,
         now: Millis,
-        call: &Call,
-        voter: BrokerId,
+        (call, voter): (&Call, BrokerId),
         error: &str,
         answer: CreateTopicsResponse,
-        out: &mut Vec<Output<S::File>>,
+        out: &mut Vec<Output<F>>,
     ) {
-        let membership = self.cluster.as_mut().expect("in a cluster");
+        let membership = self;
         tracing::warn!(?call, %error, controller = voter.0, "controller request failed");
         membership.next_voter(voter);
         if matches!(call, Call::SnapshotFetch) {
@@ -388,19 +370,19 @@ impl<S: Storage> Broker<S> {
         membership.retry_at = now.plus(RETRY_MS);
     }
 
-    /// Whether a peer response answers one of the membership's calls; if so, handles it.
-    pub(super) fn on_controller_response(
+    /// Takes a peer response if it answers one of the membership's calls: metadata records
+    /// apply to `metadata`; what the broker must do next is the [`Answered`].
+    pub(super) fn on_response<'r, S: Storage>(
         &mut self,
         now: Millis,
         id: PeerRequestId,
-        result: &Result<Box<ResponseKind>, String>,
+        result: &'r Result<Box<ResponseKind>, String>,
+        metadata: &mut MetadataCache<S>,
         out: &mut Vec<Output<S::File>>,
-    ) -> bool {
-        let Some(membership) = self.cluster.as_mut() else {
-            return false;
-        };
+    ) -> Answered<'r> {
+        let membership = self;
         let Some((call, _, voter)) = membership.in_flight.remove(&id) else {
-            return false;
+            return Answered::NotOurs;
         };
         let response = match result {
             Ok(response) if !is_not_controller(response) => response.as_ref(),
@@ -410,15 +392,17 @@ impl<S: Storage> Broker<S> {
                     ResponseKind::CreateTopics(body) => body.clone(),
                     _ => CreateTopicsResponse::default(),
                 };
-                self.controller_call_failed(now, &call, voter, "NOT_CONTROLLER", answer, out);
-                return true;
+                membership.call_failed(now, (&call, voter), "NOT_CONTROLLER", answer, out);
+                return Answered::Failed;
             }
             Err(error) => {
                 let answer = CreateTopicsResponse::default();
-                self.controller_call_failed(now, &call, voter, error, answer, out);
-                return true;
+                membership.call_failed(now, (&call, voter), error, answer, out);
+                return Answered::Failed;
             }
         };
+        let mut reconcile = false;
+        let mut alter = None;
         match (call, response) {
             (Call::Registration, ResponseKind::BrokerRegistration(body))
                 if body.error_code == 0 =>
@@ -441,13 +425,13 @@ impl<S: Storage> Broker<S> {
                 }
             }
             (Call::MetadataFetch, ResponseKind::Fetch(body)) => {
-                self.on_metadata_fetched(now, body, out);
+                reconcile = membership.on_metadata_fetched(now, body, metadata);
             }
             (Call::SnapshotFetch, ResponseKind::FetchSnapshot(body)) => {
-                self.on_snapshot_fetched(now, body, out);
+                reconcile = membership.on_snapshot_fetched(now, body, metadata);
             }
             (Call::AlterPartition(partitions), ResponseKind::AlterPartition(body)) => {
-                self.on_alter_partition_answer(now, &partitions, body, out);
+                alter = Some((partitions, body));
             }
             (Call::CreateTopics(reply_to), ResponseKind::CreateTopics(body)) => {
                 if let Some(reply_to) = reply_to {
@@ -463,18 +447,18 @@ impl<S: Storage> Broker<S> {
                 membership.retry_at = now.plus(RETRY_MS);
             }
         }
-        self.on_cluster_tick(now, out);
-        true
+        Answered::Handled { reconcile, alter }
     }
 
-    /// Applies the metadata records of a fetch, then reconciles the partitions.
-    fn on_metadata_fetched(
+    /// Applies the metadata records of a fetch to `metadata`. Returns whether the broker must
+    /// reconcile its partitions with the image.
+    fn on_metadata_fetched<S: Storage>(
         &mut self,
         now: Millis,
         response: &kafka_protocol::messages::FetchResponse,
-        out: &mut Vec<Output<S::File>>,
-    ) {
-        let membership = self.cluster.as_mut().expect("in a cluster");
+        metadata: &mut MetadataCache<S>,
+    ) -> bool {
+        let membership = self;
         let data = response
             .responses
             .first()
@@ -482,7 +466,7 @@ impl<S: Storage> Broker<S> {
         let Some(data) = data.filter(|data| data.error_code == 0) else {
             tracing::warn!(?response, "metadata fetch failed");
             membership.retry_at = now.plus(RETRY_MS);
-            return;
+            return false;
         };
         if data.snapshot_id.end_offset >= 0 {
             // The controller's log starts past our offset: its snapshot comes first.
@@ -496,7 +480,7 @@ impl<S: Storage> Broker<S> {
                 epoch: data.snapshot_id.epoch,
                 bytes: Vec::new(),
             });
-            return;
+            return false;
         }
         let bytes = data.records.clone().unwrap_or_default();
         let records = match decode_records(&bytes) {
@@ -504,7 +488,7 @@ impl<S: Storage> Broker<S> {
             Err(error) => {
                 tracing::error!(%error, "undecodable metadata batch");
                 membership.retry_at = now.plus(RETRY_MS);
-                return;
+                return false;
             }
         };
         for record in records {
@@ -513,7 +497,7 @@ impl<S: Storage> Broker<S> {
             }
             let applied = Record::decode(record.value.as_deref().unwrap_or_default())
                 .map_err(|error| error.to_string())
-                .and_then(|decoded| self.metadata.apply(&decoded));
+                .and_then(|decoded| metadata.apply(&decoded));
             if let Err(error) = applied {
                 tracing::error!(offset = record.offset, %error, "metadata record does not apply");
                 membership.retry_at = now.plus(RETRY_MS);
@@ -521,21 +505,22 @@ impl<S: Storage> Broker<S> {
             }
             membership.next_offset = record.offset + 1;
         }
-        self.reconcile(now, out);
+        true
     }
 
-    /// Takes a chunk of the metadata snapshot; once it is whole, its image replaces ours and
-    /// fetching goes on from its end offset. Any error drops the download: the next Fetch
-    /// names the snapshot to fetch then.
-    fn on_snapshot_fetched(
+    /// Takes a chunk of the metadata snapshot; once it is whole, its image replaces the one in
+    /// `metadata` and fetching goes on from its end offset. Any error drops the download: the
+    /// next Fetch names the snapshot to fetch then. Returns whether the broker must reconcile
+    /// its partitions with the image.
+    fn on_snapshot_fetched<S: Storage>(
         &mut self,
         now: Millis,
         response: &FetchSnapshotResponse,
-        out: &mut Vec<Output<S::File>>,
-    ) {
-        let membership = self.cluster.as_mut().expect("in a cluster");
+        metadata: &mut MetadataCache<S>,
+    ) -> bool {
+        let membership = self;
         let Some(mut download) = membership.download.take() else {
-            return;
+            return false;
         };
         let data = response
             .topics
@@ -551,14 +536,14 @@ impl<S: Storage> Broker<S> {
         let Some(data) = data else {
             tracing::warn!(?response, "metadata snapshot fetch failed");
             membership.retry_at = now.plus(RETRY_MS);
-            return;
+            return false;
         };
         download.bytes.extend_from_slice(&data.unaligned_records);
         let size = data.size.max(0) as usize;
         let got = download.bytes.len();
         if got < size && !data.unaligned_records.is_empty() {
             membership.download = Some(download);
-            return;
+            return false;
         }
         let image = decode_records(&bytes::Bytes::from(std::mem::take(&mut download.bytes)))
             .map_err(|error| error.to_string())
@@ -577,226 +562,28 @@ impl<S: Storage> Broker<S> {
                     bytes = size,
                     "metadata snapshot fetched"
                 );
-                self.metadata.replace(image);
+                metadata.replace(image);
                 membership.next_offset = download.end_offset;
-                self.reconcile(now, out);
+                true
             }
             Ok(_) => {
                 tracing::error!(size, got, "metadata snapshot cut short");
                 membership.retry_at = now.plus(RETRY_MS);
+                false
             }
             Err(error) => {
                 tracing::error!(%error, "metadata snapshot does not apply");
                 membership.retry_at = now.plus(RETRY_MS);
+                false
             }
         }
-    }
-
-    /// Opens (and recovers) a partition the metadata assigns here; reports what recovery kept,
-    /// as a single broker does at start-up (where the log starts and ends: a crash may have
-    /// taken anything past the end), and syncs it. Returns whether it opened.
-    fn open_assigned(
-        &mut self,
-        now: Millis,
-        topic: &TopicMetadata,
-        index: i32,
-        out: &mut Vec<Output<S::File>>,
-    ) -> bool {
-        let topic_partition = TopicPartition::new(topic.name.as_str(), index);
-        let point = self
-            .checkpoint
-            .written
-            .get(&topic_partition)
-            .copied()
-            .unwrap_or(0);
-        let recovery = match self.open_partition(topic, index, point, now) {
-            Ok(recovery) => recovery,
-            Err(error) => {
-                tracing::error!(partition = %topic_partition, %error, "cannot open partition");
-                return false;
-            }
-        };
-        let restored = self
-            .high_watermarks
-            .written
-            .get(&topic_partition)
-            .copied()
-            .unwrap_or(0);
-        let opened = self
-            .replicas
-            .get_mut(&topic_partition)
-            .expect("just opened");
-        opened.restore_high_watermark(restored);
-        out.extend(
-            opened
-                .recovered_events(&recovery)
-                .into_iter()
-                .map(Output::Event),
-        );
-        out.push(Output::Event(BrokerEvent::HighWatermark {
-            partition: topic_partition.clone(),
-            offset: opened.high_watermark(),
-        }));
-        self.flush_partition(now, &topic_partition, out);
-        true
-    }
-
-    /// Brings topics and partitions in line with the image.
-    fn reconcile(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
-        let local = self.node_id();
-        for (topic, error) in self.metadata.configure(&self.config) {
-            tracing::error!(%topic, %error, "topic not applied: its configs do not parse");
-        }
-        let image = self.metadata.image().clone();
-        for topic in image.topics() {
-            let Some(known) = self.metadata.topic(&topic.name) else {
-                continue;
-            };
-            for (index, registration) in &topic.partitions {
-                if !registration.replicas.contains(&local) {
-                    continue;
-                }
-                let topic_partition = TopicPartition::new(topic.name.as_str(), *index);
-                if !self.replicas.contains(&topic_partition)
-                    && !self.open_assigned(now, &known, *index, out)
-                {
-                    continue;
-                }
-                let state = PartitionState {
-                    leader: registration.leader,
-                    leader_epoch: registration.leader_epoch,
-                    replicas: registration.replicas.clone(),
-                    isr: registration.isr.clone(),
-                    partition_epoch: registration.partition_epoch.0,
-                };
-                let partition = self.replicas.get(&topic_partition).expect("opened");
-                let current = (
-                    partition.leader(),
-                    partition.leader_epoch(),
-                    partition.replicas(),
-                    partition.isr(),
-                    partition.partition_epoch(),
-                );
-                if current
-                    != (
-                        state.leader,
-                        state.leader_epoch,
-                        state.replicas.as_slice(),
-                        state.isr.as_slice(),
-                        state.partition_epoch,
-                    )
-                {
-                    self.become_leader_or_follower(now, &topic_partition, state, out);
-                }
-            }
-        }
-    }
-
-    /// Proposes `new_isr` for a partition led here ([`AlterPartition::propose_isr`]).
-    fn propose_isr(
-        &mut self,
-        now: Millis,
-        topic_partition: &TopicPartition,
-        new_isr: Vec<BrokerId>,
-        out: &mut Vec<Output<S::File>>,
-    ) {
-        let node = self.node_id();
-        let Some(membership) = self.cluster.as_mut() else {
-            return;
-        };
-        let Some(partition) = self.replicas.get_mut(topic_partition) else {
-            return;
-        };
-        let proposal = (topic_partition, new_isr);
-        AlterPartition::<S>::propose_isr(
-            membership,
-            now,
-            &mut self.peer_ids,
-            &self.metadata,
-            node,
-            partition,
-            proposal,
-            out,
-        );
-    }
-
-    /// The controller answered an AlterPartition: adopt the committed ISR, or drop the
-    /// proposal (the metadata log will say what holds).
-    fn on_alter_partition_answer(
-        &mut self,
-        now: Millis,
-        partitions: &[TopicPartition],
-        response: &kafka_protocol::messages::AlterPartitionResponse,
-        out: &mut Vec<Output<S::File>>,
-    ) {
-        let answers = response
-            .topics
-            .iter()
-            .flat_map(|topic| topic.partitions.iter());
-        for (topic_partition, answer) in partitions.iter().zip(answers) {
-            let Some(partition) = self.replicas.get_mut(topic_partition) else {
-                continue;
-            };
-            partition.set_pending_isr(None);
-            let error = ErrorCode::from_code(answer.error_code);
-            if error != ErrorCode::None {
-                tracing::info!(partition = %topic_partition, ?error, "AlterPartition refused");
-                continue;
-            }
-            if partition.leader_epoch() != LeaderEpoch(answer.leader_epoch)
-                || answer.partition_epoch <= partition.partition_epoch()
-            {
-                continue;
-            }
-            partition.set_isr(answer.isr.iter().map(|id| BrokerId(id.0)).collect());
-            partition.set_partition_epoch(answer.partition_epoch);
-            self.replicas
-                .after_isr_change(now, topic_partition, &self.metadata, out);
-        }
-    }
-
-    /// A client's CreateTopics goes to the controller; its answer is relayed.
-    pub(super) fn forward_create_topics(
-        &mut self,
-        now: Millis,
-        reply_to: Option<ReplyTo>,
-        api_version: i16,
-        body: RequestKind,
-        out: &mut Vec<Output<S::File>>,
-    ) {
-        self.controller_call(now, Call::CreateTopics(reply_to), body, api_version, out);
-    }
-
-    /// Where another node listens: a controller from `controller.quorum.voters`, a broker from
-    /// its registration in the metadata log.
-    pub fn peer_address(&self, peer: BrokerId, role: PeerRole) -> Option<(&str, i32)> {
-        match role {
-            PeerRole::Controller => {
-                let voter = self
-                    .config
-                    .controller_quorum_voters
-                    .iter()
-                    .find(|voter| voter.id == peer.0)?;
-                Some((&voter.host, i32::from(voter.port)))
-            }
-            PeerRole::Broker => {
-                self.cluster.as_ref()?;
-                let registration = self.metadata.image().broker(peer)?;
-                Some((&registration.host, registration.port))
-            }
-        }
-    }
-
-    /// Whether `leader` is a broker that leads nothing right now.
-    pub(super) fn is_no_leader(leader: BrokerId) -> bool {
-        leader == NO_LEADER
     }
 }
 
 impl Membership {
     /// Sends `request` (what it is for, its body and version) to the controller this broker
     /// talks to, as `id`, and remembers it until answered or expired.
-    fn call<F>(
+    pub(super) fn call<F>(
         &mut self,
         id: PeerRequestId,
         now: Millis,

@@ -33,6 +33,7 @@ pub use crate::node_io::{
     Response, ResponseBody,
 };
 mod metadata_cache;
+mod metadata_publisher;
 pub mod metrics;
 mod producer_ids;
 pub mod replica_manager;

@@ -276,6 +276,77 @@ impl<S: Storage> ReplicaManager<S> {
         self.after_isr_change(now, topic_partition, link.metadata, out);
     }
 
+    /// The controller answered an AlterPartition: adopt the committed ISR, or drop the
+    /// proposal (the metadata log will say what holds).
+    pub(in crate::broker) fn on_alter_partition_answer(
+        &mut self,
+        now: Millis,
+        partitions: &[TopicPartition],
+        response: &kafka_protocol::messages::AlterPartitionResponse,
+        metadata: &MetadataCache<S>,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        let answers = response
+            .topics
+            .iter()
+            .flat_map(|topic| topic.partitions.iter());
+        for (topic_partition, answer) in partitions.iter().zip(answers) {
+            let Some(partition) = self.partitions.get_mut(topic_partition) else {
+                continue;
+            };
+            partition.set_pending_isr(None);
+            let error = ErrorCode::from_code(answer.error_code);
+            if error != ErrorCode::None {
+                tracing::info!(partition = %topic_partition, ?error, "AlterPartition refused");
+                continue;
+            }
+            if partition.leader_epoch() != LeaderEpoch(answer.leader_epoch)
+                || answer.partition_epoch <= partition.partition_epoch()
+            {
+                continue;
+            }
+            partition.set_isr(answer.isr.iter().map(|id| BrokerId(id.0)).collect());
+            partition.set_partition_epoch(answer.partition_epoch);
+            self.after_isr_change(now, topic_partition, metadata, out);
+        }
+    }
+
+    /// Sends again, through the controller, the ISR proposals of `partitions` that are still
+    /// pending; a proposal the metadata has meanwhile settled (no longer pending) is dropped.
+    pub(in crate::broker) fn retry_isr_proposals(
+        &mut self,
+        now: Millis,
+        partitions: BTreeSet<TopicPartition>,
+        link: &mut Link<'_, S>,
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        for topic_partition in partitions {
+            let Some(partition) = self.partitions.get_mut(&topic_partition) else {
+                continue;
+            };
+            let Some(proposed) = partition.pending_isr().map(<[BrokerId]>::to_vec) else {
+                continue;
+            };
+            partition.set_pending_isr(None);
+            if !partition.is_leader() {
+                continue;
+            }
+            if let Some(controller) = link.controller.as_deref_mut() {
+                let node = BrokerId(link.config.node_id);
+                let proposal = (&topic_partition, proposed);
+                controller.propose_isr(
+                    now,
+                    link.peer_ids,
+                    link.metadata,
+                    node,
+                    partition,
+                    proposal,
+                    out,
+                );
+            }
+        }
+    }
+
     /// After a follower's fetch was read: records each partition's fetch offset as that
     /// follower's log end offset, lets it join the ISR, and moves the high watermarks (which
     /// answers parked acks=all produces).
