@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The import structure of src/, read from its `use` lines (the `layering` step of scripts/test.sh).
 
-Two rules, both about files, not modules:
+Three rules, all about files, not modules:
 
 * No file imports one from a layer above its own. The layers, top to bottom:
       runtime > controller > broker > client, node_io > config, log, metadata > protocol, storage,
@@ -10,6 +10,11 @@ Two rules, both about files, not modules:
 * No import cycle among files: `a.rs` takes a name from `b.rs` and `b.rs` (directly or through
   other files) one from `a.rs`. The cycles still to be taken apart are listed in KNOWN_CYCLES,
   a list that may only shrink.
+* The broker is a router over components: `impl` blocks for `Broker` (its own methods, or a
+  trait it implements as the components' host) sit only in the router's own files,
+  `src/broker/mod.rs` and `src/broker/router/`. The one other is the IO shell's adapter
+  (`runtime/server.rs` implements its own `Served` trait for both node kinds by delegation;
+  the broker cannot implement a trait of the layer above it), listed in SHELL_ADAPTERS.
 
 A `use` path, or a `crate::`/`super::` path written inline, is followed to the file that defines the name, through `pub use` re-exports, so a
 name a `mod.rs` only re-exports counts as an import of the file that defines it. Test code
@@ -47,6 +52,14 @@ LAYERS = {
 # not all listed here fails the check; so does a listed file that no cycle holds any more (take
 # it off the list: the list only shrinks).
 KNOWN_CYCLES: dict[str, str] = {}
+
+# The router's own files: the only ones with `impl ... Broker<...>` blocks.
+ROUTER_FILES = ("src/broker/mod.rs", "src/broker/router/")
+# Files of the layer above that adapt the broker to a trait of their own, with why.
+SHELL_ADAPTERS: dict[str, str] = {
+    "src/runtime/server.rs": "Served: the metrics snapshot and peer addresses, by delegation",
+}
+IMPL_BROKER = re.compile(r"^\s*impl\b[^{;]*\bBroker<", re.M)
 
 # Items at the top of a file (an indented `type Output` is an impl's associated type).
 ITEM = re.compile(
@@ -302,6 +315,14 @@ def main():
                 what = ", ".join(sorted(names[(source, target)]))
                 lines.append(f"  {rel(source)} -> {rel(target)}: {what}")
         problems.append("\n".join(lines))
+
+    for module in modules.values():
+        path = rel(module.file)
+        if path.startswith(ROUTER_FILES) or path in SHELL_ADAPTERS:
+            continue
+        text = without_test_blocks(strip_comments(module.file.read_text()))
+        if IMPL_BROKER.search(text):
+            problems.append(f"impl Broker outside the router's files: {path}")
 
     if "--graph" in sys.argv:
         for source, targets in sorted(graph.items()):

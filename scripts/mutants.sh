@@ -21,7 +21,7 @@
 #   bash scripts/mutants.sh --shard 2/4           # the second quarter (for several sittings)
 #   bash scripts/mutants.sh --workers 2           # two mutants at a time (one per core)
 #   MUTANTS_SEEDS=0..3 bash scripts/mutants.sh    # the sweep per mutant (default 0..3)
-#   bash scripts/mutants.sh --retest-missed --file src/broker/handlers/fetch.rs
+#   bash scripts/mutants.sh --retest-missed --file src/broker/router/handlers/fetch.rs
 #                                                 # after new scenarios or checks: test again only
 #                                                 # what an earlier run missed in these files
 #

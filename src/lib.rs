@@ -11,7 +11,9 @@
 //! * [`controller`]: the controller node (`process.roles=controller`) as a sans-IO state
 //!   machine: its decisions, made durable in the metadata log (local, or replicated by the Raft
 //!   quorum) before anyone hears of them.
-//! * [`broker`]: the broker as a deterministic state machine (sans-IO) over a [`storage::Storage`].
+//! * [`broker`]: the broker as a deterministic state machine (sans-IO) over a [`storage::Storage`]:
+//!   a router over components (the replica manager, the log manager, the group coordinator, the
+//!   metadata cache, the cluster membership).
 //! * [`client`]: the producer and consumer state machines, and the group member's protocol.
 //! * [`node_io`]: what a node's state machine (a broker, a controller node) takes and gives:
 //!   inputs, outputs, responses, events and the ids that tie them together.

@@ -7,7 +7,7 @@
 //! - It follows the metadata log with long-polling Fetches of `__cluster_metadata-0`, applies the
 //!   records to its [`ClusterImage`] (or, when the controller's log starts past its offset,
 //!   fetches the controller's snapshot with FetchSnapshot and takes its image); the router then
-//!   reconciles the replicas with the image (`metadata_publisher.rs`).
+//!   reconciles the replicas with the image (`router/metadata_publisher.rs`).
 //! - As a leader it asks the controller to change ISRs (AlterPartition) instead of changing them
 //!   itself; until the answer comes the high watermark counts the maximal ISR.
 //! - CreateTopics from clients is forwarded to the controller and its answer relayed.

@@ -6,26 +6,30 @@
 //! [`Storage`] synchronously (the page cache), and every fsync is an output whose completion
 //! comes back as an input. The driver in `runtime::driver` runs it on real tokio or on madsim.
 //!
-//! Request handlers live one per file in `handlers/`, named `on_<api>_request`.
+//! `Broker` is a router over components, each in its own module with its own state:
+//! `replica_manager/` (the partitions, their purgatories, replication and flushes),
+//! `log_manager/` (retention, the log cleaner), `group/` (the group coordinator),
+//! `metadata_cache` (the cluster image), `cluster` (the membership in a controller's cluster),
+//! `producer_ids`, `flushes` and `checkpoint`. The router's own code (this file and `router/`,
+//! the only places with `impl Broker`) hands each input to its component and carries what one
+//! component's work means for another; its request handlers live one per file in
+//! `router/handlers/`, named `on_<api>_request`.
 
 pub mod checkpoint;
 mod cluster;
-mod flush;
 mod flushes;
 pub(crate) mod group;
-mod group_log;
-mod handlers;
 mod log_manager;
-mod shutdown;
+mod router;
 pub use checkpoint::{
     LOG_START_CHECKPOINT, LOG_START_CHECKPOINT_TMP, RECOVERY_POINT_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT_TMP,
 };
 pub use group::{partition_for as offsets_partition_for, OFFSETS_TOPIC};
-pub use handlers::produce_rejection;
 pub use replica_manager::replication::{PartitionState, REPLICA_FETCH_VERSION};
-pub use shutdown::CLEAN_SHUTDOWN_FILE;
-pub(crate) use startup::{metadata_log_config, read_log_records};
+pub use router::handlers::produce_rejection;
+pub use router::shutdown::CLEAN_SHUTDOWN_FILE;
+pub(crate) use router::startup::{metadata_log_config, read_log_records};
 
 pub(crate) use crate::node_io::ReplyTo;
 pub use crate::node_io::{
@@ -33,12 +37,10 @@ pub use crate::node_io::{
     Response, ResponseBody,
 };
 mod metadata_cache;
-mod metadata_publisher;
 pub mod metrics;
 mod producer_ids;
 pub mod replica_manager;
 pub use replica_manager::partition;
-mod startup;
 
 use std::collections::BTreeSet;
 
@@ -113,7 +115,7 @@ pub struct Broker<S: Storage> {
     /// CreateTopics answered once their records are durable.
     creations: Vec<DelayedCreateTopics>,
     /// A shutdown under way.
-    closing: Option<shutdown::Closing>,
+    closing: Option<router::shutdown::Closing>,
     /// Start-up found the clean-shutdown marker (logs opened then trust their active segment).
     clean_start: bool,
     /// Appends counted per topic, for the metrics endpoint.
@@ -173,7 +175,7 @@ impl<S: Storage> Broker<S> {
 
     /// Reacts to one input. Runs to completion; never blocks.
     pub fn handle(&mut self, now: Millis, input: Input, out: &mut Vec<Output<S::File>>) {
-        if self.closing == Some(shutdown::Closing::Halted) {
+        if self.closing == Some(router::shutdown::Closing::Halted) {
             return; // the shell is exiting: nothing more happens here
         }
         let first_output = out.len();
@@ -237,13 +239,13 @@ impl<S: Storage> Broker<S> {
 
     /// Stops at once on a storage failure ([`Output::Halt`]).
     pub(crate) fn halt(&mut self, reason: String, out: &mut Vec<Output<S::File>>) {
-        if self.closing != Some(shutdown::Closing::Halted) {
+        if self.closing != Some(router::shutdown::Closing::Halted) {
             tracing::error!(
                 %reason,
                 "Shutdown broker because all log dirs in {} have failed",
                 self.config.log_dirs
             );
-            self.closing = Some(shutdown::Closing::Halted);
+            self.closing = Some(router::shutdown::Closing::Halted);
             out.push(Output::Halt { reason });
         }
     }
@@ -307,7 +309,9 @@ impl<S: Storage> Broker<S> {
         use kafka_protocol::messages::RequestKind;
         let version = request.api_version;
         match &request.body {
-            RequestKind::ApiVersions(body) => handlers::on_api_versions_request(version, body),
+            RequestKind::ApiVersions(body) => {
+                router::handlers::on_api_versions_request(version, body)
+            }
             RequestKind::Metadata(body) => self.on_metadata_request(now, version, body, out),
             RequestKind::ListOffsets(body) => self.replicas.on_list_offsets_request(version, body),
             RequestKind::OffsetForLeaderEpoch(body) => {
@@ -432,7 +436,7 @@ impl<S: Storage> Broker<S> {
     }
 
     /// Makes this broker the leader or a follower of a partition it holds
-    /// ([`ReplicaManager::become_leader_or_follower`]).
+    /// (`ReplicaManager::become_leader_or_follower`).
     pub fn become_leader_or_follower(
         &mut self,
         now: Millis,

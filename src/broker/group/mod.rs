@@ -59,7 +59,7 @@ pub(crate) struct PendingDeletion {
 /// `CoordinatorLoader` and metadata image, seen from `group-coordinator`): the
 /// `__consumer_offsets` partitions it leads, their records, appends to them, where each
 /// partition's leader is, and the broker's clock and randomness. The router implements it
-/// (`broker/group_log.rs`); the coordinator never sees the rest of the broker.
+/// (`broker/router/group_log.rs`); the coordinator never sees the rest of the broker.
 pub(crate) trait OffsetsLog {
     /// The storage's file handle, in the outputs an append may push.
     type File;

@@ -2,7 +2,7 @@
 //! down to `Partition.appendRecordsToLeader` and `UnifiedLog.append`): Kafka's checks of the
 //! batch (`LogValidator`), of `acks` against the ISR and of the producer state, then the append.
 //! What follows an append (its flush, the parked answer, the high watermark, the metrics) is the
-//! router's (`handlers/produce.rs`).
+//! router's (`router/handlers/produce.rs`).
 
 use bytes::Bytes;
 use kafka_protocol::messages::produce_response::BatchIndexAndErrorMessage;

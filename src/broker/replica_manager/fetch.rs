@@ -2,7 +2,7 @@
 //! for each partition, leadership and epoch fencing, a follower's diverging epoch (KIP-320/595),
 //! then whole batches from the fetch offset up to the high watermark (a follower: the log end),
 //! as file ranges, within the partition's and the request's byte limits (KIP-74). Parking a
-//! fetch is the router's (`handlers/fetch.rs`); reading it again ([`parked`](super::parked))
+//! fetch is the router's (`router/handlers/fetch.rs`); reading it again ([`parked`](super::parked))
 //! and what a follower's fetch offsets tell the leader ([`replication`](super::replication))
 //! are the replica manager's.
 

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::rt;
 
 /// The data of one Raft log entry: metadata records, encoded as the metadata log stores them
-/// (typed and versioned by [`Record::encode`]).
+/// (typed and versioned by [`Record::encode`](crate::metadata::records::Record::encode)).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MetadataBatch {
     /// The encoded records, in order.

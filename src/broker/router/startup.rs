@@ -10,13 +10,13 @@ use crate::protocol::record_batch::{decode_records, split_batches};
 use crate::storage::{Storage, StorageFile};
 use crate::types::{BrokerId, Millis, TopicPartition};
 
-use super::checkpoint::{self, CheckpointKind, CheckpointWriter, RecoveryPoints};
-use super::flushes::Flushes;
-use super::metadata_cache::{MetadataCache, TopicMetadata};
-use super::partition::Partition;
-use super::producer_ids::ProducerIdManager;
-use super::replica_manager::ReplicaManager;
-use super::{Broker, BrokerError, BrokerEvent, StartupReport};
+use crate::broker::checkpoint::{self, CheckpointKind, CheckpointWriter, RecoveryPoints};
+use crate::broker::flushes::Flushes;
+use crate::broker::metadata_cache::{MetadataCache, TopicMetadata};
+use crate::broker::partition::Partition;
+use crate::broker::producer_ids::ProducerIdManager;
+use crate::broker::replica_manager::ReplicaManager;
+use crate::broker::{Broker, BrokerError, BrokerEvent, StartupReport};
 use crate::metadata::records::Record;
 use crate::metadata::{COMBINED_CONTROLLER_DIRECTORY, METADATA_LOG_DIRECTORY};
 use crate::node_io::PeerRequestIds;
@@ -35,7 +35,7 @@ pub(crate) fn metadata_log_config() -> LogConfig {
     }
 }
 
-pub(super) fn log_config(config: &TopicConfig) -> LogConfig {
+pub(in crate::broker) fn log_config(config: &TopicConfig) -> LogConfig {
     LogConfig {
         segment_bytes: config.segment_bytes as u64,
         index_interval_bytes: config.index_interval_bytes as u64,
@@ -128,13 +128,14 @@ impl<S: Storage> Broker<S> {
         let producer_ids = ProducerIdManager::loaded(config.node_id, now, producer_id_block);
         let metadata_log = Self::open_metadata_log(&storage, &recovery_points, now, &mut report)?;
         let retention_check = now.plus(config.groups.offsets_retention_check_interval_ms);
-        let groups = super::group::GroupCoordinator::new(config.groups.clone(), retention_check);
+        let groups =
+            crate::broker::group::GroupCoordinator::new(config.groups.clone(), retention_check);
         let interval_ms = config.log_flush_offset_checkpoint_interval_ms as u64;
         let high_watermark_interval_ms =
             config.replication.high_watermark_checkpoint_interval_ms as u64;
         let config_retention_check_interval_ms = config.log_retention_check_interval_ms as u64;
         let mut broker = Broker {
-            cleaner: super::log_manager::LogCleaner::new(&config, now),
+            cleaner: crate::broker::log_manager::LogCleaner::new(&config, now),
             config,
             storage,
             cluster_id: cluster_id.clone(),
@@ -158,13 +159,14 @@ impl<S: Storage> Broker<S> {
             creations: Vec::new(),
             closing: None,
             clean_start: clean_shutdown,
-            topic_counts: super::metrics::TopicStats::default(),
+            topic_counts: crate::broker::metrics::TopicStats::default(),
             requested_starts: RecoveryPoints::new(),
             cluster: None,
             peer_ids: PeerRequestIds::default(),
             groups,
         };
-        broker.cluster = super::cluster::Membership::of(&broker.config, marker_epoch.unwrap_or(-1));
+        broker.cluster =
+            crate::broker::cluster::Membership::of(&broker.config, marker_epoch.unwrap_or(-1));
         broker.replay_metadata()?;
         if broker.cluster.is_none() {
             // In a cluster the topics come from the controller after start-up: nothing on disk
@@ -198,7 +200,11 @@ impl<S: Storage> Broker<S> {
                 // Segments retention deleted come back if a crash lost their removal: delete
                 // them again (the checkpointed start is durable, their removal was not).
                 if let Some(start) = log_starts.get(&topic_partition) {
-                    super::log_manager::delete_below(&mut self.replicas, &topic_partition, *start);
+                    crate::broker::log_manager::delete_below(
+                        &mut self.replicas,
+                        &topic_partition,
+                        *start,
+                    );
                 }
                 let opened = self.replicas.get(&topic_partition).expect("just opened");
                 report.events.extend(opened.recovered_events(&recovery));
@@ -365,7 +371,7 @@ impl<S: Storage> Broker<S> {
         Ok(removed)
     }
 
-    pub(super) fn open_partition(
+    pub(in crate::broker) fn open_partition(
         &mut self,
         topic: &TopicMetadata,
         partition: i32,

@@ -9,8 +9,8 @@ use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use rand_chacha::rand_core::RngCore;
 
-use super::group::{GroupCoordinator, GroupWrite, OffsetsLog, OFFSETS_TOPIC};
-use super::{Broker, Output};
+use crate::broker::group::{GroupCoordinator, GroupWrite, OffsetsLog, OFFSETS_TOPIC};
+use crate::broker::{Broker, Output};
 use crate::metadata::topics::Names;
 use crate::protocol::record_batch::Record;
 use crate::protocol::ErrorCode;
@@ -20,7 +20,7 @@ use crate::types::{Millis, TopicPartition};
 impl<S: Storage> Broker<S> {
     /// Runs `work` on the group coordinator with this broker as its [`OffsetsLog`]. The
     /// coordinator is taken out for the call (the host never reaches it: asserted).
-    pub(super) fn with_groups<R>(
+    pub(in crate::broker) fn with_groups<R>(
         &mut self,
         work: impl FnOnce(&mut GroupCoordinator, &mut Self) -> R,
     ) -> R {
@@ -59,10 +59,12 @@ impl<S: Storage> OffsetsLog for Broker<S> {
             .replicas
             .get(&topic_partition)
             .ok_or(ErrorCode::NotCoordinator)?;
-        super::read_log_records(replica.log(), replica.log().log_start_offset()).map_err(|error| {
-            tracing::error!(partition = %topic_partition, %error, "cannot load groups");
-            ErrorCode::CoordinatorNotAvailable
-        })
+        crate::broker::read_log_records(replica.log(), replica.log().log_start_offset()).map_err(
+            |error| {
+                tracing::error!(partition = %topic_partition, %error, "cannot load groups");
+                ErrorCode::CoordinatorNotAvailable
+            },
+        )
     }
 
     fn append_offsets(

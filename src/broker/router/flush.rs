@@ -16,16 +16,18 @@ use crate::protocol::record_batch::value_batch;
 use crate::storage::{Storage, StorageFile};
 use crate::types::{Millis, TopicPartition};
 
-use super::checkpoint::{self, CheckpointKind, CheckpointStage, CheckpointWriter, RecoveryPoints};
-use super::flushes::FlushTarget;
-use super::log_manager;
-use super::{Broker, BrokerEvent, FlushId, Output};
+use crate::broker::checkpoint::{
+    self, CheckpointKind, CheckpointStage, CheckpointWriter, RecoveryPoints,
+};
+use crate::broker::flushes::FlushTarget;
+use crate::broker::log_manager;
+use crate::broker::{Broker, BrokerEvent, FlushId, Output};
 use crate::log::{FlushSync, LogError};
 use crate::metadata::records::Record;
 use crate::metadata::METADATA_LOG_DIRECTORY;
 
 impl<S: Storage> Broker<S> {
-    pub(super) fn start_flush(
+    pub(in crate::broker) fn start_flush(
         &mut self,
         target: FlushTarget,
         sync: FlushSync<S::File>,
@@ -35,7 +37,7 @@ impl<S: Storage> Broker<S> {
     }
 
     /// Appends metadata records and flushes them; the caller parks its work on the flush.
-    pub(super) fn append_metadata(
+    pub(in crate::broker) fn append_metadata(
         &mut self,
         now: Millis,
         records: &[Record],
@@ -52,7 +54,7 @@ impl<S: Storage> Broker<S> {
         Ok(self.start_flush(target, sync, out))
     }
 
-    pub(super) fn on_flush_completed(
+    pub(in crate::broker) fn on_flush_completed(
         &mut self,
         now: Millis,
         flush_id: FlushId,
@@ -141,7 +143,7 @@ impl<S: Storage> Broker<S> {
         }
     }
 
-    pub(super) fn on_tick(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+    pub(in crate::broker) fn on_tick(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
         let due: Vec<TopicPartition> = self
             .replicas
             .iter()
@@ -217,7 +219,7 @@ impl<S: Storage> Broker<S> {
     }
 
     /// Every log's recovery point, as the checkpoint records them.
-    pub(super) fn recovery_points(&self) -> RecoveryPoints {
+    pub(in crate::broker) fn recovery_points(&self) -> RecoveryPoints {
         let metadata = TopicPartition::parse(METADATA_LOG_DIRECTORY).expect("a partition name");
         let mut points = RecoveryPoints::new();
         points.insert(metadata, self.metadata.log.recovery_point());
@@ -244,7 +246,7 @@ impl<S: Storage> Broker<S> {
     }
 
     /// Step one of a checkpoint: write the `.tmp` file and fsync it (if anything changed).
-    pub(super) fn maybe_write_checkpoint(
+    pub(in crate::broker) fn maybe_write_checkpoint(
         &mut self,
         now: Millis,
         kind: CheckpointKind,
@@ -336,7 +338,7 @@ impl<S: Storage> Broker<S> {
     }
 
     /// Writes the producer-id block the allocator asks for, if it asks.
-    pub(super) fn reserve_producer_ids(
+    pub(in crate::broker) fn reserve_producer_ids(
         &mut self,
         now: Millis,
         reservation: Option<RecoveryPoints>,
@@ -348,7 +350,11 @@ impl<S: Storage> Broker<S> {
     }
     /// A retention check (`log_manager::check_retention`): checkpoints the new log starts, if
     /// any moved.
-    pub(super) fn check_retention(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+    pub(in crate::broker) fn check_retention(
+        &mut self,
+        now: Millis,
+        out: &mut Vec<Output<S::File>>,
+    ) {
         let wall_clock = self.wall_clock(now);
         let metadata = &self.metadata;
         let check = log_manager::check_retention(
@@ -365,7 +371,11 @@ impl<S: Storage> Broker<S> {
     }
 
     /// The log-start checkpoint is durable: delete what lies below each start and publish it.
-    pub(super) fn apply_log_starts(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+    pub(in crate::broker) fn apply_log_starts(
+        &mut self,
+        now: Millis,
+        out: &mut Vec<Output<S::File>>,
+    ) {
         let starts = self.log_starts.written.clone();
         let mut changed = BTreeSet::new();
         for (topic_partition, start) in starts {

@@ -13,9 +13,9 @@
 use crate::storage::{Storage, StorageFile};
 use crate::types::{Millis, TopicPartition};
 
-use super::checkpoint::CheckpointKind;
-use super::flushes::FlushTarget;
-use super::{Broker, Output};
+use crate::broker::checkpoint::CheckpointKind;
+use crate::broker::flushes::FlushTarget;
+use crate::broker::{Broker, Output};
 use crate::log::FlushSync;
 
 /// The marker's file name at the root of the data directory (Kafka's name).
@@ -38,7 +38,7 @@ fn marker_broker_epoch(text: &str) -> Option<i64> {
 
 /// Where a shutdown is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Closing {
+pub(in crate::broker) enum Closing {
     /// Waiting for the flushes of every log (and any checkpoint under way).
     Flushing,
     /// Waiting for the recovery-point checkpoint that records the log ends.
@@ -53,7 +53,7 @@ pub(super) enum Closing {
 
 impl<S: Storage> Broker<S> {
     /// Starts a clean shutdown.
-    pub(super) fn on_shutdown(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+    pub(in crate::broker) fn on_shutdown(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
         if self.closing.is_some() {
             return;
         }
@@ -87,7 +87,11 @@ impl<S: Storage> Broker<S> {
     }
 
     /// Moves a shutdown on once nothing is in flight (called after every flush completion).
-    pub(super) fn advance_shutdown(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+    pub(in crate::broker) fn advance_shutdown(
+        &mut self,
+        now: Millis,
+        out: &mut Vec<Output<S::File>>,
+    ) {
         let Some(stage) = self.closing else {
             return;
         };
@@ -160,7 +164,7 @@ impl<S: Storage> Broker<S> {
     }
 
     /// The marker's fsync finished.
-    pub(super) fn on_marker_synced(
+    pub(in crate::broker) fn on_marker_synced(
         &mut self,
         now: Millis,
         result: Result<(), String>,
@@ -185,7 +189,7 @@ impl<S: Storage> Broker<S> {
     /// Whether the data directory holds a clean-shutdown marker, and the broker epoch it
     /// holds; a marker is removed once read (the caller syncs the root directory before
     /// serving, so a crash after start-up cannot find a stale marker).
-    pub(super) fn take_clean_shutdown_marker(
+    pub(in crate::broker) fn take_clean_shutdown_marker(
         storage: &S,
     ) -> Result<(bool, Option<i64>), crate::log::LogError> {
         let present = storage

@@ -9,14 +9,14 @@ use crate::metadata::records::NO_LEADER;
 use crate::storage::Storage;
 use crate::types::{BrokerId, Millis, TopicPartition};
 
-use super::cluster::{Answered, Call, Membership};
-use super::metadata_cache::TopicMetadata;
-use super::replica_manager::replication::PartitionState;
-use super::{Broker, BrokerEvent, Output, PeerRequestId, PeerRole, ReplyTo};
+use crate::broker::cluster::{Answered, Call, Membership};
+use crate::broker::metadata_cache::TopicMetadata;
+use crate::broker::replica_manager::replication::PartitionState;
+use crate::broker::{Broker, BrokerEvent, Output, PeerRequestId, PeerRole, ReplyTo};
 
 impl<S: Storage> Broker<S> {
     /// This broker's registration epoch in its cluster, once registered.
-    pub(super) fn broker_epoch(&self) -> Option<i64> {
+    pub(in crate::broker) fn broker_epoch(&self) -> Option<i64> {
         self.cluster.as_ref().and_then(Membership::broker_epoch)
     }
 
@@ -34,7 +34,11 @@ impl<S: Storage> Broker<S> {
     }
 
     /// Sends whatever the membership has due, and the AlterPartition proposals to send again.
-    pub(super) fn on_cluster_tick(&mut self, now: Millis, out: &mut Vec<Output<S::File>>) {
+    pub(in crate::broker) fn on_cluster_tick(
+        &mut self,
+        now: Millis,
+        out: &mut Vec<Output<S::File>>,
+    ) {
         let Some(membership) = self.cluster.as_mut() else {
             return;
         };
@@ -50,7 +54,7 @@ impl<S: Storage> Broker<S> {
     }
 
     /// Whether a peer response answers one of the membership's calls; if so, handles it.
-    pub(super) fn on_controller_response(
+    pub(in crate::broker) fn on_controller_response(
         &mut self,
         now: Millis,
         id: PeerRequestId,
@@ -183,7 +187,7 @@ impl<S: Storage> Broker<S> {
     }
 
     /// A client's CreateTopics goes to the controller; its answer is relayed.
-    pub(super) fn forward_create_topics(
+    pub(in crate::broker) fn forward_create_topics(
         &mut self,
         now: Millis,
         reply_to: Option<ReplyTo>,
@@ -215,7 +219,7 @@ impl<S: Storage> Broker<S> {
     }
 
     /// Whether `leader` is a broker that leads nothing right now.
-    pub(super) fn is_no_leader(leader: BrokerId) -> bool {
+    pub(in crate::broker) fn is_no_leader(leader: BrokerId) -> bool {
         leader == NO_LEADER
     }
 }
