@@ -4,7 +4,7 @@
 Three rules, all about files, not modules:
 
 * No file imports one from a layer above its own. The layers, top to bottom:
-      runtime > controller > broker > client, node_io > config, log, metadata > protocol, storage,
+      runtime > controller > broker > client, coordinator, node_io > config, log, metadata > protocol, storage,
       state_machine > types
   A file may import from its own layer and from any layer below.
 * No import cycle among files: `a.rs` takes a name from `b.rs` and `b.rs` (directly or through
@@ -43,6 +43,7 @@ LAYERS = {
     "metadata": 2,
     "node_io": 3,
     "client": 3,
+    "coordinator": 3,
     "broker": 4,
     "controller": 5,
     "runtime": 6,

@@ -14,6 +14,8 @@
 //! * [`broker`]: the broker as a deterministic state machine (sans-IO) over a [`storage::Storage`]:
 //!   a router over components (the replica manager, the log manager, the group coordinator, the
 //!   metadata cache, the cluster membership).
+//! * [`coordinator`]: coordinators over internal topics; so far the transaction coordinator's
+//!   states and transitions.
 //! * [`client`]: the producer and consumer state machines, and the group member's protocol.
 //! * [`node_io`]: what a node's state machine (a broker, a controller node) takes and gives:
 //!   inputs, outputs, responses, events and the ids that tie them together.
@@ -36,7 +38,7 @@
 //! runtime
 //!   > controller
 //!   > broker
-//!   > client, node_io
+//!   > client, coordinator, node_io
 //!   > config, log, metadata
 //!   > protocol, storage, state_machine
 //!   > types
@@ -52,6 +54,7 @@ pub mod broker;
 pub mod client;
 pub mod config;
 pub mod controller;
+pub mod coordinator;
 pub mod log;
 pub mod metadata;
 pub mod node_io;

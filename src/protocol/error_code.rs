@@ -33,6 +33,9 @@ pub enum ErrorCode {
     UnsupportedForMessageFormat = 43,
     OutOfOrderSequenceNumber = 45,
     InvalidProducerEpoch = 47,
+    InvalidTxnState = 48,
+    ConcurrentTransactions = 51,
+    ProducerFenced = 90,
     KafkaStorageError = 56,
     UnknownProducerId = 59,
     FencedLeaderEpoch = 74,
@@ -132,7 +135,7 @@ impl ErrorCode {
     }
 }
 
-const ALL: [ErrorCode; 56] = [
+const ALL: [ErrorCode; 59] = [
     ErrorCode::UnknownServerError,
     ErrorCode::None,
     ErrorCode::OffsetOutOfRange,
@@ -160,6 +163,9 @@ const ALL: [ErrorCode; 56] = [
     ErrorCode::UnsupportedForMessageFormat,
     ErrorCode::OutOfOrderSequenceNumber,
     ErrorCode::InvalidProducerEpoch,
+    ErrorCode::InvalidTxnState,
+    ErrorCode::ConcurrentTransactions,
+    ErrorCode::ProducerFenced,
     ErrorCode::KafkaStorageError,
     ErrorCode::UnknownProducerId,
     ErrorCode::FencedLeaderEpoch,

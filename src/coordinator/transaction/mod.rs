@@ -1,0 +1,14 @@
+//! The transaction coordinator (Kafka's `transaction-coordinator` module), built bottom-up:
+//!
+//! - [`state`]: the states a transaction goes through and Kafka's table of which state may
+//!   follow which;
+//! - [`metadata`]: one `transactional.id`'s producer id, epochs, partitions and state, and its
+//!   transitions. Each transition is prepared first (a [`metadata::Transit`], written to
+//!   `__transaction_state`) and completed only once that write is durable; until then no other
+//!   transition may start.
+
+pub mod metadata;
+pub mod state;
+
+pub use metadata::{TransactionMetadata, TransactionVersion, Transit, TransitionError};
+pub use state::TransactionState;
