@@ -5,9 +5,11 @@
 //! - [`metadata`]: one `transactional.id`'s producer id, epochs, partitions and state, and its
 //!   transitions. Each transition is prepared first (a [`metadata::Transit`], written to
 //!   `__transaction_state`) and completed only once that write is durable; until then no other
-//!   transition may start.
+//!   transition may start;
+//! - [`records`]: those records in Kafka's `TransactionLogKey`/`TransactionLogValue` format.
 
 pub mod metadata;
+pub mod records;
 pub mod state;
 
 pub use metadata::{TransactionMetadata, TransactionVersion, Transit, TransitionError};
