@@ -34,6 +34,7 @@ pub enum ErrorCode {
     OutOfOrderSequenceNumber = 45,
     InvalidProducerEpoch = 47,
     InvalidTxnState = 48,
+    InvalidProducerIdMapping = 49,
     ConcurrentTransactions = 51,
     ProducerFenced = 90,
     KafkaStorageError = 56,
@@ -135,7 +136,7 @@ impl ErrorCode {
     }
 }
 
-const ALL: [ErrorCode; 59] = [
+const ALL: [ErrorCode; 60] = [
     ErrorCode::UnknownServerError,
     ErrorCode::None,
     ErrorCode::OffsetOutOfRange,
@@ -164,6 +165,7 @@ const ALL: [ErrorCode; 59] = [
     ErrorCode::OutOfOrderSequenceNumber,
     ErrorCode::InvalidProducerEpoch,
     ErrorCode::InvalidTxnState,
+    ErrorCode::InvalidProducerIdMapping,
     ErrorCode::ConcurrentTransactions,
     ErrorCode::ProducerFenced,
     ErrorCode::KafkaStorageError,

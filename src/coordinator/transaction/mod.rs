@@ -6,8 +6,11 @@
 //!   transitions. Each transition is prepared first (a [`metadata::Transit`], written to
 //!   `__transaction_state`) and completed only once that write is durable; until then no other
 //!   transition may start;
-//! - [`records`]: those records in Kafka's `TransactionLogKey`/`TransactionLogValue` format.
+//! - [`records`]: those records in Kafka's `TransactionLogKey`/`TransactionLogValue` format;
+//! - [`decide`]: what a request does to one id's metadata (InitProducerId, AddPartitionsToTxn):
+//!   an answer now, or a record to write first.
 
+pub mod decide;
 pub mod metadata;
 pub mod records;
 pub mod state;
