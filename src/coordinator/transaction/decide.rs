@@ -11,7 +11,7 @@ use crate::types::TopicPartition;
 
 use super::metadata::{epoch_exhausted, TransactionMetadata, TransactionVersion, Transit};
 use super::state::TransactionState::{
-    CompleteAbort, CompleteCommit, Dead, Empty, Ongoing, PrepareAbort, PrepareCommit,
+    self, CompleteAbort, CompleteCommit, Dead, Empty, Ongoing, PrepareAbort, PrepareCommit,
     PrepareEpochFence,
 };
 
@@ -144,6 +144,122 @@ pub fn add_partitions(
     match metadata.prepare_add_partitions(partitions, now_ms, client_version) {
         Ok(transit) => AddDecision::Write(transit),
         Err(error) => AddDecision::Answer(error.error_code()),
+    }
+}
+
+/// Commit or abort, as EndTxn asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnResult {
+    /// Commit the transaction.
+    Commit,
+    /// Abort it.
+    Abort,
+}
+
+impl TxnResult {
+    /// The prepare state this result leads to.
+    fn prepare_state(self) -> TransactionState {
+        match self {
+            TxnResult::Commit => PrepareCommit,
+            TxnResult::Abort => PrepareAbort,
+        }
+    }
+}
+
+/// What EndTxn leads to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndDecision {
+    /// Write this record (PrepareCommit or PrepareAbort); once durable, answer NONE and write
+    /// the markers.
+    Write(Transit),
+    /// Answer this error, with (under V2, for NONE) the producer id and epoch to go on with;
+    /// nothing is written.
+    Answer(ErrorCode, Option<(i64, i16)>),
+}
+
+/// EndTxn from a client, `producer` at its epoch (Kafka's `endTransaction`). Under V1 the epoch
+/// must be the current one, and a retry of a completed transaction is answered NONE; so is, in
+/// the classic protocol's flaw, a late EndTxn of a finished transaction that arrives once the
+/// next one is open at the same epoch: it ends that one. Under V2 every transaction ends with
+/// an epoch bump, so only a retry (the epoch just before the current one) is recognised, and a
+/// late request from an older transaction is fenced.
+pub fn end_txn(
+    metadata: &mut TransactionMetadata,
+    (producer_id, producer_epoch): (i64, i16),
+    result: TxnResult,
+    client_version: TransactionVersion,
+    now_ms: i64,
+    new_producer_id: impl FnOnce() -> i64,
+) -> EndDecision {
+    let refuse = |error| EndDecision::Answer(error, None);
+    let current = metadata.current().clone();
+    let state = metadata.state();
+    let v2 = client_version.bumps_epoch_per_transaction();
+    // V2: a retry of an EndTxn whose epoch bump (or move to a new producer id) is durable.
+    let retry_on_bump = v2 && i32::from(current.producer_epoch) == i32::from(producer_epoch) + 1;
+    let retry_on_overflow = v2
+        && current.previous_producer_id == producer_id
+        && producer_epoch == i16::MAX - 1
+        && current.producer_epoch == 0;
+    let retry = retry_on_bump || retry_on_overflow;
+    let valid_epoch = if v2 {
+        match state {
+            PrepareCommit | PrepareAbort => retry_on_bump,
+            CompleteCommit | CompleteAbort => retry || producer_epoch == current.producer_epoch,
+            Ongoing | Empty | Dead | PrepareEpochFence => producer_epoch == current.producer_epoch,
+        }
+    } else {
+        producer_epoch == current.producer_epoch
+    };
+    if current.producer_id != producer_id && !retry_on_overflow {
+        return refuse(ErrorCode::InvalidProducerIdMapping);
+    }
+    if !valid_epoch {
+        return refuse(ErrorCode::ProducerFenced);
+    }
+    if metadata.pending().is_some() {
+        return refuse(ErrorCode::ConcurrentTransactions);
+    }
+    let done = || {
+        let answer = v2.then_some((current.producer_id, current.producer_epoch));
+        EndDecision::Answer(ErrorCode::None, answer)
+    };
+    let complete = |target: TransactionState, no_partition_added: bool| {
+        let next_producer_id = if v2 && epoch_exhausted(current.producer_epoch) {
+            new_producer_id()
+        } else {
+            super::metadata::NO_PRODUCER_ID
+        };
+        match metadata.prepare_abort_or_commit(
+            target,
+            client_version,
+            next_producer_id,
+            now_ms,
+            no_partition_added,
+        ) {
+            Ok(transit) => EndDecision::Write(transit),
+            Err(error) => EndDecision::Answer(error.error_code(), None),
+        }
+    };
+    let invalid = refuse(ErrorCode::InvalidTxnState);
+    match (state, result) {
+        (Ongoing, _) => complete(result.prepare_state(), false),
+        (CompleteCommit, TxnResult::Commit) | (CompleteAbort, TxnResult::Abort) if !v2 || retry => {
+            done()
+        }
+        // V2: a client unsure whether its transaction began may abort when none is open.
+        (Empty, TxnResult::Abort) if v2 => complete(PrepareAbort, true),
+        (CompleteCommit | CompleteAbort, TxnResult::Abort) if v2 && !retry => {
+            complete(PrepareAbort, true)
+        }
+        (PrepareCommit, TxnResult::Commit) | (PrepareAbort, TxnResult::Abort) => {
+            refuse(ErrorCode::ConcurrentTransactions)
+        }
+        (Empty | CompleteCommit | CompleteAbort | PrepareCommit | PrepareAbort, _) => invalid,
+        (Dead | PrepareEpochFence, _) => panic!(
+            "transactional id {} found in state {state}: it is never left there",
+            metadata.transactional_id()
+        ),
     }
 }
 

@@ -201,6 +201,12 @@ impl TransactionMetadata {
         self.pending
     }
 
+    /// Sets the producer epoch, to test what happens near its end.
+    #[cfg(test)]
+    pub(crate) fn set_producer_epoch(&mut self, epoch: i16) {
+        self.current.producer_epoch = epoch;
+    }
+
     /// InitProducerId with `expected_epoch` (KIP-360: a producer recovering from an error names
     /// the epoch it had) and a new `timeout_ms`: to Empty with the epoch bumped. A retry of a
     /// call that succeeded (the expected epoch is the last one) keeps the epochs; an expected

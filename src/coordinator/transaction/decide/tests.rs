@@ -183,3 +183,207 @@ fn add_partitions_waits_while_a_transaction_completes() {
         AddDecision::Answer(ErrorCode::ConcurrentTransactions)
     );
 }
+
+/// A producer at epoch 0 with `orders-0` in an open transaction, under `version`.
+fn open_transaction(version: TransactionVersion) -> (TransactionMetadata, (i64, i16)) {
+    let mut metadata = TransactionMetadata::new("app-1", 7, TIMEOUT, 0, version);
+    let request = InitRequest {
+        timeout_ms: TIMEOUT,
+        expected: None,
+    };
+    let InitDecision::Write(transit) = init_producer_id(&mut metadata, request, version, 1, || 99)
+    else {
+        panic!("a write");
+    };
+    metadata.complete(transit.clone()).expect("durable");
+    let producer = (transit.producer_id, transit.producer_epoch);
+    let AddDecision::Write(added) =
+        add_partitions(&mut metadata, producer, &orders(&[0]), version, 2)
+    else {
+        panic!("a write");
+    };
+    metadata.complete(added).expect("durable");
+    (metadata, producer)
+}
+
+fn end(
+    metadata: &mut TransactionMetadata,
+    producer: (i64, i16),
+    result: TxnResult,
+    version: TransactionVersion,
+) -> EndDecision {
+    end_txn(metadata, producer, result, version, 30, || 99)
+}
+
+/// Ends the open transaction with `result` and writes its markers; returns the epoch the
+/// producer goes on with.
+fn finish(
+    metadata: &mut TransactionMetadata,
+    producer: (i64, i16),
+    result: TxnResult,
+    version: TransactionVersion,
+) -> i16 {
+    let EndDecision::Write(prepared) = end(metadata, producer, result, version) else {
+        panic!("EndTxn writes its decision");
+    };
+    metadata.complete(prepared).expect("durable");
+    let complete = metadata.prepare_complete(31).expect("markers written");
+    metadata.complete(complete).expect("durable");
+    metadata.current().producer_epoch
+}
+
+#[test]
+fn end_txn_commits_an_open_transaction_and_a_retry_is_answered_none() {
+    for version in [V1, TransactionVersion::V2] {
+        let (mut metadata, producer) = open_transaction(version);
+        let epoch = finish(&mut metadata, producer, TxnResult::Commit, version);
+        assert_eq!(metadata.state(), CompleteCommit);
+        let retry = end(&mut metadata, producer, TxnResult::Commit, version);
+        let expected = match version {
+            V1 => EndDecision::Answer(ErrorCode::None, None),
+            TransactionVersion::V2 => EndDecision::Answer(ErrorCode::None, Some((7, epoch))),
+        };
+        assert_eq!(retry, expected, "{version:?}");
+        assert_eq!(
+            end(&mut metadata, producer, TxnResult::Abort, version),
+            EndDecision::Answer(ErrorCode::InvalidTxnState, None),
+            "{version:?}: an abort after the commit"
+        );
+    }
+}
+
+#[test]
+fn end_txn_checks_the_producer_and_the_state() {
+    let (mut metadata, producer) = open_transaction(V1);
+    assert_eq!(
+        end(&mut metadata, (8, 0), TxnResult::Commit, V1),
+        EndDecision::Answer(ErrorCode::InvalidProducerIdMapping, None)
+    );
+    assert_eq!(
+        end(&mut metadata, (7, 1), TxnResult::Commit, V1),
+        EndDecision::Answer(ErrorCode::ProducerFenced, None)
+    );
+    let EndDecision::Write(prepared) = end(&mut metadata, producer, TxnResult::Commit, V1) else {
+        panic!("a write");
+    };
+    assert_eq!(
+        end(&mut metadata, producer, TxnResult::Commit, V1),
+        EndDecision::Answer(ErrorCode::ConcurrentTransactions, None),
+        "while its record is written"
+    );
+    metadata.complete(prepared).expect("durable");
+    assert_eq!(
+        end(&mut metadata, producer, TxnResult::Commit, V1),
+        EndDecision::Answer(ErrorCode::ConcurrentTransactions, None),
+        "while its markers are written"
+    );
+    assert_eq!(
+        end(&mut metadata, producer, TxnResult::Abort, V1),
+        EndDecision::Answer(ErrorCode::InvalidTxnState, None)
+    );
+}
+
+/// The classic protocol's flaw (the Jepsen Bufstream report; KIP-890): transaction 1's
+/// EndTxn(commit) is delayed, retried and answered; the producer opens transaction 2 at the
+/// same epoch; the delayed request then arrives and commits transaction 2 before its producer
+/// asked. Under V2 transaction 1 ended with an epoch bump, and the late request is fenced.
+#[test]
+fn a_late_end_txn_commits_the_next_transaction_under_v1_but_is_fenced_under_v2() {
+    for version in [V1, TransactionVersion::V2] {
+        let (mut metadata, producer) = open_transaction(version);
+        let epoch = finish(&mut metadata, producer, TxnResult::Commit, version);
+        // Transaction 2, at the epoch the producer goes on with.
+        let next = (7, epoch);
+        let AddDecision::Write(added) =
+            add_partitions(&mut metadata, next, &orders(&[1]), version, 40)
+        else {
+            panic!("a write");
+        };
+        metadata.complete(added).expect("durable");
+        // Transaction 1's delayed EndTxn(commit) arrives.
+        let late = end(&mut metadata, producer, TxnResult::Commit, version);
+        match version {
+            V1 => {
+                let EndDecision::Write(prepared) = late else {
+                    panic!("V1 takes it: {late:?}");
+                };
+                assert_eq!(prepared.state, PrepareCommit);
+                assert_eq!(
+                    prepared.partitions,
+                    orders(&[0, 1]).split_off(&TopicPartition::new("orders", 1))
+                );
+            }
+            TransactionVersion::V2 => {
+                assert_eq!(late, EndDecision::Answer(ErrorCode::ProducerFenced, None));
+                assert_eq!(metadata.state(), Ongoing, "transaction 2 stays open");
+            }
+        }
+    }
+}
+
+#[test]
+fn v2_lets_a_producer_abort_when_no_transaction_is_open() {
+    let (mut metadata, producer) = open_transaction(TransactionVersion::V2);
+    let epoch = finish(
+        &mut metadata,
+        producer,
+        TxnResult::Commit,
+        TransactionVersion::V2,
+    );
+    let EndDecision::Write(abort) = end(
+        &mut metadata,
+        (7, epoch),
+        TxnResult::Abort,
+        TransactionVersion::V2,
+    ) else {
+        panic!("an abort after a completed transaction is written under V2");
+    };
+    assert_eq!(
+        (abort.state, abort.producer_epoch),
+        (PrepareAbort, epoch + 1)
+    );
+    assert!(abort.partitions.is_empty());
+    let (mut v1, producer) = open_transaction(V1);
+    finish(&mut v1, producer, TxnResult::Commit, V1);
+    assert_eq!(
+        end(&mut v1, producer, TxnResult::Abort, V1),
+        EndDecision::Answer(ErrorCode::InvalidTxnState, None),
+        "V1 has no such abort"
+    );
+}
+
+#[test]
+fn v2_ends_on_a_new_producer_id_when_the_epochs_run_out() {
+    let (mut metadata, _) = open_transaction(TransactionVersion::V2);
+    let exhausted = i16::MAX - 1;
+    metadata.set_producer_epoch(exhausted);
+    let EndDecision::Write(prepared) = end(
+        &mut metadata,
+        (7, exhausted),
+        TxnResult::Commit,
+        TransactionVersion::V2,
+    ) else {
+        panic!("a write");
+    };
+    assert_eq!(prepared.next_producer_id, 99);
+    metadata.complete(prepared).expect("durable");
+    let complete = metadata.prepare_complete(31).expect("markers written");
+    metadata.complete(complete).expect("durable");
+    assert_eq!(
+        (
+            metadata.current().producer_id,
+            metadata.current().producer_epoch
+        ),
+        (99, 0)
+    );
+    assert_eq!(
+        end(
+            &mut metadata,
+            (7, exhausted),
+            TxnResult::Commit,
+            TransactionVersion::V2
+        ),
+        EndDecision::Answer(ErrorCode::None, Some((99, 0))),
+        "a retry with the old id and epoch hears where to go on"
+    );
+}
