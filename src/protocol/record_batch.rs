@@ -23,8 +23,8 @@ pub const MAGIC_V2: i8 = 2;
 const CRC_START: usize = 21;
 
 const ATTRIBUTE_COMPRESSION_MASK: i16 = 0x07;
-const ATTRIBUTE_TRANSACTIONAL: i16 = 0x10;
-const ATTRIBUTE_CONTROL: i16 = 0x20;
+pub(crate) const ATTRIBUTE_TRANSACTIONAL: i16 = 0x10;
+pub(crate) const ATTRIBUTE_CONTROL: i16 = 0x20;
 
 /// Why a batch was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -214,7 +214,7 @@ pub fn stamp_producer(
 }
 
 /// Writes the CRC-32C of everything from the attributes on into the header's `crc` field.
-fn seal_crc(batch: &mut [u8]) {
+pub(crate) fn seal_crc(batch: &mut [u8]) {
     let crc = crc32c::crc32c(&batch[CRC_START..]);
     batch[17..21].copy_from_slice(&crc.to_be_bytes());
 }
@@ -443,6 +443,15 @@ pub fn decode_batch(
     if header.is_control() {
         return Ok(Vec::new());
     }
+    batch_records(records, header, range)
+}
+
+/// Decodes the records of one batch, a control batch's included.
+pub(crate) fn batch_records(
+    records: &Bytes,
+    header: &RecordBatchHeader,
+    range: std::ops::Range<usize>,
+) -> Result<Vec<Record>, BatchError> {
     if header.compression() != 0 {
         // The records section decompressed behind a copy of the header, so the cursor slices
         // keys and values out of one buffer as it does for an uncompressed batch.
