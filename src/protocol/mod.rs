@@ -1,6 +1,6 @@
 //! The pure wire layer: frames, the request/response codec, supported versions, error codes,
-//! RecordBatch v2, transaction markers (control batches), the validation of the records inside a batch, and the zero-copy Fetch
-//! response. Depends on nothing else in seedlog.
+//! RecordBatch v2, transaction markers (control batches), the validation of the records inside a
+//! batch, and the zero-copy Fetch response. Depends on nothing else in seedlog.
 
 pub mod api_versions;
 pub mod codec;
