@@ -11,3 +11,36 @@
 //! the two will share.
 
 pub mod transaction;
+
+/// Kafka's `String.hashCode` over UTF-16 code units.
+fn java_string_hash(text: &str) -> i32 {
+    text.encode_utf16().fold(0i32, |hash, unit| {
+        hash.wrapping_mul(31).wrapping_add(i32::from(unit))
+    })
+}
+
+/// The partition of a coordinator's internal topic that `key` (a group id, a
+/// `transactional.id`) belongs to, among `partitions` (Kafka's
+/// `Utils.abs(key.hashCode) % partitionCount`).
+pub fn partition_for(key: &str, partitions: i32) -> i32 {
+    let hash = java_string_hash(key);
+    let positive = if hash == i32::MIN { 0 } else { hash.abs() };
+    positive % partitions.max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Values from Java: `Math.abs("my-group".hashCode()) % 50` and friends.
+    #[test]
+    fn the_partition_of_a_key_is_kafkas() {
+        assert_eq!(java_string_hash(""), 0);
+        assert_eq!(java_string_hash("a"), 97);
+        assert_eq!(java_string_hash("hello"), 99_162_322);
+        assert_eq!(java_string_hash("polygenelubricants"), i32::MIN);
+        assert_eq!(partition_for("polygenelubricants", 50), 0);
+        assert_eq!(partition_for("hello", 50), 99_162_322 % 50);
+        assert_eq!(partition_for("anything", 1), 0);
+    }
+}

@@ -32,20 +32,9 @@ use crate::types::Millis;
 /// The internal topic of committed offsets and group state.
 pub use crate::metadata::topics::OFFSETS_TOPIC;
 
-/// Kafka's `String.hashCode` over UTF-16 code units.
-fn java_string_hash(text: &str) -> i32 {
-    text.encode_utf16().fold(0i32, |hash, unit| {
-        hash.wrapping_mul(31).wrapping_add(i32::from(unit))
-    })
-}
-
-/// The `__consumer_offsets` partition of `group_id` (Kafka's
+/// The `__consumer_offsets` partition of a group id (Kafka's
 /// `Utils.abs(groupId.hashCode) % groupMetadataTopicPartitionCount`).
-pub fn partition_for(group_id: &str, partitions: i32) -> i32 {
-    let hash = java_string_hash(group_id);
-    let positive = if hash == i32::MIN { 0 } else { hash.abs() };
-    positive % partitions.max(1)
-}
+pub use crate::coordinator::partition_for;
 
 /// A DeleteGroups waiting for its groups' tombstones.
 #[derive(Debug)]
@@ -221,22 +210,5 @@ impl GroupCoordinator {
         for group in self.groups.values() {
             group.check_invariants();
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Values from Java: `Math.abs("my-group".hashCode()) % 50` and friends.
-    #[test]
-    fn the_partition_of_a_group_is_kafkas() {
-        assert_eq!(java_string_hash(""), 0);
-        assert_eq!(java_string_hash("a"), 97);
-        assert_eq!(java_string_hash("hello"), 99_162_322);
-        assert_eq!(java_string_hash("polygenelubricants"), i32::MIN);
-        assert_eq!(partition_for("polygenelubricants", 50), 0);
-        assert_eq!(partition_for("hello", 50), 99_162_322 % 50);
-        assert_eq!(partition_for("anything", 1), 0);
     }
 }

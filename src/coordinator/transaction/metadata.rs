@@ -181,6 +181,19 @@ impl TransactionMetadata {
         }
     }
 
+    /// A `transactional.id` as its last record in `__transaction_state` left it, when a new
+    /// coordinator loads the partition: nothing pending, and no last epoch (the record has
+    /// none, as in Kafka).
+    pub fn loaded(transactional_id: &str, current: Transit) -> TransactionMetadata {
+        TransactionMetadata {
+            transactional_id: transactional_id.to_owned(),
+            current,
+            pending: None,
+            fencing: false,
+            failed_epoch_fence: false,
+        }
+    }
+
     /// The `transactional.id`.
     pub fn transactional_id(&self) -> &str {
         &self.transactional_id

@@ -7,9 +7,12 @@
 //!   `__transaction_state`) and completed only once that write is durable; until then no other
 //!   transition may start;
 //! - [`records`]: those records in Kafka's `TransactionLogKey`/`TransactionLogValue` format;
-//! - [`decide`]: what a request does to one id's metadata (InitProducerId, AddPartitionsToTxn):
-//!   an answer now, or a record to write first.
+//! - [`decide`]: what a request does to one id's metadata (InitProducerId, AddPartitionsToTxn,
+//!   EndTxn): an answer now, or a record to write first;
+//! - [`cache`]: one `__transaction_state` partition's ids, loaded by replaying its records, with
+//!   the decided transactions whose markers a new coordinator must write again.
 
+pub mod cache;
 pub mod decide;
 pub mod metadata;
 pub mod records;
