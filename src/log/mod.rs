@@ -1,4 +1,5 @@
-//! The partition log: segments, sparse offset index, recovery, flush policy.
+//! The partition log: segments, sparse offset index, recovery, flush policy, and the partition
+//! side of transactions (`transactions`: open transactions, the LSO, the aborted-transaction index).
 
 pub mod cleaner;
 pub mod leader_epochs;
@@ -6,6 +7,7 @@ pub mod offset_index;
 pub mod partition_log;
 pub mod producer_state;
 pub mod segment;
+pub mod transactions;
 
 pub use partition_log::{
     AppendInfo, CleanStage, FlushMark, FlushSync, LogConfig, LogRead, PartitionLog, RecoveryReport,
