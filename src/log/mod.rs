@@ -1,5 +1,6 @@
 //! The partition log: segments, sparse offset index, recovery, flush policy, and the partition
-//! side of transactions (`transactions`: open transactions, the LSO, the aborted-transaction index).
+//! side of transactions (`transactions`: open transactions, the LSO, the aborted-transaction
+//! index).
 
 pub mod cleaner;
 pub mod leader_epochs;
