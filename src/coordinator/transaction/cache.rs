@@ -90,6 +90,34 @@ impl TransactionCache {
             .map(|(id, metadata)| (id.as_str(), metadata))
     }
 
+    /// The ids whose open transaction began more than its `transaction.timeout.ms` before
+    /// `now_ms` (Kafka's `timedOutTransactions`), with no write pending.
+    pub fn timed_out(&self, now_ms: i64) -> Vec<String> {
+        self.iter()
+            .filter(|(_, metadata)| {
+                let current = metadata.current();
+                metadata.state() == TransactionState::Ongoing
+                    && metadata.pending().is_none()
+                    && current.start_ms + i64::from(current.timeout_ms) < now_ms
+            })
+            .map(|(id, _)| id.to_owned())
+            .collect()
+    }
+
+    /// The ids idle longer than `transactional.id.expiration.ms` (`expiration_ms`) with no
+    /// transaction open and no write pending: their tombstones may be written (Kafka's
+    /// `TransactionStateManager.removeExpiredTransactionalIds`).
+    pub fn expired(&self, now_ms: i64, expiration_ms: i64) -> Vec<String> {
+        self.iter()
+            .filter(|(_, metadata)| {
+                metadata.state().expiration_allowed()
+                    && metadata.pending().is_none()
+                    && metadata.current().last_update_ms + expiration_ms <= now_ms
+            })
+            .map(|(id, _)| id.to_owned())
+            .collect()
+    }
+
     /// How many ids the partition holds.
     pub fn len(&self) -> usize {
         self.by_id.len()
@@ -171,6 +199,27 @@ mod tests {
             .expect("its markers are written");
         metadata.complete(complete).expect("durable");
         assert_eq!(metadata.state(), TransactionState::CompleteCommit);
+    }
+
+    #[test]
+    fn an_open_transaction_times_out_and_an_idle_id_expires() {
+        let loaded = load(&[
+            record("open", TransactionState::Ongoing, 0),
+            record("idle", TransactionState::CompleteCommit, 0),
+        ]);
+        let cache = loaded.cache;
+        // Both began at 5 (start_ms) with a 60 s timeout; last updated at 0.
+        assert!(
+            cache.timed_out(60_005).is_empty(),
+            "not past the timeout yet"
+        );
+        assert_eq!(cache.timed_out(60_006), ["open"]);
+        assert_eq!(cache.expired(999, 1_000), Vec::<String>::new());
+        assert_eq!(
+            cache.expired(1_000, 1_000),
+            ["idle"],
+            "an open one never expires"
+        );
     }
 
     #[test]

@@ -263,5 +263,25 @@ pub fn end_txn(
     }
 }
 
+/// The coordinator aborts `metadata`'s open transaction because `transaction.timeout.ms` passed
+/// (Kafka's `abortTimedOutTransactions`): the producer's epoch is fenced and the transaction is
+/// aborted at it, so that a late produce or EndTxn of the stale producer is refused. `None`
+/// when a write is pending (the next check tries again) or no transaction is open.
+pub fn abort_timed_out(
+    metadata: &mut TransactionMetadata,
+    client_version: TransactionVersion,
+    now_ms: i64,
+) -> Option<Transit> {
+    if metadata.pending().is_some() || metadata.state() != Ongoing {
+        return None;
+    }
+    let fence = metadata.prepare_fence_epoch().ok()?;
+    let abort = metadata.prepare_fence_abort(&fence, client_version, now_ms);
+    if abort.is_err() {
+        metadata.abandon();
+    }
+    abort.ok()
+}
+
 #[cfg(test)]
 mod tests;

@@ -387,3 +387,34 @@ fn v2_ends_on_a_new_producer_id_when_the_epochs_run_out() {
         "a retry with the old id and epoch hears where to go on"
     );
 }
+
+#[test]
+fn a_timed_out_transaction_is_aborted_at_a_fenced_epoch() {
+    for version in [V1, TransactionVersion::V2] {
+        let (mut metadata, producer) = open_transaction(version);
+        let abort = abort_timed_out(&mut metadata, version, 70_000).expect("an open transaction");
+        assert_eq!(abort.state, PrepareAbort);
+        assert!(
+            abort.producer_epoch > producer.1,
+            "{version:?}: the stale producer is fenced"
+        );
+        assert_eq!(
+            abort_timed_out(&mut metadata, version, 70_001),
+            None,
+            "nothing more while the abort is written"
+        );
+        metadata.complete(abort).expect("durable");
+        assert_eq!(
+            end(&mut metadata, producer, TxnResult::Commit, version),
+            EndDecision::Answer(ErrorCode::ProducerFenced, None),
+            "{version:?}: the stale producer's commit"
+        );
+    }
+    let mut idle = fresh();
+    initialise(&mut idle, None);
+    assert_eq!(
+        abort_timed_out(&mut idle, V1, 70_000),
+        None,
+        "no transaction open"
+    );
+}
