@@ -77,6 +77,31 @@ pub(in crate::broker) struct Link<'a, S: Storage> {
     pub(in crate::broker) controller: Option<&'a mut dyn AlterPartition<S>>,
 }
 
+impl<S: Storage> Link<'_, S> {
+    /// Proposes an ISR for `partition`, led here, to the controller; nothing when the broker is
+    /// its own controller.
+    fn propose_isr(
+        &mut self,
+        now: Millis,
+        partition: &mut Partition<S>,
+        proposal: (&TopicPartition, Vec<BrokerId>),
+        out: &mut Vec<Output<S::File>>,
+    ) {
+        if let Some(controller) = self.controller.as_deref_mut() {
+            let node = BrokerId(self.config.node_id);
+            controller.propose_isr(
+                now,
+                self.peer_ids,
+                self.metadata,
+                node,
+                partition,
+                proposal,
+                out,
+            );
+        }
+    }
+}
+
 /// The way to the controller for a leader's ISR changes (Kafka's `AlterPartitionManager`).
 pub(in crate::broker) trait AlterPartition<S: Storage> {
     /// Proposes `new_isr` for `partition` (led here), unless a proposal for it is pending.

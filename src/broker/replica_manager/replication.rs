@@ -258,18 +258,8 @@ impl<S: Storage> ReplicaManager<S> {
         let Some(partition) = self.partitions.get_mut(topic_partition) else {
             return;
         };
-        if let Some(controller) = link.controller.as_deref_mut() {
-            let node = BrokerId(link.config.node_id);
-            let proposal = (topic_partition, new_isr);
-            controller.propose_isr(
-                now,
-                link.peer_ids,
-                link.metadata,
-                node,
-                partition,
-                proposal,
-                out,
-            );
+        if link.controller.is_some() {
+            link.propose_isr(now, partition, (topic_partition, new_isr), out);
             return;
         }
         partition.set_isr(new_isr);
@@ -331,19 +321,7 @@ impl<S: Storage> ReplicaManager<S> {
             if !partition.is_leader() {
                 continue;
             }
-            if let Some(controller) = link.controller.as_deref_mut() {
-                let node = BrokerId(link.config.node_id);
-                let proposal = (&topic_partition, proposed);
-                controller.propose_isr(
-                    now,
-                    link.peer_ids,
-                    link.metadata,
-                    node,
-                    partition,
-                    proposal,
-                    out,
-                );
-            }
+            link.propose_isr(now, partition, (&topic_partition, proposed), out);
         }
     }
 
